@@ -1,0 +1,62 @@
+"""Small fixes that let the OpenMMLab stack (mmengine 0.10.7, mmdet 3.3.0, mmseg 1.2.2) run on
+current torch/numpy. Applied once by `import mmrecvit`; nothing in site-packages is edited.
+
+Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` covers each one.
+
+1. `torch.load` defaults to `weights_only=True` since torch 2.6, and mmengine 0.10.7 calls it
+   without the argument, so `--resume`, `load_from`, `tools/test.py` and the inferencers fail on
+   every checkpoint the Runner wrote (`Unsupported global: mmengine...HistoryBuffer`; upstream
+   mmengine#1655, fix unreleased). Its message hub pickles a `HistoryBuffer`, numpy arrays and
+   scalars, and `getattr(HistoryBuffer, 'min')`-style references to the buffer's statistics
+   methods. We allow-list exactly those for the weights-only unpickler, with `getattr` replaced
+   by a version that only resolves HistoryBuffer's registered statistics methods (a free
+   `getattr` would let a malicious file reach arbitrary objects). Checkpoints keep loading
+   with `weights_only=True`: nothing becomes unsafe.
+
+2. CPU-only distributed training (mmengine's `init_dist` calls `torch.cuda.set_device`, and
+   its DDP wrapper is given CUDA `device_ids`) is handled where processes start, in
+   `mmrecvit.mm.dist`, because it needs the launcher arguments.
+
+numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/test_compat.py`).
+"""
+from __future__ import annotations
+
+import importlib.util
+import pickle
+
+import numpy as np
+import torch
+
+_applied = False
+
+
+def _history_buffer_getattr(obj: object, name: str) -> object:
+    """`getattr` for the weights-only unpickler, limited to HistoryBuffer's statistics methods."""
+    from mmengine.logging.history_buffer import HistoryBuffer
+
+    # The four built-in statistics plus any registered with `HistoryBuffer.register_statistics`.
+    allowed = {'min', 'max', 'current', 'mean', *HistoryBuffer._statistics_methods}
+    if obj is HistoryBuffer and name in allowed:
+        return getattr(obj, name)
+    raise pickle.UnpicklingError(f'refusing getattr({obj!r}, {name!r}) while loading a checkpoint '
+                                 '(only HistoryBuffer statistics methods are allowed)')
+
+
+def mmengine_safe_globals() -> list:
+    """The globals an mmengine training checkpoint needs, for `torch.serialization`."""
+    from mmengine.logging.history_buffer import HistoryBuffer
+
+    multiarray = np._core.multiarray if hasattr(np, '_core') else np.core.multiarray
+    dtype_classes = [getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith('DType')]
+    return [HistoryBuffer, np.ndarray, np.dtype, multiarray._reconstruct, multiarray.scalar,
+            *dtype_classes, (_history_buffer_getattr, 'builtins.getattr')]
+
+
+def apply() -> None:
+    """Apply every fix once (idempotent)."""
+    global _applied
+    if _applied:
+        return
+    if importlib.util.find_spec('mmengine') is not None:
+        torch.serialization.add_safe_globals(mmengine_safe_globals())
+    _applied = True

@@ -1,0 +1,51 @@
+"""Register our backbones, necks and hooks into mmdet's and mmseg's registries.
+
+`custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)` in an mmdet or mmseg
+config runs `register_all()` (through `import mmrecvit`), after which every backbone and neck of
+ours is buildable by its `type` name under either default scope. Frameworks that are not
+installed are skipped, so the plain-PyTorch core stays usable without them.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+
+from ..models import BACKBONES, NECKS
+
+SCOPES = ('mmdet', 'mmseg')
+
+
+def _forward_logs_to_mmengine() -> None:
+    """Send the core's `logging.getLogger('mmrecvit')` records to mmengine's current logger."""
+    from mmengine.logging import print_log
+
+    class _ToMMEngine(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            print_log(self.format(record), logger='current', level=record.levelno)
+
+    logger = logging.getLogger('mmrecvit')
+    if not any(isinstance(h, _ToMMEngine) for h in logger.handlers):
+        logger.addHandler(_ToMMEngine())
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+def register_all() -> list[str]:
+    """Register into each installed framework; returns the scopes registered."""
+    from .hooks import HOOK_CLASSES
+
+    done = []
+    for scope in SCOPES:
+        if importlib.util.find_spec(scope) is None:
+            continue
+        registry = importlib.import_module(f'{scope}.registry')
+        for reg, classes in ((registry.MODELS, {**BACKBONES, **NECKS}), (registry.HOOKS, HOOK_CLASSES)):
+            for name, cls in classes.items():
+                # module_dict, not .get(): get() would import all of mmdet.models at import time.
+                if reg.module_dict.get(name) is not cls:
+                    reg.register_module(name=name, module=cls)
+        done.append(scope)
+    if importlib.util.find_spec('mmengine') is not None:
+        _forward_logs_to_mmengine()
+    return done

@@ -1,0 +1,14 @@
+"""The networks, in plain PyTorch (torch + timm layers; no mmdet/mmseg imports)."""
+from .pyramid import SimplePyramid
+from .stats import ForwardStats, StepWork
+from .vit import NaiveRecursiveViT, PlainViT, ViTBackbone
+
+# Every backbone, in the order the docs list them; registration and tests iterate over this.
+BACKBONES = {
+    'PlainViT': PlainViT,
+    'NaiveRecursiveViT': NaiveRecursiveViT,
+}
+NECKS = {'SimplePyramid': SimplePyramid}
+
+__all__ = ['BACKBONES', 'NECKS', 'ForwardStats', 'NaiveRecursiveViT', 'PlainViT', 'SimplePyramid',
+           'StepWork', 'ViTBackbone']

@@ -1,0 +1,236 @@
+"""Reading checkpoints and loading them onto our models, strictly (STYLE 6, SPEC §6).
+
+One path for every model:
+
+    read_checkpoint(path)                 file -> flat state dict (unwraps `state_dict`/`model`,
+                                          strips DDP's `module.`), clear errors for bad files
+    [select_prefix(sd, 'backbone.')]      a backbone out of a detector/segmentor checkpoint
+    is_timm_state_dict(sd)?               a timm/DeiT checkpoint (only timm ViT key names) ...
+      drop_classifier(sd)                 ... loses its classification-only keys (listed in the log),
+      adapt_prefix_tokens(sd, model)      ... DeiT III / distilled position layouts become ours,
+      model.convert_timm_state_dict(sd)   ... and the model family's key map makes it ours
+    resample_pos_embed(sd, model)         bicubic, said in the log
+    load_state_dict_strict(model, sd)     missing / unexpected / wrong-shape keys -> one error listing them
+"""
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import re
+import zipfile
+from collections.abc import Sequence
+
+import torch
+from timm.layers import resample_abs_pos_embed
+from torch import Tensor, nn
+
+logger = logging.getLogger('mmrecvit')
+
+# Keys of timm's VisionTransformer; a state dict with only these names is a timm/DeiT checkpoint.
+TIMM_VIT_KEY = re.compile(r'^(cls_token|dist_token|reg_token|pos_embed|patch_embed\..+|blocks\.\d+\..+|'
+                          r'norm\..+|fc_norm\..+|head\..+|head_dist\..+|pre_logits\..+)$')
+# Classification-only parts of a timm/DeiT checkpoint: a dense backbone has no use for them.
+CLASSIFIER_KEY = re.compile(r'^(norm|fc_norm|head|head_dist|pre_logits)\.')
+BLOCK_KEY = re.compile(r'^blocks\.(\d+)\.(.+)$')
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be read or does not match the model."""
+
+
+def read_checkpoint(path: str, map_location: str | torch.device = 'cpu') -> dict[str, Tensor]:
+    """Read a `.pth`/`.pt`/`.safetensors` file into a flat state dict of tensors."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f'checkpoint must be a file path, got {type(path).__name__} {path!r}')
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'checkpoint file {path!r} does not exist')
+    try:
+        if path.endswith('.safetensors'):
+            from safetensors.torch import load_file
+
+            obj = load_file(path, device=str(map_location))
+        else:
+            # weights_only: tensors and plain containers only; the few mmengine types found in
+            # its checkpoints are allow-listed by mmrecvit.compat.
+            obj = torch.load(path, map_location=map_location, weights_only=True)
+    except (pickle.UnpicklingError, EOFError, RuntimeError, zipfile.BadZipFile, ValueError, OSError) as e:
+        raise CheckpointError(
+            f'cannot read checkpoint {path!r}: the file is truncated, corrupt or not a PyTorch/'
+            f'safetensors checkpoint ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""})') from e
+    return unwrap_state_dict(obj, path)
+
+
+def unwrap_state_dict(obj: object, source: str = 'checkpoint') -> dict[str, Tensor]:
+    """`{'state_dict': sd}` (mmengine), `{'model': sd}` (DeiT), raw `sd`; strips a DDP `module.`."""
+    if isinstance(obj, dict):
+        for key in ('state_dict', 'model', 'module'):
+            if isinstance(obj.get(key), dict):
+                obj = obj[key]
+                break
+    if not isinstance(obj, dict) or not obj:
+        raise CheckpointError(f'{source} holds no state dict (expected a dict of tensors, possibly '
+                              f"under 'state_dict' or 'model'), got {type(obj).__name__}")
+    bad = [k for k, v in obj.items() if not isinstance(v, Tensor)]
+    if bad:
+        raise CheckpointError(f'{source}: state dict entries that are not tensors: {bad[:10]}')
+    if all(k.startswith('module.') for k in obj):
+        obj = {k[len('module.'):]: v for k, v in obj.items()}
+    return dict(obj)
+
+
+def select_prefix(state_dict: dict[str, Tensor], prefix: str, source: str = 'checkpoint') -> dict[str, Tensor]:
+    """Keys under `prefix` (e.g. 'backbone.'), with the prefix removed."""
+    prefix = prefix if prefix.endswith('.') else prefix + '.'
+    out = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
+    if not out:
+        top = sorted({k.split('.')[0] for k in state_dict})
+        raise CheckpointError(f"{source} has no keys under prefix {prefix!r}; its top-level names are {top}")
+    return out
+
+
+def is_timm_state_dict(state_dict: dict[str, Tensor]) -> bool:
+    return all(TIMM_VIT_KEY.match(k) for k in state_dict)
+
+
+def drop_classifier(state_dict: dict[str, Tensor]) -> tuple[dict[str, Tensor], list[str]]:
+    kept = {k: v for k, v in state_dict.items() if not CLASSIFIER_KEY.match(k)}
+    return kept, sorted(set(state_dict) - set(kept))
+
+
+def adapt_prefix_tokens(state_dict: dict[str, Tensor], model: nn.Module) -> dict[str, Tensor]:
+    """Make the checkpoint's prefix tokens (CLS, distillation) and their positions match the model.
+
+    Our layout is original DeiT's: `pos_embed` holds one row per prefix token, then the grid.
+    DeiT III stores positions for the grid only (CLS gets none): a zero row for CLS is the same
+    model. A distilled DeiT's `dist_token` (and its position) is dropped, as is CLS for a model
+    built with `with_cls_token=False`; each change is logged.
+    """
+    sd = dict(state_dict)
+    pos = sd.get('pos_embed')
+    if pos is None:
+        return sd
+    rows = [('cls', 'cls_token'), ('dist', 'dist_token')]
+    present = [name for name, key in rows if key in sd]
+    grid_rows = pos.shape[1] - len(present)
+    if grid_rows < 0 or int(round(grid_rows ** 0.5)) ** 2 != grid_rows:
+        if 'cls_token' in sd and int(round(pos.shape[1] ** 0.5)) ** 2 == pos.shape[1]:
+            logger.info('pos_embed has no CLS row (DeiT III layout): inserting a zero row')
+            pos = torch.cat([pos.new_zeros(1, 1, pos.shape[2]), pos], dim=1)
+            present = ['cls']
+            if 'dist_token' in sd:
+                raise CheckpointError('pos_embed layout not understood: distillation token without positions')
+        else:
+            return sd  # leave it: the strict loader reports the shape mismatch
+    prefix = pos[:, : len(present)]
+    keep = []
+    for i, name in enumerate(present):
+        wanted = name == 'cls' and getattr(model, 'with_cls_token', True)
+        if wanted:
+            keep.append(prefix[:, i: i + 1])
+        else:
+            logger.info(f'dropping the checkpoint\'s {name} token and its position (the model has none)')
+            sd.pop(f'{name}_token')
+    sd['pos_embed'] = torch.cat(keep + [pos[:, len(present):]], dim=1)
+    return sd
+
+
+def resample_pos_embed(state_dict: dict[str, Tensor], model: nn.Module) -> dict[str, Tensor]:
+    """Resample `pos_embed` (bicubic, timm) when the checkpoint's grid differs from the model's."""
+    pos = state_dict.get('pos_embed')
+    target = model.state_dict().get('pos_embed') if hasattr(model, 'pos_embed') else None
+    if pos is None or target is None or pos.shape == target.shape:
+        return state_dict
+    n_prefix = getattr(model, 'num_prefix_tokens', 1)
+    old = int(round((pos.shape[1] - n_prefix) ** 0.5))
+    if old * old != pos.shape[1] - n_prefix or pos.shape[2] != target.shape[2]:
+        return state_dict  # not a square grid of the same width: the strict loader reports it
+    new = list(model.pretrain_grid)
+    sd = dict(state_dict)
+    sd['pos_embed'] = resample_abs_pos_embed(pos, new_size=new, old_size=[old, old], num_prefix_tokens=n_prefix)
+    logger.info(f'resampled pos_embed from a {old}x{old} to a {new[0]}x{new[1]} grid (bicubic)')
+    return sd
+
+
+def split_timm_blocks(state_dict: dict[str, Tensor]) -> tuple[dict[str, Tensor], list[dict[str, Tensor]]]:
+    """Split `blocks.<i>.<name>` keys into a list of per-block dicts; return (rest, blocks)."""
+    rest, by_index = {}, {}
+    for k, v in state_dict.items():
+        m = BLOCK_KEY.match(k)
+        if m:
+            by_index.setdefault(int(m.group(1)), {})[m.group(2)] = v
+        else:
+            rest[k] = v
+    if sorted(by_index) != list(range(len(by_index))):
+        raise CheckpointError(f'checkpoint blocks are not numbered 0..n-1: {sorted(by_index)}')
+    return rest, [by_index[i] for i in range(len(by_index))]
+
+
+def average_blocks(blocks: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """Parameter-wise mean of several blocks (MoR's "average the tied layers")."""
+    return {k: torch.stack([b[k] for b in blocks]).mean(0) for k in blocks[0]}
+
+
+def pick_or_average_blocks(blocks: Sequence[dict[str, Tensor]], groups: Sequence[Sequence[int]], mode: str,
+                           prefix: str) -> dict[str, Tensor]:
+    """Unique block j <- the first block of `groups[j]` ('pick') or the group's mean ('average')."""
+    out = {}
+    for j, group in enumerate(groups):
+        src = blocks[group[0]] if mode == 'pick' else average_blocks([blocks[i] for i in group])
+        out.update({f'{prefix}.{j}.{k}': v for k, v in src.items()})
+    return out
+
+
+def fresh_parameters(model: nn.Module, state_dict: dict[str, Tensor], pattern: str) -> dict[str, Tensor]:
+    """Add the model's own (freshly initialised) entries matching `pattern` to `state_dict`.
+
+    For method-specific parameters a timm checkpoint cannot have (routers, step transforms);
+    SPEC §6 keeps them at their zero/small initialisation. The keys are logged.
+    """
+    regex = re.compile(pattern)
+    own = {k: v for k, v in model.state_dict().items() if regex.match(k) and k not in state_dict}
+    if own:
+        roots = sorted({k.rsplit('.', 2)[0] if k.count('.') > 1 else k for k in own})
+        logger.info(f'kept at initialisation (not in a timm checkpoint): {roots}')
+    return {**state_dict, **own}
+
+
+def load_state_dict_strict(model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint') -> None:
+    """`load_state_dict(strict=True)` with one error listing every missing, unexpected and
+    wrong-shape key."""
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state_dict))
+    unexpected = sorted(set(state_dict) - set(own))
+    shapes = sorted(f'{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}'
+                    for k in set(own) & set(state_dict) if own[k].shape != state_dict[k].shape)
+    if missing or unexpected or shapes:
+        parts = [f'{source} does not match {type(model).__name__}:']
+        for title, keys in (('missing keys', missing), ('unexpected keys', unexpected), ('wrong shapes', shapes)):
+            if keys:
+                parts.append(f'  {title} ({len(keys)}): ' + ', '.join(keys))
+        raise CheckpointError('\n'.join(parts))
+    model.load_state_dict(state_dict, strict=True)
+
+
+def convert_state_dict(model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint') -> dict[str, Tensor]:
+    """Our own keys pass through; a timm/DeiT state dict goes through the model's key map."""
+    if set(state_dict) == set(model.state_dict()) or not is_timm_state_dict(state_dict):
+        return dict(state_dict)
+    sd, dropped = drop_classifier(state_dict)
+    if dropped:
+        logger.info(f'{source}: dropped classification-only keys {dropped}')
+    sd = adapt_prefix_tokens(sd, model)
+    return model.convert_timm_state_dict(sd)
+
+
+def load_pretrained(model: nn.Module, checkpoint: str, prefix: str | None = None,
+                    map_location: str | torch.device = 'cpu') -> None:
+    """Load a timm/DeiT or mmrecvit checkpoint into `model`, strictly (see the module docstring)."""
+    sd = read_checkpoint(checkpoint, map_location)
+    if prefix:
+        sd = select_prefix(sd, prefix, checkpoint)
+    sd = convert_state_dict(model, sd, checkpoint)
+    sd = resample_pos_embed(sd, model)
+    load_state_dict_strict(model, sd, checkpoint)
+    logger.info(f'loaded {checkpoint!r} into {type(model).__name__} ({len(sd)} tensors, strict)')

@@ -1,0 +1,315 @@
+"""The shared ViT backbone machinery and the two baselines (SPEC §0, §5).
+
+`ViTBackbone` owns what every model here has in common: the patch embedding with timm's names,
+padding to the patch size, bicubic position-embedding resampling, the per-application-step
+stochastic-depth schedule, activation checkpointing, turning token states into (B, D, h, w) maps,
+and strict loading of pretrained weights. A subclass only writes `forward_states`: the recursion.
+
+Data flow: image -> `embed` -> `forward_states` (the method) -> selected states -> `to_maps`.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from timm.layers import resample_abs_pos_embed, trunc_normal_
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from .checks import check_bool, check_choice, check_float, check_int, check_sequence
+from .layers import Block
+from .stats import ForwardStats, StepWork
+
+# DeiT sizes (SPEC "Notation"); `depth` is the number of block applications L.
+ARCH_SETTINGS: dict[str, dict[str, int]] = {
+    'tiny': dict(embed_dim=192, num_heads=3, depth=12),
+    'small': dict(embed_dim=384, num_heads=6, depth=12),
+    'base': dict(embed_dim=768, num_heads=12, depth=12),
+}
+ARCH_ALIASES = {'ti': 'tiny', 't': 'tiny', 's': 'small', 'b': 'base'}
+
+
+def resolve_arch(arch: str, table: dict[str, dict[str, Any]], **overrides: Any) -> dict[str, Any]:
+    """Look `arch` up in a size table (aliases ti/s/b allowed); explicit overrides win."""
+    if not isinstance(arch, str):
+        raise TypeError(f'arch must be a str, one of {list(table)}, got {arch!r}')
+    name = ARCH_ALIASES.get(arch.lower(), arch.lower())
+    check_choice('arch', name, list(table))
+    settings = dict(table[name])
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    return settings
+
+
+def stage_ends(num_steps: int, num_stages: int = 4) -> tuple[int, ...]:
+    """0-based index of the last step of each of `num_stages` equal stages (12 -> 2, 5, 8, 11)."""
+    return tuple(max(0, num_steps * (i + 1) // num_stages - 1) for i in range(num_stages))
+
+
+def check_out_indices(value: Any, num_steps: int, name: str = 'out_indices') -> tuple[int, ...]:
+    """Integer step indices in [-num_steps, num_steps); negatives count from the end."""
+    indices = check_sequence(name, value)
+    out = []
+    for i in indices:
+        check_int(f'{name} entry', i, -num_steps, num_steps - 1)
+        out.append(i % num_steps)
+    return tuple(out)
+
+
+class ViTBackbone(nn.Module):
+    """Base class: embeddings, outputs, checkpointing and pretrained loading.
+
+    Args:
+        embed_dim, num_heads, mlp_ratio, qkv_bias, init_values: block sizes (see `Block`).
+        patch_size: patch (and output stride) of the patch embedding.
+        img_size: pretraining image size; `pos_embed` is stored for its grid and resampled
+            (bicubic, as timm) to the grid of each input.
+        in_channels: image channels.
+        with_cls_token: prepend a CLS token (DeiT). It takes part in attention but not in the maps.
+        drop_path_rate: stochastic depth of the last application step; rates grow linearly over
+            the L application steps (indexed by step, not by unique block, STYLE 3).
+        with_cp: activation checkpointing per block application in training (same outputs, less
+            memory).
+        pretrained: path of a checkpoint, the same as `init_cfg=dict(type='Pretrained', ...)`
+            (mmseg's `EncoderDecoder` passes it).
+        init_cfg: `dict(type='Pretrained', checkpoint=PATH, prefix=None)`; loaded strictly by
+            `init_weights()` through the model's checkpoint filter (see `checkpoint.py`).
+    """
+
+    def __init__(self, *, embed_dim: int, num_heads: int, num_steps: int, mlp_ratio: float = 4.0,
+                 qkv_bias: bool = True, init_values: float | None = None, patch_size: int = 16,
+                 img_size: int | Sequence[int] = 224, in_channels: int = 3,
+                 with_cls_token: bool = True, drop_path_rate: float = 0.0, with_cp: bool = False,
+                 pretrained: str | None = None, init_cfg: dict | None = None) -> None:
+        super().__init__()
+        self.embed_dim = check_int('embed_dim', embed_dim, 1)
+        self.num_heads = check_int('num_heads', num_heads, 1)
+        if embed_dim % num_heads:
+            raise ValueError(f'embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})')
+        self.mlp_ratio = check_float('mlp_ratio', mlp_ratio, 0.0, math.inf, low_open=True)
+        self.qkv_bias = check_bool('qkv_bias', qkv_bias)
+        if init_values is not None:
+            check_float('init_values', init_values, 0.0, math.inf, low_open=True)
+        self.init_values = init_values
+        self.patch_size = check_int('patch_size', patch_size, 1)
+        self.num_steps = check_int('depth (number of block applications)', num_steps, 1)
+        img_hw = (img_size, img_size) if isinstance(img_size, int) else tuple(check_sequence('img_size', img_size))
+        if len(img_hw) != 2:
+            raise ValueError(f'img_size must be an int or (H, W), got {img_size!r}')
+        for v in img_hw:
+            check_int('img_size', v, patch_size)
+        self.pretrain_grid = (img_hw[0] // patch_size, img_hw[1] // patch_size)
+        check_int('in_channels', in_channels, 1)
+        self.with_cls_token = check_bool('with_cls_token', with_cls_token)
+        self.num_prefix_tokens = int(with_cls_token)
+        check_float('drop_path_rate', drop_path_rate, 0.0, 1.0, high_open=True)
+        self.drop_path_rates = torch.linspace(0, drop_path_rate, self.num_steps).tolist()
+        self.with_cp = check_bool('with_cp', with_cp)
+        self.init_cfg = self._resolve_init_cfg(pretrained, init_cfg)
+        self.stats: ForwardStats | None = None
+
+        self.patch_embed = nn.Module()
+        self.patch_embed.proj = nn.Conv2d(in_channels, embed_dim, patch_size, patch_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim)) if with_cls_token else None
+        num_pos = self.pretrain_grid[0] * self.pretrain_grid[1] + self.num_prefix_tokens
+        self.pos_embed = nn.Parameter(torch.zeros(1, num_pos, embed_dim))
+        trunc_normal_(self.pos_embed, std=0.02)
+        if self.cls_token is not None:
+            nn.init.normal_(self.cls_token, std=1e-6)
+
+    # ---- construction helpers -----------------------------------------------------------------
+    def make_block(self) -> Block:
+        return Block(self.embed_dim, self.num_heads, self.mlp_ratio, self.qkv_bias, self.init_values)
+
+    @staticmethod
+    def _resolve_init_cfg(pretrained: str | None, init_cfg: dict | None) -> dict | None:
+        if pretrained is not None and init_cfg is not None:
+            raise ValueError('pass either pretrained or init_cfg, not both '
+                             f'(pretrained={pretrained!r}, init_cfg={init_cfg!r})')
+        if pretrained is not None:
+            if not isinstance(pretrained, str):
+                raise TypeError(f'pretrained must be a checkpoint path (str) or None, got {pretrained!r}')
+            return dict(type='Pretrained', checkpoint=pretrained)
+        if init_cfg is None:
+            return None
+        if not isinstance(init_cfg, dict):
+            raise TypeError("init_cfg must be a dict like dict(type='Pretrained', checkpoint=PATH) "
+                            f'or None, got {type(init_cfg).__name__} {init_cfg!r}')
+        init_cfg = dict(init_cfg)
+        check_choice("init_cfg['type']", init_cfg.get('type'), ['Pretrained'])
+        if not isinstance(init_cfg.get('checkpoint'), str):
+            raise ValueError(f"init_cfg['checkpoint'] must be a checkpoint path, got {init_cfg.get('checkpoint')!r}")
+        unknown = set(init_cfg) - {'type', 'checkpoint', 'prefix', 'map_location'}
+        if unknown:
+            raise ValueError(f'init_cfg has unknown keys {sorted(unknown)}; allowed: '
+                             "['type', 'checkpoint', 'prefix', 'map_location']")
+        return init_cfg
+
+    # ---- weights ------------------------------------------------------------------------------
+    def init_weights(self) -> None:
+        """Load `init_cfg`'s checkpoint strictly (called by mmengine's Runner; no-op without one).
+
+        Modules initialise themselves at construction (timm's scheme; routers zero), so a model
+        built in plain PyTorch is ready to use without calling this.
+        """
+        if self.init_cfg is not None:
+            from .checkpoint import load_pretrained
+
+            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
+                            map_location=self.init_cfg.get('map_location', 'cpu'))
+        self.is_init = True  # mmengine's BaseModule convention: do not initialise twice
+
+    def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
+        """Map a timm/DeiT state dict (already split of its classifier) to this model's keys."""
+        raise NotImplementedError
+
+    # ---- forward ------------------------------------------------------------------------------
+    def embed(self, x: Tensor) -> tuple[Tensor, tuple[int, int]]:
+        """(B, C, H, W) image -> (B, N, D) tokens (CLS first) and the patch grid (h, w).
+
+        H and W are padded (bottom/right, zeros) up to a multiple of the patch size.
+        """
+        if x.ndim != 4:
+            raise ValueError(f'expected images of shape (B, C, H, W), got shape {tuple(x.shape)}')
+        H, W = x.shape[-2:]
+        p = self.patch_size
+        if H < p or W < p:
+            raise ValueError(f'input of {H}x{W} pixels is smaller than one {p}x{p} patch')
+        x = F.pad(x, (0, (-W) % p, 0, (-H) % p))
+        x = self.patch_embed.proj(x)  # (B, C, H, W) -> (B, D, h, w)
+        grid = (x.shape[2], x.shape[3])
+        x = x.flatten(2).transpose(1, 2)  # (B, D, h, w) -> (B, h*w, D)
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        pos = resample_abs_pos_embed(self.pos_embed, new_size=list(grid), old_size=list(self.pretrain_grid),
+                                     num_prefix_tokens=self.num_prefix_tokens)
+        return x + pos, grid
+
+    def run_block(self, block: nn.Module, x: Tensor, step: int) -> Tensor:
+        """Apply `block` as application step `step` (its drop-path rate; checkpointed if asked)."""
+        rate = self.drop_path_rates[step]
+        if self.with_cp and self.training and torch.is_grad_enabled():
+            return checkpoint(block, x, rate, use_reentrant=False)
+        return block(x, rate)
+
+    def forward_states(self, x: Tensor, indices: Sequence) -> list[Tensor]:
+        """The method: token states (B, N, D) after each requested step, in `indices` order.
+
+        Subclasses implement this and set `self.stats`.
+        """
+        raise NotImplementedError
+
+    def to_maps(self, states: Sequence[Tensor], grid: tuple[int, int]) -> tuple[Tensor, ...]:
+        """Drop prefix tokens: (B, N, D) -> (B, D, h, w)."""
+        maps = []
+        for s in states:
+            s = s[:, self.num_prefix_tokens:]
+            maps.append(s.transpose(1, 2).reshape(s.shape[0], s.shape[2], *grid))
+        return tuple(maps)
+
+    def get_intermediate_states(self, x: Tensor, indices: Sequence) -> tuple[list[Tensor], tuple[int, int]]:
+        """Image -> states after the requested steps (the one way to get features, STYLE 7)."""
+        tokens, grid = self.embed(x)
+        states = self.forward_states(tokens, indices)
+        if self.stats is not None:
+            self.stats.grid = grid
+        return states, grid
+
+    def forward(self, x: Tensor) -> tuple[Tensor, ...]:
+        """(B, C, H, W) -> tuple of maps (B, D, ceil(H/p), ceil(W/p)), one per `out_indices`."""
+        states, grid = self.get_intermediate_states(x, self.out_indices)
+        return self.to_maps(states, grid)
+
+    def dense_stats(self, tokens: int, num_steps: int) -> ForwardStats:
+        """Statistics of a forward that ran all `tokens` through `num_steps` block applications."""
+        hidden = int(self.embed_dim * self.mlp_ratio)
+        return ForwardStats(steps=[StepWork(queries=tokens, keys=tokens, mlp_hidden=hidden)
+                                   for _ in range(num_steps)])
+
+
+class PlainViT(ViTBackbone):
+    """DeiT-style ViT with L distinct blocks: the unshared reference (SPEC §0).
+
+    Args:
+        arch: 'tiny' | 'small' | 'base' (aliases 'ti', 's', 'b'); `embed_dim`, `depth` and
+            `num_heads` override the table.
+        out_indices: 0-based block indices whose outputs are returned (default: the ends of 4
+            equal stages, (2, 5, 8, 11) for 12 blocks).
+        Other arguments: see `ViTBackbone`.
+    """
+
+    def __init__(self, arch: str = 'small', embed_dim: int | None = None, depth: int | None = None,
+                 num_heads: int | None = None, out_indices: Sequence[int] | None = None,
+                 **kwargs: Any) -> None:
+        sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
+        depth = check_int('depth', sizes['depth'], 1)
+        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], num_steps=depth, **kwargs)
+        self.depth = depth
+        self.out_indices = check_out_indices(stage_ends(depth) if out_indices is None else out_indices, depth)
+        self.blocks = nn.ModuleList(self.make_block() for _ in range(depth))
+
+    def forward_states(self, x: Tensor, indices: Sequence[int]) -> list[Tensor]:
+        wanted = {i: None for i in indices}
+        for step, block in enumerate(self.blocks[: max(indices) + 1]):
+            x = self.run_block(block, x, step)
+            if step in wanted:
+                wanted[step] = x
+        self.stats = self.dense_stats(x.shape[1], max(indices) + 1)
+        return [wanted[i] for i in indices]
+
+    def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
+        """Identity: our names are timm's (block i <- timm block i)."""
+        return dict(state_dict)
+
+
+class NaiveRecursiveViT(ViTBackbone):
+    """k distinct blocks applied cyclically for L applications (SPEC §0).
+
+    Application step t runs `blocks[t % k]`; only states are read out (no mixing), so this is
+    the "naive recursion" reference that degrades as recursion grows.
+
+    Args:
+        num_unique_blocks: k.
+        depth: L, number of block applications (default from `arch`: 12).
+        out_indices: 0-based application steps to return (default: ends of 4 equal stages).
+        timm_init: how unique block j is initialised from an L-block timm checkpoint:
+            'pick' (decision, SPEC §6): timm block j*(L/k); 'average': mean of its group of L/k blocks.
+    """
+
+    def __init__(self, arch: str = 'small', embed_dim: int | None = None, depth: int | None = None,
+                 num_heads: int | None = None, num_unique_blocks: int = 3,
+                 out_indices: Sequence[int] | None = None, timm_init: str = 'pick', **kwargs: Any) -> None:
+        sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
+        depth = check_int('depth', sizes['depth'], 1)
+        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], num_steps=depth, **kwargs)
+        self.num_unique_blocks = check_int('num_unique_blocks', num_unique_blocks, 1, depth)
+        self.timm_init = check_choice('timm_init', timm_init, ['pick', 'average'])
+        self.depth = depth
+        self.out_indices = check_out_indices(stage_ends(depth) if out_indices is None else out_indices, depth)
+        self.blocks = nn.ModuleList(self.make_block() for _ in range(self.num_unique_blocks))
+        # The recursion schedule: which unique block runs at each application step.
+        self.schedule = [t % self.num_unique_blocks for t in range(depth)]
+
+    def forward_states(self, x: Tensor, indices: Sequence[int]) -> list[Tensor]:
+        wanted = {i: None for i in indices}
+        for step in range(max(indices) + 1):
+            x = self.run_block(self.blocks[self.schedule[step]], x, step)
+            if step in wanted:
+                wanted[step] = x
+        self.stats = self.dense_stats(x.shape[1], max(indices) + 1)
+        return [wanted[i] for i in indices]
+
+    def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
+        from .checkpoint import pick_or_average_blocks, split_timm_blocks
+
+        rest, blocks = split_timm_blocks(state_dict)
+        k, src_depth = self.num_unique_blocks, len(blocks)
+        if src_depth % k:
+            raise ValueError(f'cannot map a {src_depth}-block checkpoint onto num_unique_blocks={k}: '
+                             f'{src_depth} must be a multiple of {k}')
+        group = src_depth // k
+        groups = [list(range(j * group, (j + 1) * group)) for j in range(k)]
+        rest.update(pick_or_average_blocks(blocks, groups, self.timm_init, prefix='blocks'))
+        return rest

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Set up mmrecvit's virtual environment in <repo>/.venv (idempotent).
+#
+#   bash scripts/setup.sh            # or: make setup
+#
+# Steps (each skipped when already done):
+#   1. create .venv with Python 3.11 ($PYTHON to override)
+#   2. install the pinned stack from requirements.txt (torch 2.14.1 comes from the machine's disk)
+#   3. install mmcv 2.1.0 with its compiled ops, from the first of:
+#        a. a wheel in $MMRECVIT_WHEEL_DIR (checked against SHA256SUMS there when present)
+#        b. the wheel cache ${XDG_CACHE_HOME:-~/.cache}/mmrecvit/wheels
+#        c. a source build of the sdist (~25 min on 2 cores), whose wheel is then cached (b)
+#   4. install mmdet 3.3.0 and mmsegmentation 1.2.2 (--no-deps: their mmcv pins are handled above)
+#   5. pip install -e . (mmrecvit itself)
+# Why the mmcv build needs care (../shared/ENV.md): its setup.py imports pkg_resources
+# (setuptools < 82), must see torch (--no-build-isolation) or it silently drops mmcv._ext, and
+# hard-codes -std=c++14/17 while torch >= 2.10 headers require C++20.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV="$ROOT/.venv"
+PY="$VENV/bin/python"
+CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/mmrecvit/wheels"
+MMCV_VERSION=2.1.0
+STAMP="$VENV/.mmrecvit-setup"
+
+step() { printf '\033[1m[setup %s] %s\033[0m\n' "$(date +%H:%M:%S)" "$*"; }
+die() { printf '\033[31m[setup] ERROR: %s\033[0m\n' "$*" >&2; exit 1; }
+
+# The stamp records what the environment was built from; a changed requirements.txt or setup
+# script re-runs the (fast, idempotent) pip steps.
+want_stamp=$(cat "$ROOT/requirements.txt" "$ROOT/scripts/setup.sh" | sha256sum | cut -d' ' -f1)
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]] && "$PY" -c 'import mmcv.ops, mmdet, mmseg, mmrecvit' 2>/dev/null; then
+  step "environment up to date ($VENV)"
+  exit 0
+fi
+
+# ---- 0. prerequisites -------------------------------------------------------------------------
+PYTHON=${PYTHON:-}
+if [[ -z "$PYTHON" ]]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      PYTHON=$cand; break
+    fi
+  done
+fi
+[[ -n "$PYTHON" ]] || die "Python 3.11 not found (torch 2.14.1 and the cached mmcv wheel are cp311). Set PYTHON=/path/to/python3.11."
+"$PYTHON" -c 'import venv' 2>/dev/null || die "'$PYTHON -m venv' is unavailable: install the venv module (Debian: python3.11-venv)."
+
+# ---- 1. venv ----------------------------------------------------------------------------------
+if [[ ! -x "$PY" ]]; then
+  step "creating virtual environment $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+PIP=("$PY" -m pip --disable-pip-version-check)
+
+# ---- 2. pinned stack --------------------------------------------------------------------------
+step "installing pinned requirements (torch 2.14.1 from the local disk; ~1-2 min the first time)"
+"${PIP[@]}" install --progress-bar off -q -r "$ROOT/requirements.txt" \
+  || die "pip could not install requirements.txt (see the pip message above)."
+
+# ---- 3. mmcv with ops -------------------------------------------------------------------------
+mmcv_ok() { "$PY" - <<'EOF' 2>/dev/null
+import mmcv, mmcv.ops  # noqa: F401  (mmcv.ops imports mmcv._ext: the compiled ops)
+from mmcv.ops import nms, RoIAlign  # noqa: F401
+assert mmcv.__version__ == '2.1.0'
+EOF
+}
+
+find_wheel() {  # $1 = directory; prints the mmcv wheel path matching this Python, if any
+  local dir=$1 tag
+  tag=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+  compgen -G "$dir/mmcv-$MMCV_VERSION-$tag-$tag-linux_$(uname -m).whl" | head -n1 || true
+}
+
+install_wheel() {  # $1 = wheel path
+  step "installing $(basename "$1")"
+  "${PIP[@]}" install --progress-bar off -q --no-deps --force-reinstall "$1"
+  "${PIP[@]}" install --progress-bar off -q addict packaging pyyaml yapf  # mmcv's own runtime deps
+  mmcv_ok || die "$1 installed but 'import mmcv.ops' fails: the wheel was built for another torch/Python. Remove it and re-run to build from source."
+}
+
+build_mmcv() {
+  for tool in gcc g++; do
+    command -v $tool >/dev/null || die "'$tool' not found: the mmcv ops build needs a C/C++ compiler (Debian: apt install build-essential)."
+  done
+  echo 'int main(){return 0;}' | g++ -std=c++20 -x c++ - -o /dev/null 2>/dev/null \
+    || die "g++ does not accept -std=c++20 (torch >= 2.10 headers need it): install g++ >= 10."
+  local inc
+  inc=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  [[ -f "$inc/Python.h" ]] || die "Python headers missing ($inc/Python.h): install python3.11-dev."
+
+  local work log jobs start
+  work=$(mktemp -d); log="$work/build.log"; jobs=${MAX_JOBS:-$(nproc)}; start=$(date +%s)
+  step "building mmcv $MMCV_VERSION with ops from source (MAX_JOBS=$jobs; ~25 min on 2 cores; log: $log)"
+  (cd "$work" && "${PIP[@]}" download -q --no-deps --no-binary :all: --no-build-isolation "mmcv==$MMCV_VERSION" -d .) \
+    || die "could not download the mmcv $MMCV_VERSION sdist from the package index."
+  tar -xzf "$work/mmcv-$MMCV_VERSION.tar.gz" -C "$work"
+  local src="$work/mmcv-$MMCV_VERSION"
+  sed -i -E 's/-std=c\+\+1[47]/-std=c++20/g' "$src/setup.py"
+  grep -q -- '-std=c++20' "$src/setup.py" || die "patching mmcv's setup.py for C++20 failed (unexpected sdist layout)."
+  ( cd "$src" && MMCV_WITH_OPS=1 FORCE_CUDA=${FORCE_CUDA:-0} MAX_JOBS=$jobs \
+      "${PIP[@]}" wheel --no-deps --no-build-isolation -w "$work/dist" . >"$log" 2>&1 ) &
+  local pid=$!
+  # Progress: count compiled objects while the build runs (77 C++ sources on CPU).
+  while kill -0 $pid 2>/dev/null; do
+    sleep 30
+    local n
+    n=$(find "$src/build" -name '*.o' 2>/dev/null | wc -l)
+    step "  mmcv build: $n objects compiled, $(( ($(date +%s) - start) / 60 )) min elapsed"
+  done
+  if ! wait $pid; then
+    echo "---- last 25 lines of $log ----" >&2; tail -n 25 "$log" >&2
+    die "mmcv source build failed (full log: $log)."
+  fi
+  local whl
+  whl=$(compgen -G "$work/dist/mmcv-$MMCV_VERSION-*.whl" | head -n1)
+  [[ -n "$whl" ]] || die "mmcv build produced no wheel (log: $log)."
+  mkdir -p "$CACHE_DIR"
+  cp "$whl" "$CACHE_DIR/"
+  step "mmcv built in $(( ($(date +%s) - start) / 60 )) min; cached $(basename "$whl") in $CACHE_DIR"
+  rm -rf "$work"
+}
+
+if mmcv_ok; then
+  step "mmcv $MMCV_VERSION with ops already installed"
+else
+  whl=""
+  if [[ -n "${MMRECVIT_WHEEL_DIR:-}" ]]; then
+    [[ -d "$MMRECVIT_WHEEL_DIR" ]] || die "MMRECVIT_WHEEL_DIR=$MMRECVIT_WHEEL_DIR is not a directory."
+    whl=$(find_wheel "$MMRECVIT_WHEEL_DIR")
+    if [[ -n "$whl" && -f "$MMRECVIT_WHEEL_DIR/SHA256SUMS" ]]; then
+      (cd "$MMRECVIT_WHEEL_DIR" && grep " $(basename "$whl")\$" SHA256SUMS | sha256sum -c --quiet -) \
+        || die "$whl does not match $MMRECVIT_WHEEL_DIR/SHA256SUMS: refusing to install it."
+      step "checksum of $(basename "$whl") verified"
+    fi
+    [[ -n "$whl" ]] || step "no matching mmcv wheel in MMRECVIT_WHEEL_DIR=$MMRECVIT_WHEEL_DIR; trying the cache"
+  fi
+  [[ -n "$whl" ]] || whl=$(find_wheel "$CACHE_DIR")
+  if [[ -z "$whl" ]]; then
+    build_mmcv
+    whl=$(find_wheel "$CACHE_DIR")
+  fi
+  install_wheel "$whl"
+fi
+
+# ---- 4. mmdet, mmseg --------------------------------------------------------------------------
+step "installing mmdet 3.3.0 and mmsegmentation 1.2.2"
+"${PIP[@]}" install --progress-bar off -q --no-deps mmdet==3.3.0 mmsegmentation==1.2.2
+
+# ---- 5. mmrecvit ------------------------------------------------------------------------------
+step "installing mmrecvit (editable)"
+"${PIP[@]}" install --progress-bar off -q --no-deps --no-build-isolation -e "$ROOT"
+
+"$PY" -c 'import mmcv.ops, mmdet, mmseg, mmrecvit, torch; print(f"torch {torch.__version__}, mmcv {mmcv.__version__}, mmdet {mmdet.__version__}, mmseg {mmseg.__version__}, mmrecvit {mmrecvit.__version__}")' \
+  || die "the installed stack does not import (see above)."
+echo "$want_stamp" >"$STAMP"
+step "done: activate with 'source .venv/bin/activate'"
