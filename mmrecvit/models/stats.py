@@ -54,6 +54,8 @@ class ForwardStats:
     scalars: detached numbers for the training log (mean depth, fractions, gate values ...).
     token_maps: per-token tensors for visualisation, each (B, ..., h, w) on the patch grid, e.g.
         `depth` (B, h, w) or `mixture/unit0` (B, T, h, w).
+    tables: other per-forward tensors for tools that are not per token, e.g. reViT's gates
+        `gates` (L, E).
     steps: one `StepWork` per block application, in execution order (FLOP counting).
     grid: the patch grid (h, w) of this forward.
     """
@@ -61,6 +63,7 @@ class ForwardStats:
     aux_losses: dict[str, Tensor] = field(default_factory=dict)
     scalars: dict[str, Tensor] = field(default_factory=dict)
     token_maps: dict[str, Tensor] = field(default_factory=dict)
+    tables: dict[str, Tensor] = field(default_factory=dict)
     steps: list[StepWork] = field(default_factory=list)
     grid: tuple[int, int] = (0, 0)
 

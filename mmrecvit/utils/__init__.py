@@ -1,0 +1,1 @@
+"""Utilities shared by tools and tests (no mmdet/mmseg imports)."""
