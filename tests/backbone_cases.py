@@ -9,4 +9,5 @@ TINY = dict(embed_dim=32, num_heads=2, img_size=64)
 BACKBONE_CASES = {
     'PlainViT': dict(arch='tiny', depth=4, **TINY),
     'NaiveRecursiveViT': dict(arch='tiny', depth=6, num_unique_blocks=2, **TINY),
+    'SRViT': dict(arch='tiny', depth=6, num_steps=[2, 3, 2, 1], **TINY),
 }

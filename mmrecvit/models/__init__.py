@@ -1,5 +1,6 @@
 """The networks, in plain PyTorch (torch + timm layers; no mmdet/mmseg imports)."""
 from .pyramid import SimplePyramid
+from .srvit import SRViT
 from .stats import ForwardStats, StepWork
 from .vit import NaiveRecursiveViT, PlainViT, ViTBackbone
 
@@ -7,8 +8,9 @@ from .vit import NaiveRecursiveViT, PlainViT, ViTBackbone
 BACKBONES = {
     'PlainViT': PlainViT,
     'NaiveRecursiveViT': NaiveRecursiveViT,
+    'SRViT': SRViT,
 }
 NECKS = {'SimplePyramid': SimplePyramid}
 
-__all__ = ['BACKBONES', 'NECKS', 'ForwardStats', 'NaiveRecursiveViT', 'PlainViT', 'SimplePyramid',
+__all__ = ['BACKBONES', 'NECKS', 'ForwardStats', 'NaiveRecursiveViT', 'PlainViT', 'SRViT', 'SimplePyramid',
            'StepWork', 'ViTBackbone']
