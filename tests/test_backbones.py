@@ -89,7 +89,8 @@ def test_with_cp_keeps_outputs_and_gradients(name):
     (dict(patch_size=0), ValueError, ['patch_size']),
     (dict(with_cp='yes'), TypeError, ['with_cp']),
     (dict(init_cfg=dict(type='Kaiming')), ValueError, ["init_cfg['type']", 'Pretrained']),
-    (dict(pretrained='a.pth', init_cfg=dict(type='Pretrained', checkpoint='b.pth')), ValueError, ['pretrained', 'init_cfg']),
+    (dict(pretrained='a.pth', init_cfg=dict(type='Pretrained', checkpoint='b.pth')), ValueError,
+     ['pretrained', 'init_cfg']),
     (dict(out_indices=[99]), ValueError, ['out_indices']),
 ])
 def test_bad_arguments_name_the_argument(name, kwargs, exc, words):

@@ -28,7 +28,6 @@ def _forward_logs_to_mmengine() -> None:
     if not any(isinstance(h, _ToMMEngine) for h in logger.handlers):
         logger.addHandler(_ToMMEngine())
         logger.setLevel(logging.INFO)
-        logger.propagate = False
 
 
 def register_all() -> list[str]:

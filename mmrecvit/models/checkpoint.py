@@ -213,7 +213,8 @@ def load_state_dict_strict(model: nn.Module, state_dict: dict[str, Tensor], sour
     model.load_state_dict(state_dict, strict=True)
 
 
-def convert_state_dict(model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint') -> dict[str, Tensor]:
+def convert_state_dict(model: nn.Module, state_dict: dict[str, Tensor],
+                       source: str = 'checkpoint') -> dict[str, Tensor]:
     """Our own keys pass through; a timm/DeiT state dict goes through the model's key map."""
     if set(state_dict) == set(model.state_dict()) or not is_timm_state_dict(state_dict):
         return dict(state_dict)

@@ -1,0 +1,65 @@
+# The toy variant of the COCO recipe: trains in minutes on 2 CPU cores.
+# It inherits the real recipe and changes only the data (the embedded toy COCO written by
+# tools/misc/make_toy_data.py), the image size, the schedule and the model size (ViT-Ti width,
+# 128-channel FPN and heads). Per-method toy configs set only `model.backbone`.
+_base_ = './mask-rcnn_vit_fpn_1x_coco.py'
+
+data_root = 'data/toy_coco/'
+metainfo = dict(
+    classes=('circle', 'square', 'triangle', 'ellipse', 'star'),
+    palette=[(220, 20, 60), (0, 130, 200), (60, 180, 75), (255, 225, 25), (145, 30, 180)])
+num_classes = 5
+image_size = (256, 256)
+embed_dim = 192  # toy backbones are ViT-Ti wide
+fpn_channels = 128
+
+model = dict(
+    backbone=dict(_delete_=True, type='PlainViT', arch='tiny', depth=6, init_cfg=None),
+    neck=[
+        dict(type='SimplePyramid', in_channels=embed_dim),
+        dict(type='FPN', in_channels=[embed_dim // 4, embed_dim // 2, embed_dim, embed_dim],
+             out_channels=fpn_channels, num_outs=5),
+    ],
+    rpn_head=dict(in_channels=fpn_channels, feat_channels=fpn_channels),
+    roi_head=dict(
+        bbox_roi_extractor=dict(out_channels=fpn_channels),
+        bbox_head=dict(in_channels=fpn_channels, fc_out_channels=256, num_classes=num_classes),
+        mask_roi_extractor=dict(out_channels=fpn_channels),
+        mask_head=dict(in_channels=fpn_channels, conv_out_channels=fpn_channels, num_classes=num_classes)))
+
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
+    dict(type='Resize', scale=image_size, keep_ratio=True),
+    dict(type='RandomFlip', prob=0.5),
+    dict(type='PackDetInputs'),
+]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='Resize', scale=image_size, keep_ratio=True),
+    dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
+    dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
+]
+train_dataloader = dict(
+    batch_size=4, num_workers=1,
+    dataset=dict(data_root=data_root, metainfo=metainfo, pipeline=train_pipeline))
+val_dataloader = dict(
+    batch_size=4, num_workers=1,
+    dataset=dict(data_root=data_root, metainfo=metainfo, pipeline=test_pipeline))
+test_dataloader = val_dataloader
+val_evaluator = dict(ann_file=data_root + 'annotations/instances_val2017.json')
+test_evaluator = val_evaluator
+
+max_iters = 150
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters, val_interval=max_iters)
+optim_wrapper = dict(optimizer=dict(lr=4e-4))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=20),
+    dict(type='CosineAnnealingLR', T_max=max_iters - 20, eta_min=1e-6, by_epoch=False, begin=20, end=max_iters),
+]
+auto_scale_lr = dict(base_batch_size=4)
+default_hooks = dict(
+    logger=dict(type='LoggerHook', interval=10),
+    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
+log_processor = dict(by_epoch=False)
+randomness = dict(seed=0)

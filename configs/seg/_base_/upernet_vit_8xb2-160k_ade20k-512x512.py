@@ -1,0 +1,44 @@
+# UperNet with an mmrecvit backbone on ADE20K: mmseg's 160k recipe for ViTs (as its vit_deit-s16
+# configs: AdamW, no decay on positions/tokens/norms, linear warm-up then poly).
+# Per-method configs (../upernet_<method>-s_8xb2-160k_ade20k-512x512.py) set only `model.backbone`.
+#   backbone -> 4 stride-16 maps (recursion steps) -> SimplePyramid (strides 4/8/16/32) -> UPerHead
+_base_ = [
+    'mmseg::_base_/models/upernet_r50.py',
+    'mmseg::_base_/datasets/ade20k.py',
+    'mmseg::_base_/default_runtime.py',
+    'mmseg::_base_/schedules/schedule_160k.py',
+]
+custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)
+
+crop_size = (512, 512)
+embed_dim = 384  # ViT-S; a per-method config changing the width must also set the neck/head channels
+model = dict(
+    data_preprocessor=dict(size=crop_size),
+    pretrained=None,  # the backbone's init_cfg says what to load
+    backbone=dict(_delete_=True, type='PlainViT', arch='small', drop_path_rate=0.1,
+                  init_cfg=dict(type='Pretrained', checkpoint='checkpoints/deit_small_patch16_224-cd65a155.pth')),
+    neck=dict(type='SimplePyramid', in_channels=embed_dim),
+    decode_head=dict(in_channels=[embed_dim // 4, embed_dim // 2, embed_dim, embed_dim], channels=512,
+                     num_classes=150),
+    auxiliary_head=dict(in_channels=embed_dim, in_index=2, num_classes=150))
+
+# Adds the backbones' auxiliary losses and recursion statistics to the loss dict / training log.
+custom_hooks = [dict(type='RecursionHook')]
+
+optim_wrapper = dict(
+    _delete_=True,
+    type='OptimWrapper',
+    optimizer=dict(type='AdamW', lr=6e-5, betas=(0.9, 0.999), weight_decay=0.01),
+    paramwise_cfg=dict(custom_keys={
+        'pos_embed': dict(decay_mult=0.0),
+        'cls_token': dict(decay_mult=0.0),
+        'norm': dict(decay_mult=0.0),
+    }))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500),
+    dict(type='PolyLR', eta_min=0.0, power=1.0, begin=1500, end=160000, by_epoch=False),
+]
+# 8 GPUs x 2 images.
+train_dataloader = dict(batch_size=2)
+val_dataloader = dict(batch_size=1)
+test_dataloader = val_dataloader

@@ -1,0 +1,53 @@
+"""`import mmrecvit` registers into both mmdet and mmseg; the core needs neither (issue 2 §2)."""
+import subprocess
+import sys
+
+import pytest
+
+import mmrecvit
+from mmrecvit.mm.hooks import RecursionHook
+from mmrecvit.models import BACKBONES, NECKS
+
+
+@pytest.mark.parametrize('scope', ['mmdet', 'mmseg'])
+def test_every_backbone_neck_and_hook_is_registered(scope):
+    registry = __import__(f'{scope}.registry', fromlist=['MODELS'])
+    for name, cls in {**BACKBONES, **NECKS}.items():
+        assert registry.MODELS.module_dict[name] is cls
+    assert registry.HOOKS.module_dict['RecursionHook'] is RecursionHook
+
+
+def test_register_all_is_idempotent():
+    assert mmrecvit.register_all() == ['mmdet', 'mmseg']
+
+
+def run_python(code):
+    return subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
+
+
+def test_core_imports_without_mmdet_and_mmseg():
+    code = ("import sys; sys.modules['mmdet'] = None; sys.modules['mmseg'] = None\n"
+            "import torch, mmrecvit\n"
+            "from mmrecvit.models import PlainViT\n"
+            "assert mmrecvit.register_all() == []\n"
+            "print(PlainViT('tiny', depth=2)(torch.randn(1, 3, 32, 32))[0].shape)")
+    res = run_python(code)
+    assert res.returncode == 0, res.stderr
+    assert 'torch.Size([1, 192, 2, 2])' in res.stdout
+
+
+@pytest.mark.parametrize('config, scope', [('configs/det/mask-rcnn_plainvit_fpn_toy-coco.py', 'mmdet'),
+                                           ('configs/seg/upernet_plainvit_toy-ade20k.py', 'mmseg')])
+def test_custom_imports_in_a_config_is_enough(config, scope):
+    # A fresh interpreter that never imports mmrecvit itself: the config's custom_imports does it.
+    code = ("from mmengine.config import Config\n"
+            "from mmengine.registry import init_default_scope\n"
+            f"from {scope}.registry import MODELS\n"
+            f"cfg = Config.fromfile({config!r})\n"
+            f"init_default_scope({scope!r})\n"
+            "model = MODELS.build(cfg.model)\n"
+            "neck = model.neck[0] if hasattr(model.neck, '__getitem__') else model.neck\n"
+            "print(type(model.backbone).__name__, type(neck).__name__)")
+    res = run_python(code)
+    assert res.returncode == 0, res.stderr
+    assert 'PlainViT SimplePyramid' in res.stdout

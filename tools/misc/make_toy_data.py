@@ -1,0 +1,78 @@
+"""Write the embedded toy COCO / ADE20K sets (issue 3) that the toy configs and the demo use.
+
+    python tools/misc/make_toy_data.py                      # data/toy_coco + data/toy_ade/ADEChallengeData2016
+    python tools/misc/make_toy_data.py --which coco --coco-train 400 --seed 1
+    python tools/misc/make_toy_data.py --force               # regenerate even if complete
+
+Idempotent: a set whose manifest records the same generator version and arguments, and whose
+files are all present, is skipped. The generator is `mmrecvit.datasets.toy`; see its docstring
+for the layouts.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load_toy() -> ModuleType:
+    """Load `mmrecvit/datasets/toy.py` by path.
+
+    ``import mmrecvit.datasets.toy`` would run ``mmrecvit/__init__``, which imports torch and
+    registers into mmdet/mmseg (seconds, and it needs the full stack installed). The generator
+    only needs numpy, OpenCV and pycocotools, so the data can be made before or without the rest.
+    """
+    name = 'mmrecvit_toy_data'
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO / 'mmrecvit' / 'datasets' / 'toy.py')
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the file executes
+    spec.loader.exec_module(module)
+    return module
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description='Generate the toy COCO / ADE20K datasets.',
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument('--out', default='data', help='data folder: gets toy_coco/ and toy_ade/ADEChallengeData2016/')
+    p.add_argument('--which', choices=['coco', 'ade', 'all'], default='all', help='which set(s) to write')
+    p.add_argument('--seed', type=int, default=0, help='seed of every image (same seed -> identical files)')
+    p.add_argument('--size', type=int, default=256, help='square image side in pixels')
+    p.add_argument('--coco-train', type=int, default=200, help='toy COCO training images')
+    p.add_argument('--coco-val', type=int, default=50, help='toy COCO validation images')
+    p.add_argument('--ade-train', type=int, default=120, help='toy ADE20K training images')
+    p.add_argument('--ade-val', type=int, default=30, help='toy ADE20K validation images')
+    p.add_argument('--force', action='store_true', help='regenerate even if a matching complete set exists')
+    p.add_argument('--no-progress', action='store_true', help='no progress bar')
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    toy = load_toy()
+    which = ('coco', 'ade') if args.which == 'all' else (args.which,)
+    start = time.perf_counter()
+    results = toy.make_toy_data(args.out, which=which, seed=args.seed, size=args.size, coco_train=args.coco_train,
+                                coco_val=args.coco_val, ade_train=args.ade_train, ade_val=args.ade_val,
+                                force=args.force, progress=not args.no_progress)
+    names = {'coco': 'toy COCO  ', 'ade': 'toy ADE20K'}
+    for kind, r in results.items():
+        state = 'already complete, skipped' if r.skipped else f'written in {r.seconds:.1f} s'
+        print(f'{names[kind]}  {r.root}  {r.num_train} train / {r.num_val} val  {r.size}x{r.size}  ({state})')
+        if kind == 'coco':
+            print(f'            classes: {", ".join(toy.TOY_COCO_CLASSES)}')
+        else:
+            print('            classes (ADE20K index): '
+                  + ', '.join(f'{n} ({v})' for n, v in toy.TOY_ADE_LABELS.items()))
+    print(f'total {time.perf_counter() - start:.1f} s')
+    return results
+
+
+if __name__ == '__main__':
+    main()
