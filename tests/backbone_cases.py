@@ -10,4 +10,5 @@ BACKBONE_CASES = {
     'PlainViT': dict(arch='tiny', depth=4, **TINY),
     'NaiveRecursiveViT': dict(arch='tiny', depth=6, num_unique_blocks=2, **TINY),
     'SRViT': dict(arch='tiny', depth=6, num_steps=[2, 3, 2, 1], **TINY),
+    'ReViT': dict(arch='tiny', depth=4, num_experts=3, **TINY),
 }

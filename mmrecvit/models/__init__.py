@@ -1,5 +1,6 @@
 """The networks, in plain PyTorch (torch + timm layers; no mmdet/mmseg imports)."""
 from .pyramid import SimplePyramid
+from .revit import ReViT
 from .srvit import SRViT
 from .stats import ForwardStats, StepWork
 from .vit import NaiveRecursiveViT, PlainViT, ViTBackbone
@@ -9,8 +10,9 @@ BACKBONES = {
     'PlainViT': PlainViT,
     'NaiveRecursiveViT': NaiveRecursiveViT,
     'SRViT': SRViT,
+    'ReViT': ReViT,
 }
 NECKS = {'SimplePyramid': SimplePyramid}
 
-__all__ = ['BACKBONES', 'NECKS', 'ForwardStats', 'NaiveRecursiveViT', 'PlainViT', 'SRViT', 'SimplePyramid',
+__all__ = ['BACKBONES', 'NECKS', 'ForwardStats', 'NaiveRecursiveViT', 'PlainViT', 'ReViT', 'SRViT', 'SimplePyramid',
            'StepWork', 'ViTBackbone']
