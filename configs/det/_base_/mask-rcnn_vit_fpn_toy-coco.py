@@ -25,7 +25,10 @@ model = dict(
         bbox_roi_extractor=dict(out_channels=fpn_channels),
         bbox_head=dict(in_channels=fpn_channels, fc_out_channels=256, num_classes=num_classes),
         mask_roi_extractor=dict(out_channels=fpn_channels),
-        mask_head=dict(in_channels=fpn_channels, conv_out_channels=fpn_channels, num_classes=num_classes)))
+        mask_head=dict(in_channels=fpn_channels, conv_out_channels=fpn_channels, num_classes=num_classes)),
+    # 256x256 images hold a handful of objects: fewer proposals and sampled RoIs than COCO's.
+    train_cfg=dict(rpn_proposal=dict(nms_pre=1000, max_per_img=300), rcnn=dict(sampler=dict(num=128))),
+    test_cfg=dict(rpn=dict(nms_pre=1000, max_per_img=300)))
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),

@@ -1,14 +1,15 @@
 # The toy variant of the ADE20K recipe: trains in a few minutes on 2 CPU cores.
 # It inherits the real recipe and changes only the data (the embedded toy ADE20K written by
 # tools/misc/make_toy_data.py, in ADE20K's own layout and 150-class label space), the image size,
-# the schedule and the model size (ViT-Ti width, 128-channel heads, plain BN for CPU).
+# the schedule and the model size (ViT-Ti width, 128-channel heads with GroupNorm: SyncBN needs
+# GPUs, and GN does not depend on the batch, so 1 image per process works in distributed CPU runs).
 # Per-method toy configs set only `model.backbone`.
 _base_ = './upernet_vit_8xb2-160k_ade20k-512x512.py'
 
 data_root = 'data/toy_ade/ADEChallengeData2016'
 crop_size = (256, 256)
 embed_dim = 192  # toy backbones are ViT-Ti wide
-norm_cfg = dict(type='BN', requires_grad=True)
+norm_cfg = dict(type='GN', num_groups=16, requires_grad=True)
 model = dict(
     data_preprocessor=dict(size=crop_size),
     backbone=dict(_delete_=True, type='PlainViT', arch='tiny', depth=6, init_cfg=None),
