@@ -11,4 +11,5 @@ BACKBONE_CASES = {
     'NaiveRecursiveViT': dict(arch='tiny', depth=6, num_unique_blocks=2, **TINY),
     'SRViT': dict(arch='tiny', depth=6, num_steps=[2, 3, 2, 1], **TINY),
     'ReViT': dict(arch='tiny', depth=4, num_experts=3, **TINY),
+    'EdgeRecViT': dict(arch='tiny', depth=5, **TINY),
 }

@@ -1,4 +1,5 @@
 """The networks, in plain PyTorch (torch + timm layers; no mmdet/mmseg imports)."""
+from .edge_recvit import EdgeRecViT
 from .pyramid import SimplePyramid
 from .revit import ReViT
 from .srvit import SRViT
@@ -11,8 +12,9 @@ BACKBONES = {
     'NaiveRecursiveViT': NaiveRecursiveViT,
     'SRViT': SRViT,
     'ReViT': ReViT,
+    'EdgeRecViT': EdgeRecViT,
 }
 NECKS = {'SimplePyramid': SimplePyramid}
 
 __all__ = ['BACKBONES', 'NECKS', 'ForwardStats', 'NaiveRecursiveViT', 'PlainViT', 'ReViT', 'SRViT', 'SimplePyramid',
-           'StepWork', 'ViTBackbone']
+           'StepWork', 'ViTBackbone', 'EdgeRecViT']

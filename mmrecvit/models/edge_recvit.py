@@ -1,0 +1,311 @@
+"""Edge-RecViT: token-adaptive depth over a head / shared / tail block stack (SPEC §3).
+
+    image -> patch embedding -> EARR ranker: depth d_i per patch token (CLS: full depth)
+          -> step 0: head block, steps 1..L-2: one shared block, step L-1: tail block;
+             a token of depth d runs steps 0..d-1, then its state is frozen
+          -> states after the requested steps (exited tokens contribute their frozen state)
+
+Two executions of the same function (attribute `execution`):
+
+* 'masked' -- the reference, as in the authors' code: every token runs every step and the
+  still-active gate keeps exited tokens frozen, `h <- h + a_s * (Block_s(h) - h)` with
+  `a_s = 1 - cumsum(y)_s + y_s` for the one-hot depth choice y. Training always runs this path,
+  because the Gumbel-softmax straight-through gradient reaches the ranker through a_s.
+* 'adaptive' (default in eval) -- the token-adaptive engine (`token_adaptive.py`): queries, norms
+  and MLP run only for the active tokens; exited tokens stay keys/values, projected once per weight
+  set (once for the shared block, once more for the tail) and reused while the shared block
+  repeats. Same outputs as 'masked' (tested to 1e-5) at the cost of the tokens really processed;
+  with every token at full depth it is the plain dense forward.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from timm.layers import trunc_normal_
+from torch import Tensor, nn
+
+from .checks import check_bool, check_choice, check_float, check_int
+from .stats import ForwardStats
+from .token_adaptive import DepthPlan, KVCache, run_subset, subset_work
+from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, resolve_arch, stage_ends
+
+EXECUTIONS = ('adaptive', 'masked')
+HEAD, SHARED, TAIL = 0, 1, 2  # indices into `blocks`
+
+
+def still_active_gates(y: Tensor) -> Tensor:
+    """(..., L) one-hot depth choice y (straight-through allowed) -> gates a (..., L) (SPEC §3).
+
+    `a_s = 1 - cumsum(y)_s + y_s`: 1 for steps s <= d-1 (the token still runs), 0 afterwards.
+    """
+    return 1.0 - y.cumsum(-1) + y
+
+
+def _mean_depth_of(beta: float, levels: int) -> float:
+    w = torch.softmax(beta * torch.arange(1, levels + 1, dtype=torch.float64), 0)
+    return float((w * torch.arange(1, levels + 1, dtype=torch.float64)).sum())
+
+
+@functools.lru_cache(maxsize=16)
+def forced_depths(batch: int, tokens: int, mean: float, levels: int, seed: int) -> Tensor:
+    """A fixed, seeded depth pattern (B, tokens) in 1..levels whose per-image mean is `mean`.
+
+    The benchmark knob `forced_mean_depth` (decision): depths are drawn i.i.d. per token from the
+    tilted distribution p_l ~ exp(beta l) whose mean is `mean` (a spread of depths, as a trained
+    ranker gives, rather than one value), then single tokens are moved by +-1 until each image's
+    depth sum is round(mean * tokens). Images get different patterns (so their active-token counts
+    differ, as with a real ranker) with the same mean. CPU tensor; deterministic in `seed`.
+    """
+    if mean >= levels:
+        return torch.full((batch, tokens), levels, dtype=torch.long)
+    if mean <= 1:
+        return torch.ones(batch, tokens, dtype=torch.long)
+    lo, hi = -60.0, 60.0
+    for _ in range(100):  # bisection: the tilted mean grows with beta
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _mean_depth_of(mid, levels) < mean else (lo, mid)
+    probs = torch.softmax(0.5 * (lo + hi) * torch.arange(1, levels + 1, dtype=torch.float64), 0)
+    gen = torch.Generator().manual_seed(seed)
+    depth = torch.multinomial(probs.expand(batch, levels), tokens, replacement=True, generator=gen) + 1
+    target = round(mean * tokens)
+    for b in range(batch):
+        diff = target - int(depth[b].sum())
+        while diff:
+            step = 1 if diff > 0 else -1
+            movable = ((depth[b] < levels) if step > 0 else (depth[b] > 1)).nonzero().squeeze(1)
+            pick = movable[torch.randperm(len(movable), generator=gen)[: abs(diff)]]
+            depth[b, pick] += step
+            diff -= step * len(pick)
+    return depth
+
+
+class EarrRanker(nn.Module):
+    """EARR, the edge-aware recursion ranker: Linear(D->2D) -> GELU -> Linear(2D->L), no biases.
+
+    Gives depth logits z (B, Np, L) per patch token. Initialised like timm's linears (truncated
+    normal, std 0.02; decision: a zero init would give every token depth 1).
+    """
+
+    def __init__(self, dim: int, depth: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(dim, 2 * dim, bias=False)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(2 * dim, depth, bias=False)
+        for fc in (self.fc1, self.fc2):
+            trunc_normal_(fc.weight, std=0.02)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class EdgeRecViT(ViTBackbone):
+    """Edge-RecViT (SPEC §3): head block, one shared block up to L-2 times, tail block.
+
+    Args:
+        arch: 'tiny' | 'small' | 'base' (aliases 'ti', 's', 'b'); `embed_dim`, `depth` (L, the
+            number of block applications, >= 3) and `num_heads` override the table.
+        out_indices: 0-based steps whose states are returned (default: after steps 3/6/9/12 of 12,
+            i.e. (2, 5, 8, 11)); tokens that exited earlier contribute their frozen state.
+        shared_init_block: timm/DeiT block that initialises the shared block (SPEC §6, the
+            authors' code: 6); the head takes block 0 and the tail the checkpoint's last block.
+        stb_loss_weight: weight of the STB z-loss `mean_i (logsumexp_l z_il)^2` (SPEC: 1e-3).
+        du_loss_weight: weight of the DU balance loss `L sum_l E_l A_l` (SPEC: 0.1). Dense tasks use
+            STB + DU only (decision: CCE needs classification logits).
+        gumbel_tau: temperature of the training-time Gumbel-softmax (decision: 1.0).
+        max_depth: inference knob, no retraining: cap every depth at this many steps (CLS too,
+            see below). None: L.
+        depth_shift: inference knob: add this to every patch token's depth (clipped to
+            [1, max_depth]); negative values save compute, positive ones spend more.
+        forced_mean_depth: benchmark knob: ignore the ranker's choice and use a fixed, seeded
+            depth pattern with this mean per image (see `forced_depths`); `forced_mean_depth=L`
+            is the same model at full depth. `depth_shift`/`max_depth` still apply after it.
+        forced_depth_seed: seed of that pattern.
+        final_norm: timm's final LayerNorm `norm` on the state after the last step L-1 (as in
+            the authors' model, whose tail output goes through it; decision: the other levels stay
+            un-normalised, as mmseg's ViT `final_norm`). It is part of the paper's parameter
+            counts (Ti 1.599M, S 6.000M, B 23.206M). Initialised fresh (timm's `norm` counts as
+            classification-only and is dropped by the checkpoint filter).
+        execution: 'adaptive' (token-adaptive engine in eval) or 'masked' (the authors' reference:
+            all tokens through all steps, exited ones frozen by the gate). Training always uses
+            'masked' (the gate carries the ranker's gradient). A plain attribute: may be switched
+            on a built model.
+        Other arguments: see `ViTBackbone`.
+
+    Decisions: the ranker reads the patch tokens after the position embedding; CLS runs the
+    deepest allowed depth (L, or `max_depth` when capped: steps past the last patch token's only
+    change CLS, which the dense maps do not contain); the knobs apply in training and eval alike
+    (the straight-through gradient then uses the adjusted one-hot); DU's A_l counts the depths
+    actually executed (the sampled ones in training); the aux losses are computed in eval too
+    (cheap; tools can read them).
+
+    Parameters: `blocks.0` head, `blocks.1` shared, `blocks.2` tail (timm block names),
+    `ranker.fc1`, `ranker.fc2`, `norm`; schedule `self.schedule[s]` = block index of application step s.
+
+    Statistics (`self.stats`): `aux_losses` `loss_stb`, `loss_du` (weighted); `scalars`
+    `depth/mean` (patch tokens), `depth/d{l}` (fraction of patch tokens with depth l, the
+    histogram), `depth/conf` (mean ranker confidence); `token_maps` `depth` (B, h, w) int64 and
+    `confidence` (B, h, w); one `StepWork` per executed step (the tokens really processed).
+    """
+
+    def __init__(self, arch: str = 'small', embed_dim: int | None = None, depth: int | None = None,
+                 num_heads: int | None = None, out_indices: Sequence[int] | None = None,
+                 shared_init_block: int = 6, stb_loss_weight: float = 1e-3, du_loss_weight: float = 0.1,
+                 gumbel_tau: float = 1.0, max_depth: int | None = None, depth_shift: int = 0,
+                 forced_mean_depth: float | None = None, forced_depth_seed: int = 0,
+                 execution: str = 'adaptive', final_norm: bool = True, **kwargs: Any) -> None:
+        sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
+        depth = check_int('depth (head + shared steps + tail, so at least 3)', sizes['depth'], 3)
+        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], num_steps=depth, **kwargs)
+        self.depth = depth
+        self.out_indices = check_out_indices(stage_ends(depth) if out_indices is None else out_indices, depth)
+        self.shared_init_block = check_int('shared_init_block', shared_init_block, 0)
+        self.stb_loss_weight = check_float('stb_loss_weight', stb_loss_weight, 0.0, math.inf)
+        self.du_loss_weight = check_float('du_loss_weight', du_loss_weight, 0.0, math.inf)
+        self.gumbel_tau = check_float('gumbel_tau', gumbel_tau, 0.0, math.inf, low_open=True)
+        self.max_depth, self.depth_shift, self.execution = max_depth, depth_shift, execution
+        self.forced_mean_depth, self.forced_depth_seed = forced_mean_depth, forced_depth_seed
+        self.check_knobs()
+        check_bool('final_norm', final_norm)
+
+        # The parameters: three unique blocks and the ranker; the schedule says which block runs when.
+        self.blocks = nn.ModuleList(self.make_block() for _ in (HEAD, SHARED, TAIL))
+        self.schedule = [HEAD] + [SHARED] * (depth - 2) + [TAIL]
+        self.ranker = EarrRanker(self.embed_dim, depth)
+        self.norm = nn.LayerNorm(self.embed_dim, eps=1e-6) if final_norm else nn.Identity()
+
+    # ---- depth assignment ---------------------------------------------------------------------
+    def check_knobs(self) -> None:
+        """Validate the inference knobs (at construction and at every forward: they are plain
+        attributes a user may set on a built model)."""
+        L = self.depth
+        if self.max_depth is not None:
+            check_int('max_depth', self.max_depth, 1, L)
+        check_int('depth_shift', self.depth_shift, 1 - L, L - 1)
+        if self.forced_mean_depth is not None:
+            check_float('forced_mean_depth', self.forced_mean_depth, 1.0, float(L))
+        check_int('forced_depth_seed', self.forced_depth_seed, 0)
+        check_choice('execution', self.execution, EXECUTIONS)
+
+    @property
+    def cls_depth(self) -> int:
+        """Depth of the prefix (CLS) tokens: the deepest allowed."""
+        return self.depth if self.max_depth is None else self.max_depth
+
+    def assign_depths(self, chosen: Tensor) -> Tensor:
+        """Ranker depths (B, Np) in 1..L -> executed depths after the forcing/shift/cap knobs."""
+        if self.forced_mean_depth is not None:
+            chosen = forced_depths(chosen.shape[0], chosen.shape[1], float(self.forced_mean_depth), self.depth,
+                                   int(self.forced_depth_seed)).to(chosen.device)
+        return (chosen + self.depth_shift).clamp(1, self.cls_depth)
+
+    # ---- forward ------------------------------------------------------------------------------
+    def forward_states(self, x: Tensor, indices: Sequence[int]) -> list[Tensor]:
+        """States (B, N, D) after the requested steps; sets `self.stats` (see the class docstring)."""
+        self.check_knobs()
+        B, N, _ = x.shape
+        P, L = self.num_prefix_tokens, self.depth
+        logits = self.ranker(x[:, P:])  # (B, Np, L)
+        probs = logits.softmax(-1)
+        confidence, choice = probs.detach().max(-1)
+        if self.training:
+            # Gumbel-softmax straight-through: the forward uses the sampled one-hot.
+            gumbels = -torch.empty_like(logits).exponential_().log()
+            y_soft = ((logits + gumbels) / self.gumbel_tau).softmax(-1)
+            choice = y_soft.detach().argmax(-1)
+        depth = self.assign_depths(choice + 1)  # (B, Np) int64 in 1..L
+
+        prefix_depth = depth.new_full((B, P), self.cls_depth)
+        if self.training or self.execution == 'masked':
+            y = F.one_hot(torch.cat([prefix_depth, depth], 1) - 1, L).to(x.dtype)  # (B, N, L)
+            if self.training:
+                y = y + F.pad(y_soft - y_soft.detach(), (0, 0, P, 0))  # straight-through for patch tokens
+            states, steps = self._forward_masked(x, still_active_gates(y), indices)
+        else:
+            states, steps = self._forward_adaptive(x, torch.cat([prefix_depth, depth], 1), indices)
+        states = [self.norm(h) if i == L - 1 else h for h, i in zip(states, indices)]
+
+        self.stats = ForwardStats(steps=steps, aux_losses=self._aux_losses(logits, probs, depth),
+                                  scalars=self._scalars(depth, confidence),
+                                  token_maps={'depth': depth, 'confidence': confidence})
+        return states
+
+    def _forward_masked(self, x: Tensor, gates: Tensor, indices: Sequence[int]) -> tuple[list[Tensor], list]:
+        """The reference: every token through every step, `h <- h + a_s (Block_s(h) - h)`."""
+        wanted = {i: None for i in indices}
+        num_steps = max(indices) + 1
+        for s in range(num_steps):
+            a = gates[..., s: s + 1]  # (B, N, 1)
+            x = x + a * (self.run_block(self.blocks[self.schedule[s]], x, s) - x)
+            if s in wanted:
+                wanted[s] = x
+        return [wanted[i] for i in indices], self.dense_stats(x.shape[1], num_steps).steps
+
+    def _forward_adaptive(self, x: Tensor, depth: Tensor, indices: Sequence[int]) -> tuple[list[Tensor], list]:
+        """The engine: step s runs only tokens with depth > s; frozen keys/values are cached."""
+        wanted = {i: None for i in indices}
+        num_steps = max(indices) + 1
+        plan, cache, steps = DepthPlan(depth, num_steps), KVCache(), []
+        inplace = not torch.is_grad_enabled()  # inference: update the rows in place, clone what is kept
+        for s in range(num_steps):
+            block, active = self.blocks[self.schedule[s]], plan.active(s)
+            if active.total:
+                new = cache.update(block, x, plan.exited(s), plan.frozen(s))
+                x, work = run_subset(block, x, active, kv_cache=cache, drop_path_rate=self.drop_path_rates[s],
+                                     inplace=inplace and not active.is_full)
+                work.new_kv = new.total / x.shape[0]
+            else:
+                work = subset_work(block, active, cached_keys=True)
+            steps.append(work)
+            if s in wanted:
+                wanted[s] = x.clone() if inplace and s < num_steps - 1 else x
+        return [wanted[i] for i in indices], steps
+
+    # ---- statistics ---------------------------------------------------------------------------
+    def _aux_losses(self, logits: Tensor, probs: Tensor, depth: Tensor) -> dict[str, Tensor]:
+        """STB z-loss and DU balance loss over the patch tokens of the batch, weighted."""
+        stb = torch.logsumexp(logits, -1).square().mean()
+        expected = probs.mean((0, 1))  # E_l
+        actual = F.one_hot(depth - 1, self.depth).to(probs.dtype).mean((0, 1))  # A_l
+        du = self.depth * (expected * actual).sum()
+        return {'loss_stb': self.stb_loss_weight * stb, 'loss_du': self.du_loss_weight * du}
+
+    def _scalars(self, depth: Tensor, confidence: Tensor) -> dict[str, Tensor]:
+        hist = torch.bincount(depth.flatten(), minlength=self.depth + 1)[1:].float() / depth.numel()
+        scalars = {'depth/mean': depth.float().mean(), 'depth/conf': confidence.mean()}
+        scalars.update({f'depth/d{level}': f for level, f in enumerate(hist.unbind(), start=1)})
+        return scalars
+
+    def analytic_flops(self) -> float:
+        """FLOPs per image of the last forward (2 x MACs of matmuls and convolutions; the convention
+        of `StepWork.flops`): the block applications really executed (`stats.steps`), the patch
+        embedding and the ranker (D -> 2D -> L on every patch token, which the dense ViT lacks)."""
+        if self.stats is None:
+            raise RuntimeError('analytic_flops() describes the last forward: run the model first')
+        h, w = self.stats.grid
+        patches = h * w
+        proj = self.patch_embed.proj
+        patch_embed = 2.0 * proj.in_channels * proj.kernel_size[0] * proj.kernel_size[1] * proj.out_channels * patches
+        ranker = 2.0 * patches * (self.ranker.fc1.in_features * self.ranker.fc1.out_features
+                                  + self.ranker.fc2.in_features * self.ranker.fc2.out_features)
+        return self.stats.block_flops(self.embed_dim) + patch_embed + ranker
+
+    # ---- weights ------------------------------------------------------------------------------
+    def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
+        """head <- timm block 0, shared <- block `shared_init_block`, tail <- the last block (SPEC §6);
+        the ranker and `norm` keep their initialisation (logged)."""
+        from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
+
+        rest, blocks = split_timm_blocks(state_dict)
+        if not blocks:
+            raise ValueError('the timm checkpoint has no blocks.<i>.* keys to initialise Edge-RecViT from')
+        if self.shared_init_block >= len(blocks):
+            raise ValueError(f'shared_init_block={self.shared_init_block} is not a block of this '
+                             f'{len(blocks)}-block checkpoint; allowed: 0..{len(blocks) - 1}')
+        groups = [[0], [self.shared_init_block], [len(blocks) - 1]]
+        rest.update(pick_or_average_blocks(blocks, groups, 'pick', prefix='blocks'))
+        return fresh_parameters(self, rest, r'^(ranker|norm)\.')

@@ -1,0 +1,327 @@
+"""Token-adaptive execution: one block application for a subset of the tokens (SPEC §3, §4).
+
+The masked reference of a token-adaptive model computes every token at every step and throws the
+result away for tokens that are not active (`h <- h + a * (Block(h) - h)` with a = 0). This module
+does the same arithmetic only where it is needed, so skipped tokens become real savings:
+
+* queries, both LayerNorms, the output projection and the MLP run for the **active** tokens only;
+* keys/values come either from all tokens (the active tokens' fresh projections plus a `KVCache`
+  of the frozen tokens, SPEC §3: exited tokens stay in the sequence as keys/values) or from the
+  active tokens only (`kv_cache=None`, SPEC §4: MoR's attention among the selected tokens);
+* an optional per-token residual gate gives `h <- h + g * (Block(h) - h)` (MoR, SPEC §4).
+
+Data layout (decision, measured): position-wise work runs on the active tokens of the *whole batch*
+flattened to (T, D) rows, so images with different numbers of active tokens cost exactly their
+tokens. Attention runs as one batched call when every image has the same number of active tokens
+(always at batch 1) and otherwise as one call per image, which is exact and wastes nothing. On the
+2-core CPU (ViT-S, 1025 tokens, batch 4, one thread) the per-image loop costs within 2% of one
+batched call, while padding with a boolean key mask was 8-14% slower before counting the padded
+queries (a masked SDPA leaves the fused flash kernel). The frozen keys/values are stored
+token-major (B*N, 2D), so "fresh keys for the active tokens, cached keys for the rest" is a single
+`index_copy`. Without autograd the cache and (if asked) the states are written in place.
+
+Public pieces:
+    TokenSubset      which tokens run: flat row indices into (B*N, D), grouped by image, with the
+                     per-image counts as Python ints (shapes known without a device sync).
+    DepthPlan        per-step subsets for a fixed depth per token (token runs steps 0..d-1), made
+                     with one device sync: active(s), exited(s), frozen(s).
+    KVCache          frozen tokens' keys/values for one weight set, refreshed only when tokens
+                     freeze or the weight set changes; counts projections and reuses.
+    run_subset       one block application for a subset -> (new x, StepWork).
+
+Everything is differentiable (out-of-place index ops), so MoR can train through it; stochastic
+depth is drawn per image, as in `Block.forward`.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .layers import Block
+from .stats import StepWork
+
+
+@dataclass(frozen=True)
+class TokenSubset:
+    """Tokens of a (B, N, D) batch.
+
+    index: (T,) int64 rows `b * N + j` of the flattened batch, image 0's rows first, then image 1's...
+    counts: rows per image (Python ints, so no device sync is needed to know the shapes).
+    num_tokens: N.
+    """
+
+    index: Tensor
+    counts: tuple[int, ...]
+    num_tokens: int
+
+    @classmethod
+    def from_mask(cls, mask: Tensor) -> TokenSubset:
+        """(B, N) bool -> the subset of True tokens (one device sync)."""
+        if mask.ndim != 2 or mask.dtype != torch.bool:
+            raise ValueError(f'mask must be a (B, N) bool tensor, got {tuple(mask.shape)} {mask.dtype}')
+        return cls(mask.reshape(-1).nonzero().squeeze(1), tuple(mask.sum(1).tolist()), mask.shape[1])
+
+    @classmethod
+    def from_positions(cls, positions: Tensor, num_tokens: int) -> TokenSubset:
+        """(B, k) token positions per image (e.g. a top-k selection) -> subset with k tokens per image."""
+        if positions.ndim != 2:
+            raise ValueError(f'positions must be (B, k), got shape {tuple(positions.shape)}')
+        B, k = positions.shape
+        offsets = torch.arange(B, device=positions.device).unsqueeze(1) * num_tokens
+        return cls((positions + offsets).reshape(-1), (k,) * B, num_tokens)
+
+    @classmethod
+    def everything(cls, batch_size: int, num_tokens: int, device: torch.device | str | None = None) -> TokenSubset:
+        """Every token of every image (`run_subset` then runs the plain dense block)."""
+        return cls(torch.arange(batch_size * num_tokens, device=device), (num_tokens,) * batch_size, num_tokens)
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.counts)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def is_full(self) -> bool:
+        return self.total == self.batch_size * self.num_tokens
+
+    @property
+    def mean_count(self) -> float:
+        return self.total / self.batch_size
+
+    def image_of_rows(self) -> Tensor:
+        """(T,) image index of every row."""
+        return torch.div(self.index, self.num_tokens, rounding_mode='floor')
+
+    def mask(self) -> Tensor:
+        """(B, N) bool, True for the tokens of the subset."""
+        flat = torch.zeros(self.batch_size * self.num_tokens, dtype=torch.bool, device=self.index.device)
+        return flat.index_fill(0, self.index, True).view(self.batch_size, self.num_tokens)
+
+    def gather(self, x: Tensor) -> Tensor:
+        """(B, N, ...) -> (T, ...) rows of the subset."""
+        return x.reshape(-1, *x.shape[2:]).index_select(0, self.index)
+
+    def scatter(self, x: Tensor, rows: Tensor) -> Tensor:
+        """x (B, N, ...) with the subset's rows replaced by `rows` (T, ...); out of place."""
+        return x.reshape(-1, *x.shape[2:]).index_copy(0, self.index, rows).view(x.shape)
+
+
+class DepthPlan:
+    """Per-step token subsets for a fixed depth per token: a token of depth d runs steps 0..d-1.
+
+    Tokens are sorted by depth once (deepest first, per image), so the tokens still active at
+    step s are a prefix of each image's order and the tokens that exited a prefix-difference: every
+    subset is a slice. The per-step counts come to the host in one sync.
+
+    An image with no active token at step s does not attend at s, so none of its tokens is listed
+    as frozen there either (no keys/values are projected for nobody).
+    """
+
+    def __init__(self, depth: Tensor, num_steps: int) -> None:
+        if depth.ndim != 2:
+            raise ValueError(f'depth must be (B, N), got shape {tuple(depth.shape)}')
+        B, N = depth.shape
+        self.batch_size, self.num_tokens, self.num_steps = B, N, num_steps
+        order = torch.argsort(depth, dim=1, descending=True, stable=True)  # (B, N), deepest first
+        self._rows = order + torch.arange(B, device=depth.device).unsqueeze(1) * N  # flat row indices
+        steps = torch.arange(num_steps, device=depth.device).view(-1, 1, 1)
+        # alive[s][b]: tokens of image b with depth > s, i.e. still active at step s.
+        self.alive: list[list[int]] = (depth.unsqueeze(0) > steps).sum(-1).tolist()
+
+    def _slices(self, lo: Sequence[int], hi: Sequence[int]) -> TokenSubset:
+        counts = tuple(h - lo_b for lo_b, h in zip(lo, hi))
+        if self.batch_size == 1:
+            index = self._rows[0, lo[0]: hi[0]]
+        else:
+            index = torch.cat([self._rows[b, lo[b]: hi[b]] for b in range(self.batch_size)])
+        return TokenSubset(index, counts, self.num_tokens)
+
+    def active(self, step: int) -> TokenSubset:
+        """Tokens that run `step` (depth > step)."""
+        return self._slices([0] * self.batch_size, self.alive[step])
+
+    def exited(self, step: int) -> TokenSubset:
+        """Tokens whose last step was `step - 1` (depth == step), in images still attending at `step`."""
+        if step == 0:
+            return self._slices([0] * self.batch_size, [0] * self.batch_size)
+        now, before = self.alive[step], self.alive[step - 1]
+        return self._slices(now, [p if n else n for n, p in zip(now, before)])
+
+    def frozen(self, step: int) -> TokenSubset:
+        """All tokens that no longer run (depth <= step), in images still attending at `step`."""
+        now = self.alive[step]
+        return self._slices(now, [self.num_tokens if n else n for n in now])
+
+
+def project_kv_rows(block: Block, rows: Tensor) -> Tensor:
+    """(M, D) token states -> (M, 2D) keys then values under `block`'s weights.
+
+    The last 2/3 of timm's fused `qkv` after `norm1` (what `Attention.project_kv` computes), kept
+    un-split because the cache is stored token-major.
+    """
+    qkv = block.attn.qkv
+    dim = qkv.in_features
+    bias = qkv.bias[dim:] if qkv.bias is not None else None
+    return F.linear(block.norm1(rows), qkv.weight[dim:], bias)
+
+
+class KVCache:
+    """Keys/values of frozen tokens under one weight set, (B*N, 2D) token-major.
+
+    A frozen token's state does not change, so its keys/values only need projecting when it
+    freezes or when a different block (weight set) runs; while one shared block repeats they are
+    reused (SPEC §3). Rows of active tokens hold stale values that `run_subset` never reads.
+
+    Counters (whole batch, for tests and tools): `projected` tokens whose keys/values were
+    computed, `reused` token-steps served from the cache without projection.
+    """
+
+    def __init__(self) -> None:
+        self.kv: Tensor | None = None
+        self.owner: Block | None = None
+        self.projected = 0
+        self.reused = 0
+
+    def update(self, block: Block, x: Tensor, exited: TokenSubset, frozen: TokenSubset) -> TokenSubset:
+        """Make the cache valid for `block` and the current frozen tokens; return what was projected.
+
+        exited: tokens frozen since the last update (enough while `block` is the same module);
+        frozen: all frozen tokens (projected when the weight set changes).
+        """
+        B, N, D = x.shape
+        if self.kv is None or self.kv.shape != (B * N, 2 * D):
+            self.kv, self.owner = x.new_zeros(B * N, 2 * D), None
+        new = exited if self.owner is block else frozen
+        if new.total:
+            kv = project_kv_rows(block, new.gather(x))
+            self.kv = _write_rows(self.kv, new.index, kv, not torch.is_grad_enabled())
+        self.owner = block
+        self.projected += new.total
+        self.reused += frozen.total - new.total
+        return new
+
+
+def _write_rows(target: Tensor, index: Tensor, rows: Tensor, inplace: bool) -> Tensor:
+    """`target` (M, ...) with `rows` at `index`: in place (no copy of `target`) or out of place (autograd)."""
+    rows = rows.to(target.dtype)  # autocast: projections may be in lower precision than the states
+    return target.index_copy_(0, index, rows) if inplace else target.index_copy(0, index, rows)
+
+
+def _attend(q: Tensor, k: Tensor, v: Tensor, q_counts: Sequence[int], k_counts: Sequence[int]) -> Tensor:
+    """Per-image attention of q (Tq, H, d) over k, v (Tk, H, d), rows grouped by image -> (Tq, H*d).
+
+    Every image listed has at least one query and one key.
+    """
+    _, H, d = q.shape
+    B = len(q_counts)
+    if len(set(q_counts)) == 1 and len(set(k_counts)) == 1:  # one batched call (always at B = 1)
+        nq, nk = q_counts[0], k_counts[0]
+        # (B*n, H, d) -> (B, H, n, d)
+        out = F.scaled_dot_product_attention(q.view(B, nq, H, d).transpose(1, 2), k.view(B, nk, H, d).transpose(1, 2),
+                                             v.view(B, nk, H, d).transpose(1, 2))
+        return out.transpose(1, 2).reshape(B * nq, H * d)  # (B, H, n, d) -> (B*n, H*d)
+    outs, qo, ko = [], 0, 0
+    for nq, nk in zip(q_counts, k_counts):
+        # (n, H, d) -> (1, H, n, d)
+        qb, kb, vb = (t.transpose(0, 1).unsqueeze(0) for t in (q[qo: qo + nq], k[ko: ko + nk], v[ko: ko + nk]))
+        outs.append(F.scaled_dot_product_attention(qb, kb, vb)[0].transpose(0, 1).reshape(nq, H * d))
+        qo, ko = qo + nq, ko + nk
+    return torch.cat(outs)
+
+
+def _drop_rows(delta: Tensor, rate: float, training: bool, images: Tensor | None, batch_size: int) -> Tensor:
+    """Stochastic depth per image (timm's `drop_path`) on rows (T, D) whose image ids are `images`."""
+    if rate == 0.0 or not training:
+        return delta
+    keep = 1.0 - rate
+    scale = delta.new_empty(batch_size).bernoulli_(keep).div_(keep)
+    return delta * scale[images].unsqueeze(-1)
+
+
+def subset_work(block: Block, active: TokenSubset, cached_keys: bool) -> StepWork:
+    """What `run_subset` computes, per image (means over the batch); `new_kv` is the caller's."""
+    N = active.num_tokens
+    keys = [N if cached_keys and n else n for n in active.counts]
+    pairs = sum(n * k for n, k in zip(active.counts, keys)) / active.batch_size
+    return StepWork(queries=active.mean_count, keys=sum(keys) / active.batch_size,
+                    mlp_hidden=block.mlp.fc1.out_features, attn_pairs=pairs)
+
+
+def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCache | None = None,
+               gate: Tensor | None = None, drop_path_rate: float = 0.0,
+               inplace: bool = False) -> tuple[Tensor, StepWork]:
+    """One application of `block` to the `active` tokens of x (B, N, D); the others are untouched.
+
+    Args:
+        block: the block (its `training` flag decides stochastic depth, as in `Block.forward`).
+        x: token states (B, N, D).
+        active: the tokens whose queries, norms and MLP run.
+        kv_cache: keys/values of every other token, already `update`d for this block: attention
+            is then over all N tokens (SPEC §3). None: attention among the active tokens only
+            (SPEC §4, MoR).
+        gate: (T,) per-active-token residual gate in `active`'s row order:
+            `h <- h + g * (Block(h) - h)`. None means g = 1 (the block's output).
+        drop_path_rate: stochastic depth of this application (per image).
+        inplace: write the active rows into `x` itself instead of a copy (saves a copy of all
+            B*N rows per step; only without autograd). The caller must clone states it keeps.
+            Use the returned tensor: when every token is active it is a new one.
+
+    Without autograd (`torch.no_grad()`), the fresh keys/values of the active rows are also written
+    into `kv_cache` in place: those rows are not valid cache entries (their tokens are active), and
+    `KVCache.update` projects them again when they freeze.
+
+    Returns:
+        The new states (B, N, D) and the `StepWork` of this call.
+    """
+    work = subset_work(block, active, kv_cache is not None)
+    if active.total == 0:
+        return x, work
+    B, N, D = x.shape
+    if active.is_full:  # every token runs: the plain block, keys are all tokens either way
+        out = block(x, drop_path_rate)
+        if gate is None:
+            return out, work
+        g = x.new_zeros(B * N).index_copy(0, active.index, gate).view(B, N, 1)
+        return x + g * (out - x), work
+
+    H = block.attn.num_heads
+    d = D // H
+    T = active.total
+    rows = x.reshape(B * N, D)
+    h = rows.index_select(0, active.index)  # (T, D)
+    qkv = block.attn.qkv(block.norm1(h))  # (T, 3D)
+    q_counts = tuple(n for n in active.counts if n)  # images without active tokens do not attend
+    if kv_cache is None:
+        q, k, v = qkv.view(T, 3, H, d).unbind(1)  # (T, 3D) -> 3 x (T, H, d)
+        k_counts = q_counts
+    else:
+        if kv_cache.owner is not block:
+            raise RuntimeError('kv_cache was last updated for another block: call kv_cache.update(block, ...) '
+                               'before run_subset')
+        q = qkv[:, :D].view(T, H, d)
+        # Fresh keys/values for the active rows, cached ones for the frozen rows.
+        kv = _write_rows(kv_cache.kv, active.index, qkv[:, D:], not torch.is_grad_enabled())
+        k, v = kv.view(B * N, 2, H, d).unbind(1)  # (B*N, 2D) -> 2 x (B*N, H, d)
+        if len(q_counts) < B:  # keep the keys of the images that attend
+            keep = torch.cat([torch.arange(b * N, (b + 1) * N, device=x.device)
+                              for b, n in enumerate(active.counts) if n])
+            k, v = k.index_select(0, keep), v.index_select(0, keep)
+        k, v, k_counts = k.to(q.dtype), v.to(q.dtype), (N,) * len(q_counts)
+    attn = block.attn.proj(_attend(q, k, v, q_counts, k_counts))  # (T, D)
+
+    training = block.training and drop_path_rate > 0.0
+    images = active.image_of_rows() if training else None
+    out = h + _drop_rows(block.ls1(attn), drop_path_rate, training, images, B)
+    out = out + _drop_rows(block.ls2(block.mlp(block.norm2(out))), drop_path_rate, training, images, B)
+    if gate is not None:
+        out = h + gate.unsqueeze(-1) * (out - h)
+    if inplace and torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
+        raise RuntimeError('run_subset(inplace=True) is only for inference (no autograd graph)')
+    return _write_rows(rows, active.index, out, inplace).view(B, N, D), work
