@@ -41,7 +41,7 @@ def program_router(model, seed=3):
 
 def reference_final_state(model, img):
     """reViT by the SPEC formulas, written out: s_t = t/(L-1), g_t = softmax(ψ(s_t)), θ̄_t = Σ g θ_e."""
-    x, _ = model.embed(img)
+    x = model.embed(img)
     L, blk, r = model.depth, model.block, model.router
     s = torch.arange(L, dtype=torch.float32)[:, None] / (L - 1)
     g = torch.softmax(r.fc2(F.silu(r.fc1(s))), dim=-1)  # (L, E)

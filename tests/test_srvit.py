@@ -32,7 +32,7 @@ def reference(model, img, steps=None):
     """SPEC §1 written out naively: keep every step state, then mix. Returns the unit outputs as
     maps (B, D, h, w) and the readout weights (B, T', h, w) of every unit."""
     steps = steps or model.unit_steps
-    x, grid = model.embed(img)
+    x, grid = model.embed(img), model.patch_grid(img)
     outs, weights = [], []
     for u, blocks in enumerate(model.unit_blocks):
         h, states = x, []
@@ -155,7 +155,7 @@ def test_final_readout_is_the_unit_run_t_times_with_no_router():
     final.load_state_dict({k: v for k, v in soft.state_dict().items() if not k.startswith('routers')}, strict=True)
     img = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
-        x, _ = final.embed(img)
+        x = final.embed(img)
         expected = []
         for u, blocks in enumerate(final.unit_blocks):
             for t in range(3):
@@ -188,7 +188,7 @@ def test_hard_readout_picks_one_step_and_trains_the_router_straight_through():
     hard.zero_grad()
 
     # Forward value and state gradients: those of the chosen step's state alone.
-    x, _ = hard.embed(img)
+    x = hard.embed(img)
     h, states = x, []
     for t in range(4):
         h = hard.step_transforms[0][t](h)

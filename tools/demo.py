@@ -122,7 +122,8 @@ def report(results: list[dict], total_s: float) -> None:
         print(f"[{r['task']}] {r['model']}: trained {r['train_s'] / 60:.1f} min, evaluated {r['eval_s'] / 60:.1f} min")
         print(f"  {'metric':<10} {'untrained':>10} {'trained':>10}")
         for name, key in METRICS[r['task']]:
-            print(f"  {name:<10} {r['untrained'].get(key, float('nan')):>10.3f} {r['trained'].get(key, float('nan')):>10.3f}")
+            before, after = r['untrained'].get(key, float('nan')), r['trained'].get(key, float('nan'))
+            print(f'  {name:<10} {before:>10.3f} {after:>10.3f}')
         print(f"  checkpoint : {r['checkpoint']}")
         print(f"  logs       : {r['log_dir']}")
         print(f"  pictures   : {osp.dirname(r['pngs'][0]) if r['pngs'] else '(none)'} ({len(r['pngs'])} PNG)")

@@ -247,7 +247,7 @@ class SRViT(ViTBackbone):
         for u in range(max(indices) + 1):
             x, weights = self.run_unit(u, x, steps[u])
             applications += steps[u] * self.unit_sizes[u]
-            maps[f'mixture/unit{u}'] = weights
+            maps[f'mixture/unit{u}'] = weights[:, self.num_prefix_tokens:].transpose(1, 2)  # (B, T', h*w)
             if u in wanted:
                 wanted[u] = x
         self.stats = self.dense_stats(x.shape[1], applications)
@@ -287,23 +287,14 @@ class SRViT(ViTBackbone):
             return F.one_hot(z.argmax(-1), num_steps).to(z.dtype)
         return z.softmax(-1)
 
-    def get_intermediate_states(self, x: Tensor, indices: Sequence) -> tuple[list[Tensor], tuple[int, int]]:
-        states, grid = super().get_intermediate_states(x, indices)
-        # (B, N, T) -> (B, T, h, w), patch tokens only.
-        maps = self.stats.token_maps
-        for k, w in maps.items():
-            w = w[:, self.num_prefix_tokens:]
-            maps[k] = w.transpose(1, 2).reshape(w.shape[0], w.shape[2], *grid)
-        return states, grid
-
     def _scalars(self, maps: dict[str, Tensor]) -> dict[str, Tensor]:
         scalars = {}
         for u in range(len(maps)):
-            w = maps[f'mixture/unit{u}'][:, self.num_prefix_tokens:]  # (B, h*w, T')
-            mean = w.mean(dim=(0, 1))
+            w = maps[f'mixture/unit{u}']  # (B, T', h*w)
+            mean = w.mean(dim=(0, 2))
             for t, m in enumerate(mean.unbind(), start=1):
                 scalars[f'w/u{u}s{t}'] = m
-            scalars[f'depth/u{u}'] = (mean * torch.arange(1, w.shape[-1] + 1, dtype=w.dtype, device=w.device)).sum()
+            scalars[f'depth/u{u}'] = (mean * torch.arange(1, w.shape[1] + 1, dtype=w.dtype, device=w.device)).sum()
         return scalars
 
     # ---- weights ------------------------------------------------------------------------------

@@ -53,7 +53,8 @@ class ForwardStats:
         named `loss_<what>` so mmengine sums and logs them.
     scalars: detached numbers for the training log (mean depth, fractions, gate values ...).
     token_maps: per-token tensors for visualisation, each (B, ..., h, w) on the patch grid, e.g.
-        `depth` (B, h, w) or `mixture/unit0` (B, T, h, w).
+        `depth` (B, h, w) or `mixture/unit0` (B, T, h, w). A backbone's `forward_states` stores
+        them as (B, ..., h*w) over the patch tokens (no CLS); `get_intermediate_states` reshapes.
     tables: other per-forward tensors for tools that are not per token, e.g. reViT's gates
         `gates` (L, E).
     steps: one `StepWork` per block application, in execution order (FLOP counting).

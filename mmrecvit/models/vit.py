@@ -166,26 +166,31 @@ class ViTBackbone(nn.Module):
         raise NotImplementedError
 
     # ---- forward ------------------------------------------------------------------------------
-    def embed(self, x: Tensor) -> tuple[Tensor, tuple[int, int]]:
-        """(B, C, H, W) image -> (B, N, D) tokens (CLS first) and the patch grid (h, w).
-
-        H and W are padded (bottom/right, zeros) up to a multiple of the patch size.
-        """
+    def patch_grid(self, x: Tensor) -> tuple[int, int]:
+        """The patch grid (ceil(H/p), ceil(W/p)) of an image batch, after checking its shape."""
         if x.ndim != 4:
             raise ValueError(f'expected images of shape (B, C, H, W), got shape {tuple(x.shape)}')
         H, W = x.shape[-2:]
         p = self.patch_size
         if H < p or W < p:
             raise ValueError(f'input of {H}x{W} pixels is smaller than one {p}x{p} patch')
-        x = F.pad(x, (0, (-W) % p, 0, (-H) % p))
-        x = self.patch_embed.proj(x)  # (B, C, H, W) -> (B, D, h, w)
-        grid = (x.shape[2], x.shape[3])
-        x = x.flatten(2).transpose(1, 2)  # (B, D, h, w) -> (B, h*w, D)
+        return -(-H // p), -(-W // p)
+
+    def embed(self, x: Tensor) -> Tensor:
+        """(B, C, H, W) image -> (B, N, D) tokens, CLS first, on the grid `patch_grid(x)`.
+
+        H and W are padded (bottom/right, zeros) up to a multiple of the patch size.
+        """
+        grid = self.patch_grid(x)
+        pad_h, pad_w = grid[0] * self.patch_size - x.shape[-2], grid[1] * self.patch_size - x.shape[-1]
+        if pad_h or pad_w:
+            x = F.pad(x, (0, pad_w, 0, pad_h))
+        x = self.patch_embed.proj(x).flatten(2).transpose(1, 2)  # (B, C, H, W) -> (B, D, h, w) -> (B, h*w, D)
         if self.cls_token is not None:
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         pos = resample_abs_pos_embed(self.pos_embed, new_size=list(grid), old_size=list(self.pretrain_grid),
                                      num_prefix_tokens=self.num_prefix_tokens)
-        return x + pos, grid
+        return x + pos
 
     def run_block(self, block: nn.Module, x: Tensor, step: int) -> Tensor:
         """Apply `block` as application step `step` (its drop-path rate; checkpointed if asked)."""
@@ -210,11 +215,19 @@ class ViTBackbone(nn.Module):
         return tuple(maps)
 
     def get_intermediate_states(self, x: Tensor, indices: Sequence) -> tuple[list[Tensor], tuple[int, int]]:
-        """Image -> states after the requested steps (the one way to get features, STYLE 7)."""
-        tokens, grid = self.embed(x)
-        states = self.forward_states(tokens, indices)
+        """Image -> states after the requested steps (the one way to get features, STYLE 7).
+
+        Also finishes `self.stats`: its grid, and its token maps, which `forward_states` stores as
+        (B, ..., h*w) over the patch tokens and which become (B, ..., h, w) here.
+        """
+        grid = self.patch_grid(x)
+        # No local name keeps the embedded tokens alive while the blocks run (peak memory as timm).
+        states = self.forward_states(self.embed(x), indices)
         if self.stats is not None:
             self.stats.grid = grid
+            maps = self.stats.token_maps
+            for k, m in maps.items():
+                maps[k] = m.reshape(*m.shape[:-1], *grid)
         return states, grid
 
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:
