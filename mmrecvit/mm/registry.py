@@ -1,4 +1,4 @@
-"""Register our backbones, necks and hooks into mmdet's and mmseg's registries.
+"""Register our backbones, necks, hooks and optimizer-wrapper constructors into mmdet's and mmseg's registries.
 
 `custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)` in an mmdet or mmseg
 config runs `register_all()` (through `import mmrecvit`), after which every backbone and neck of
@@ -33,13 +33,15 @@ def _forward_logs_to_mmengine() -> None:
 def register_all() -> list[str]:
     """Register into each installed framework; returns the scopes registered."""
     from .hooks import HOOK_CLASSES
+    from .optim import OPTIM_WRAPPER_CONSTRUCTORS
 
     done = []
     for scope in SCOPES:
         if importlib.util.find_spec(scope) is None:
             continue
         registry = importlib.import_module(f'{scope}.registry')
-        for reg, classes in ((registry.MODELS, {**BACKBONES, **NECKS}), (registry.HOOKS, HOOK_CLASSES)):
+        for reg, classes in ((registry.MODELS, {**BACKBONES, **NECKS}), (registry.HOOKS, HOOK_CLASSES),
+                             (registry.OPTIM_WRAPPER_CONSTRUCTORS, OPTIM_WRAPPER_CONSTRUCTORS)):
             for name, cls in classes.items():
                 # module_dict, not .get(): get() would import all of mmdet.models at import time.
                 if reg.module_dict.get(name) is not cls:

@@ -440,6 +440,12 @@ class ReViT(ViTBackbone):
             out['loss_revit_diversity'] = lw['diversity'] * (sim.sum() - sim.diagonal().sum()) / (E * (E - 1))
         return out
 
+    # ---- layer-wise learning-rate decay ------------------------------------------------------
+    def layer_positions(self) -> dict[str, list[int]]:
+        """The shared block (attention, norms, expert bank) runs at positions 1..L, so its layer
+        depth is (L + 1) / 2 (`ViTBackbone.layer_depth`); the router ψ is fresh (lr scale 1)."""
+        return {'block': list(range(1, self.num_steps + 1))}
+
     # ---- checkpoints and folding ------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """timm/DeiT -> reViT (SPEC §6): shared attention/norms from all blocks' mean or the middle

@@ -297,6 +297,21 @@ class SRViT(ViTBackbone):
             scalars[f'depth/u{u}'] = (mean * torch.arange(1, w.shape[1] + 1, dtype=w.dtype, device=w.device)).sum()
         return scalars
 
+    # ---- layer-wise learning-rate decay --------------------------------------------------------
+    def layer_positions(self) -> dict[str, list[int]]:
+        """Block b sits at position b + 1 for each of its T_u applications (see `ViTBackbone.layer_depth`).
+
+        Our decision: the recursion inside a unit stays at the unit's place in the DeiT stack the
+        blocks come from, so the layer scale is DeiT's (`num_layers` = depth + 1 for every T).
+        Counting the sum_u n_u T_u applications instead (48 at T=4) would put the embeddings at
+        rate^49 and unit 0 near rate^40 with decay rates tuned for 12 layers; and T is a test-time
+        knob (`eval_steps`), so the optimizer groups, like the checkpoint keys, depend only on the
+        unique parameters. T=1 is DeiT's rule exactly. Step transforms and routers are not listed:
+        fresh parameters, lr scale 1.
+        """
+        return {f'blocks.{b}': [b + 1] * self.unit_steps[u] for u, blocks in enumerate(self.unit_blocks)
+                for b in blocks}
+
     # ---- weights ------------------------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """Block i <- timm/DeiT block i (SPEC §6); step transforms and routers keep their zero

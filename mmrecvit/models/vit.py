@@ -165,6 +165,81 @@ class ViTBackbone(nn.Module):
         """Map a timm/DeiT state dict (already split of its classifier) to this model's keys."""
         raise NotImplementedError
 
+    # ---- layer-wise learning-rate decay (STYLE 12) --------------------------------------------
+    # Parameters that form the input tokens: depth 0. A subclass with more (register tokens, ...)
+    # extends this tuple; entries are parameter names or module prefixes.
+    embedding_parameters: tuple[str, ...] = ('patch_embed', 'cls_token', 'pos_embed')
+
+    def layer_positions(self) -> dict[str, list[int]]:
+        """Module name -> the layer position of every block application that runs that module.
+
+        The one thing a backbone tells the layer-decay rule (see `layer_depth`). Positions are
+        1-based on the model's layer scale 1..`num_layers`-1; a module listed with several
+        positions is shared across depths. Modules not listed (and not embeddings) are "above all
+        blocks": routers, rankers, step transforms, a final norm.
+
+        Default: application step t sits at position t + 1 and runs `blocks[schedule[t]]`, where
+        `self.schedule` is a list of unique-block indices (as `NaiveRecursiveViT` and `EdgeRecViT`
+        keep); a model without `schedule` runs block t at step t (`PlainViT`). A model whose
+        recursion is not such a list (`SRViT`, `ReViT`) overrides this method.
+        """
+        schedule = getattr(self, 'schedule', None)
+        schedule = range(len(self.blocks)) if schedule is None else schedule
+        positions: dict[str, list[int]] = {}
+        for step, b in enumerate(schedule):
+            if not isinstance(b, int):
+                raise TypeError(f'{type(self).__name__}.schedule must list unique-block indices (ints) for the '
+                                f'default layer_positions(); got {b!r} at step {step}: override layer_positions()')
+            positions.setdefault(f'blocks.{b}', []).append(step + 1)
+        return positions
+
+    @property
+    def num_layers(self) -> int:
+        """Length of the layer scale: 1 + the highest layer position (L + 1 for L applications).
+
+        `lr_scale = layer_decay_rate ** (num_layers - layer_depth(name))`: embeddings get
+        rate^num_layers, the block at the last position rate^1, parameters above all blocks 1.
+        """
+        return 1 + max(max(p) for p in self.layer_positions().values())
+
+    def layer_depth(self, param_name: str) -> float:
+        """Layer depth in [0, `num_layers`] of a parameter (name as in `self.named_parameters()`),
+        for layer-wise learning-rate decay (`mmrecvit.mm.optim.LayerDecayOptimWrapperConstructor`).
+
+        The rule (our decision; BEiT/ViTDet's for a plain ViT, extended to recursion):
+
+        * embeddings (`embedding_parameters`: patch embedding, CLS, positions): 0.
+        * a parameter of a module that block applications at layer positions p_1..p_k run
+          (`layer_positions`): the mean (p_1 + ... + p_k) / k. A block used once keeps the plain-ViT
+          depth, so PlainViT (and SR-ViT at T=1) get exactly BEiT's groups. For a shared block the
+          mean gives it the geometric mean of the lr scales its k applications would get as
+          separate layers: neither extreme wins. The first application (min) would give reViT's one
+          block, i.e. nearly the whole backbone, the embeddings' rate (0.65^12 = 0.006: frozen); the
+          last (max) would switch the decay off. The mean does not depend on the decay rate.
+        * everything else (routers, rankers, step transforms, a final norm): `num_layers`, lr scale
+          1 as the neck and heads. These method parameters are not in the pretrained checkpoint
+          (SPEC §6 keeps them at zero/small initialisation): nothing pretrained to preserve, and a
+          zero-initialised router at rate^k would hardly leave its initialisation.
+
+        Returns a float (an integer value for parameters used at one position).
+        """
+        names = dict(self.named_parameters())
+        if param_name not in names:
+            raise KeyError(f'{param_name!r} is not a parameter of {type(self).__name__}; pass a name from '
+                           f'named_parameters(), e.g. {next(iter(names))!r}')
+
+        def under(prefix: str) -> bool:
+            return param_name == prefix or param_name.startswith(prefix + '.')
+
+        if any(under(p) for p in self.embedding_parameters):
+            return 0.0
+        positions = self.layer_positions()
+        owners = [m for m in positions if under(m)]
+        if not owners:
+            return float(self.num_layers)
+        used = positions[max(owners, key=len)]  # the innermost listed module
+        return sum(used) / len(used)
+
     # ---- forward ------------------------------------------------------------------------------
     def patch_grid(self, x: Tensor) -> tuple[int, int]:
         """The patch grid (ceil(H/p), ceil(W/p)) of an image batch, after checking its shape."""

@@ -34,6 +34,11 @@ optim_wrapper = dict(
         'norm': dict(decay_mult=0.0),
     }),
     clip_grad=dict(max_norm=1.0, norm_type=2))
+# Layer-wise lr decay that understands recursion (off by default; mmrecvit/mm/optim.py): each backbone
+# parameter's lr is scaled by layer_decay_rate ** (num_layers - backbone.layer_depth(name)); shared blocks
+# get the mean depth of their applications, routers and the neck/heads scale 1. To use it:
+#   optim_wrapper = dict(constructor='LayerDecayOptimWrapperConstructor',
+#                        paramwise_cfg=dict(layer_decay_rate=0.75))  # merged with the dict above
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=1000),
     dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 11], gamma=0.1),

@@ -1,0 +1,97 @@
+"""Layer-wise learning-rate decay that understands recursion, as an mmengine optimizer-wrapper constructor.
+
+The rule lives with the model (STYLE 12): every backbone answers `layer_depth(name)` and
+`num_layers` (`mmrecvit.models.vit.ViTBackbone`: embeddings 0, a block used at several depths the
+mean of its layer positions, fresh routers/rankers/step transforms and final norms `num_layers`).
+This constructor only asks: no parameter names or class names are matched here.
+
+Config (mmdet or mmseg; `paramwise_cfg` keeps all of mmengine's options, e.g. `custom_keys`):
+
+    optim_wrapper = dict(
+        type='OptimWrapper',
+        constructor='LayerDecayOptimWrapperConstructor',
+        optimizer=dict(type='AdamW', lr=1e-4, weight_decay=0.05),
+        paramwise_cfg=dict(layer_decay_rate=0.75, custom_keys={'norm': dict(decay_mult=0.0)}))
+"""
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+from mmengine.logging import print_log
+from mmengine.optim import DefaultOptimWrapperConstructor
+from torch import nn
+
+
+def layer_depth_table(model: nn.Module) -> dict[int, tuple[str, float, int]]:
+    """id(parameter) -> (full name, layer depth, num_layers) for every parameter of every module of
+    `model` that answers `layer_depth` (the outermost such module owns its parameters)."""
+    table: dict[int, tuple[str, float, int]] = {}
+    owners: list[str] = []
+    for prefix, module in model.named_modules():
+        if not callable(getattr(module, 'layer_depth', None)) or any(prefix.startswith(o + '.') for o in owners):
+            continue
+        owners.append(prefix)
+        num_layers = int(module.num_layers)
+        for name, param in module.named_parameters():
+            depth = float(module.layer_depth(name))
+            if not 0 <= depth <= num_layers:
+                raise ValueError(f'{type(module).__name__}.layer_depth({name!r}) = {depth} is outside '
+                                 f'[0, num_layers={num_layers}]')
+            table[id(param)] = (f'{prefix}.{name}' if prefix else name, depth, num_layers)
+    return table
+
+
+class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
+    """`DefaultOptimWrapperConstructor` plus layer-wise learning-rate decay for our backbones.
+
+    Each parameter group is built by mmengine's rules first (`custom_keys` with `lr_mult` /
+    `decay_mult`, `norm_decay_mult`, `bias_lr_mult`, ...); then the learning rate of a backbone
+    parameter is multiplied by `layer_decay_rate ** (num_layers - layer_depth(name))`, asked from
+    the backbone. Parameters of modules without `layer_depth` (neck, heads) keep scale 1.
+    Each group records its factor as `lr_scale`.
+
+    Args (in `paramwise_cfg`):
+        layer_decay_rate: in (0, 1]; 1 switches the decay off. Required.
+        everything else: as `DefaultOptimWrapperConstructor`.
+    """
+
+    def __init__(self, optim_wrapper_cfg: dict, paramwise_cfg: dict | None = None) -> None:
+        paramwise_cfg = dict(paramwise_cfg or {})
+        rate = paramwise_cfg.get('layer_decay_rate')
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= 1:
+            raise ValueError('LayerDecayOptimWrapperConstructor needs paramwise_cfg.layer_decay_rate, a number in '
+                             f'(0, 1] (1: no decay), got {rate!r}')
+        super().__init__(optim_wrapper_cfg, paramwise_cfg)
+        if self.base_lr is None:
+            raise ValueError('layer-wise lr decay scales the optimizer lr: set optimizer.lr')
+        self.layer_decay_rate = float(rate)
+
+    def add_params(self, params: list[dict], module: nn.Module, prefix: str = '', is_dcn_module=None) -> None:
+        """mmengine's parameter groups, then each backbone group's lr scaled by its layer depth."""
+        if prefix:  # mmengine's recursion into submodules: its rules only
+            super().add_params(params, module, prefix, is_dcn_module)
+            return
+        start = len(params)
+        super().add_params(params, module, prefix, is_dcn_module)
+        depths = layer_depth_table(module)
+        summary: dict[tuple[float, float], int] = defaultdict(int)
+        for group in params[start:]:
+            scale = 1.0
+            for param in group['params']:
+                if id(param) in depths:
+                    _, depth, num_layers = depths[id(param)]
+                    scale = self.layer_decay_rate ** (num_layers - depth)
+                    summary[(depth, scale)] += param.numel()
+            group['lr'] = group.get('lr', self.base_lr) * scale
+            group['lr_scale'] = scale
+        if summary:
+            rows = ', '.join(f'depth {d:g}: x{s:.4g} ({n / 1e6:.2f}M)' for (d, s), n in sorted(summary.items()))
+            print_log(f'layer-wise lr decay {self.layer_decay_rate}: {rows}; other parameters x1',
+                      logger='current', level=logging.INFO)
+        else:
+            print_log('LayerDecayOptimWrapperConstructor: no module of the model answers layer_depth(); '
+                      'every lr scale is 1', logger='current', level=logging.WARNING)
+
+
+OPTIM_WRAPPER_CONSTRUCTORS = {'LayerDecayOptimWrapperConstructor': LayerDecayOptimWrapperConstructor}
