@@ -12,4 +12,5 @@ BACKBONE_CASES = {
     'SRViT': dict(arch='tiny', depth=6, num_steps=[2, 3, 2, 1], **TINY),
     'ReViT': dict(arch='tiny', depth=4, num_experts=3, **TINY),
     'EdgeRecViT': dict(arch='tiny', depth=5, **TINY),
+    'MoRViT': dict(arch='tiny', num_recursions=3, **TINY),
 }

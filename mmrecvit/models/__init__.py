@@ -1,5 +1,6 @@
 """The networks, in plain PyTorch (torch + timm layers; no mmdet/mmseg imports)."""
 from .edge_recvit import EdgeRecViT
+from .mor_vit import MoRViT
 from .pyramid import SimplePyramid
 from .revit import ReViT
 from .srvit import SRViT
@@ -13,8 +14,9 @@ BACKBONES = {
     'SRViT': SRViT,
     'ReViT': ReViT,
     'EdgeRecViT': EdgeRecViT,
+    'MoRViT': MoRViT,
 }
 NECKS = {'SimplePyramid': SimplePyramid}
 
 __all__ = ['BACKBONES', 'NECKS', 'ForwardStats', 'NaiveRecursiveViT', 'PlainViT', 'ReViT', 'SRViT', 'SimplePyramid',
-           'StepWork', 'ViTBackbone', 'EdgeRecViT']
+           'StepWork', 'ViTBackbone', 'EdgeRecViT', 'MoRViT']

@@ -1,0 +1,374 @@
+"""MoR-ViT: token-level Mixture-of-Recursions over a middle-cycle shared unit (SPEC §4).
+
+    image -> patch embedding -> first block (own weights, every token)
+          -> recursion r = 0..N_r-1: a router picks the tokens that run the shared unit at r;
+             a picked token is updated h <- h + g * (Block(h) - h) and attends to the other
+             picked tokens only; the rest keep their state
+          -> last block (own weights, every token) -> states after the requested steps
+
+Middle-cycle sharing (SPEC §4): `blocks.0` is the first block, `blocks.1 .. blocks.u` the shared
+unit of u blocks (default u = 1) that every recursion runs in order, `blocks.{u+1}` the last block.
+Application step s runs `blocks[self.schedule[s]]`: L = 2 + u * N_r steps (12 by default).
+
+Routing (`routing`):
+
+* 'expert_choice' (default, SPEC §4): one router Linear(D->1) per recursion scores the tokens still
+  in play; the top `ceil(cap_r * Np)` patch tokens of those chosen at r-1 continue (hierarchical
+  top-k, so the chosen set only shrinks); CLS always continues. Gate `g = alpha * sigmoid(logit)`.
+  Auxiliary BCE loss between each router's logits and its own selection (weight 1e-3).
+* 'token_choice' (SPEC §4): one router Linear(D->N_r), softmax, on the states entering recursion 0
+  gives every patch token its number of recursions d = argmax + 1 up front (CLS: N_r); a token runs
+  recursions 0..d-1. Balance loss `N_r * sum_i P_i f_i` (0.1) and z-loss (1e-5).
+
+Execution: the token-adaptive engine (`token_adaptive.run_subset` with `kv_cache=None`) runs each
+shared application for the chosen tokens only -- queries, keys, values, norms and MLP -- which is
+exactly MoR's recursion-wise KV caching (attention among the tokens of the recursion), so the saving
+is real in training and inference alike. The first and last blocks are plain dense blocks.
+
+Decisions (SPEC §4 leaves them open; constructor arguments where cheap):
+
+* (decision) capacities are fractions of the patch tokens: recursion r keeps
+  k_r = ceil(cap_r * Np) patch tokens (at least 1), CLS comes on top. Default cap_r = (N_r - r)/N_r
+  (1, 2/3, 1/3 for N_r = 3, SPEC). `capacities` is an inference knob (a plain attribute, validated at
+  every forward): the routers' scores do not depend on it, so a trained model runs at any
+  capacities without retraining; tokens left out keep their state, so every output map stays
+  defined for every token. Capacities must be non-increasing (hierarchical top-k).
+* (decision) the expert-choice router scores a token from its raw state h before the recursion
+  (MoR); routers are initialised like timm's linears (truncated normal, std 0.02, zero bias): a zero
+  init would tie every score and make the first selections arbitrary. CLS's gate comes from the same
+  router (the update rule is the same for every chosen token); CLS is excluded from the BCE loss
+  (its selection is forced, not the router's). The BCE is the mean over the recursions run of the
+  mean over each recursion's candidate patch tokens.
+* (decision) token-choice gate `g = alpha * p_d`, the softmax weight of the executed depth (MoR's
+  token-choice gating; CLS uses p_{N_r}); alpha defaults to 1 for token-choice (a softmax over N_r
+  depths is already ~1/N_r at initialisation) and to 0.1 for expert-choice (SPEC). Depth is the
+  argmax in training too (no sampling): the router learns through g and the two losses. Tokens of
+  recursion r attend among the tokens still running r (as expert-choice).
+* (decision) with a unit of u > 1 blocks the chosen set and the gate are fixed per recursion and
+  the gated update is applied at every block application of the unit (so every application step
+  has a well-defined state for `out_indices`).
+* (decision) depth of a token (`token_maps['depth']`, `scalars['depth/mean']`) = the number of
+  recursions it ran (0..N_r; every token also runs the first and last block).
+* (decision, SPEC §6) from a timm/DeiT checkpoint of n blocks: first <- block 0, last <- block n-1;
+  shared unit block j <- mean of the middle blocks i = 1..n-2 with (i-1) % u == j (`timm_init=
+  'average'`, MoR's "average the tied layers": with n = L they are exactly the layers the unit
+  replaces), or <- block `shared_init_block + j` (`timm_init='pick'`); routers fresh.
+* Layer-wise LR decay: `schedule` lists the unique block of every step, so `ViTBackbone`'s default
+  `layer_positions` applies (shared blocks at the mean of their positions, routers lr scale 1).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from timm.layers import trunc_normal_
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from .checks import check_choice, check_float, check_int, check_sequence
+from .stats import ForwardStats, StepWork
+from .token_adaptive import DepthPlan, TokenSubset, run_subset, subset_work
+from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, resolve_arch, stage_ends
+
+ROUTINGS = ('expert_choice', 'token_choice')
+TIMM_INITS = ('average', 'pick')
+DEFAULT_ALPHA = {'expert_choice': 0.1, 'token_choice': 1.0}
+
+
+def default_capacities(num_recursions: int) -> tuple[float, ...]:
+    """cap_r = (N_r - r) / N_r, r = 0..N_r-1 (SPEC §4: 1, 2/3, 1/3 for N_r = 3)."""
+    return tuple((num_recursions - r) / num_recursions for r in range(num_recursions))
+
+
+def capacity_tokens(capacity: float, num_patches: int) -> int:
+    """Patch tokens kept at capacity `capacity`: ceil(cap * Np), at least 1 (rounded to 1e-6 first so
+    that e.g. 0.7 * 10 is 7, not 8). `int()`: tracing may hand in the shape as a tensor."""
+    return max(1, math.ceil(round(capacity * int(num_patches), 6)))
+
+
+def _make_router(dim: int, out_features: int) -> nn.Linear:
+    router = nn.Linear(dim, out_features)
+    trunc_normal_(router.weight, std=0.02)
+    nn.init.zeros_(router.bias)
+    return router
+
+
+class ExpertChoice:
+    """One forward's expert-choice routing state (SPEC §4): hierarchical top-k per recursion.
+
+    `candidates` (B, k) holds the patch positions chosen at the previous recursion (all patch
+    tokens before recursion 0), sorted; every image keeps the same number of tokens.
+    """
+
+    def __init__(self, model: MoRViT, x: Tensor) -> None:
+        B, N, _ = x.shape
+        P = model.num_prefix_tokens
+        self.model, self.B, self.N, self.P = model, B, N, P
+        self.num_patches = N - P
+        device = x.device
+        self.prefix = torch.arange(P, device=device).expand(B, P)
+        self.candidates = torch.arange(P, N, device=device).expand(B, N - P)
+        self.capacities = model.capacity_schedule
+        self.depth = torch.zeros(B, N - P, dtype=torch.long, device=device)  # recursions run, patch tokens
+        self.bce: list[Tensor] = []
+        self.fractions: list[float] = []
+        self.gate_means: list[Tensor] = []
+        self.router_rows = 0  # per image, for `analytic_flops`
+
+    def select(self, r: int, x: Tensor) -> tuple[TokenSubset, Tensor]:
+        """Tokens that run recursion r and their gates (in the subset's row order)."""
+        B, N, P, D = self.B, self.N, self.P, x.shape[-1]
+        k_prev = self.candidates.shape[1]
+        if k_prev == self.num_patches:  # all tokens are candidates: score x directly (no gather)
+            h = x
+        else:
+            h = TokenSubset.from_positions(torch.cat([self.prefix, self.candidates], 1), N).gather(x)
+            h = h.view(B, P + k_prev, D)  # (B*(P+k), D) -> (B, P+k, D)
+        logits = self.model.routers[r](h).squeeze(-1)  # (B, P + k_prev), CLS first
+        patch_logits = logits[:, P:]
+        k = min(k_prev, capacity_tokens(self.capacities[r], self.num_patches))
+        if k < k_prev:
+            top = patch_logits.topk(k, dim=1, sorted=False).indices.sort(1).values  # (B, k), keeps order
+            chosen, chosen_logits = self.candidates.gather(1, top), patch_logits.gather(1, top)
+            target = torch.zeros_like(patch_logits, dtype=torch.float32).scatter_(1, top, 1.0)
+        else:
+            chosen, chosen_logits = self.candidates, patch_logits
+            target = torch.ones_like(patch_logits, dtype=torch.float32)
+        self.bce.append(F.binary_cross_entropy_with_logits(patch_logits.float(), target))
+        self.candidates = chosen
+        self.depth.scatter_(1, chosen - P, r + 1)  # nested sets: the last write is the deepest
+        self.fractions.append(k / self.num_patches)
+        self.router_rows += P + k_prev
+
+        gate = self.model.alpha * torch.sigmoid(torch.cat([logits[:, :P], chosen_logits], 1))  # (B, P + k)
+        self.gate_means.append(gate.detach().float().mean())
+        return TokenSubset.from_positions(torch.cat([self.prefix, chosen], 1), N), gate.reshape(-1).to(x.dtype)
+
+    def finish(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        losses, scalars = {}, {}
+        if self.bce:
+            losses['loss_router_bce'] = self.model.bce_loss_weight * torch.stack(self.bce).mean()
+            scalars['gate/mean'] = torch.stack(self.gate_means).mean()
+        device = self.depth.device
+        scalars.update({f'sel/r{r}': torch.tensor(f, device=device) for r, f in enumerate(self.fractions)})
+        scalars['depth/mean'] = self.depth.float().mean()
+        return losses, scalars
+
+
+class TokenChoice:
+    """One forward's token-choice routing state (SPEC §4): a depth per token, chosen up front."""
+
+    def __init__(self, model: MoRViT, x: Tensor) -> None:
+        B, N, _ = x.shape
+        self.model, self.B, self.N, self.P = model, B, N, model.num_prefix_tokens
+        self.plan: DepthPlan | None = None
+        self.depth = torch.zeros(B, N - self.P, dtype=torch.long, device=x.device)  # recursions, patch tokens
+        self.router_rows = 0
+
+    def select(self, r: int, x: Tensor) -> tuple[TokenSubset, Tensor]:
+        model, P, R = self.model, self.P, self.model.num_recursions
+        if self.plan is None:  # recursion 0: every token's depth, from the states entering it
+            self.logits = model.router(x)  # (B, N, N_r)
+            probs = self.logits.softmax(-1)
+            self.probs = probs[:, P:]
+            self.depth = self.logits[:, P:].detach().argmax(-1) + 1  # (B, Np) in 1..N_r
+            depth = torch.cat([self.depth.new_full((self.B, P), R), self.depth], 1)  # CLS: every recursion
+            gate = model.alpha * probs.gather(-1, (depth - 1).unsqueeze(-1))  # (B, N, 1)
+            self.gate = gate.reshape(-1).to(x.dtype)
+            self.plan = DepthPlan(depth, R)
+            self.router_rows = self.N * R  # a Linear(D -> N_r) on every token, as N_r rows of D
+        active = self.plan.active(r)
+        return active, self.gate.index_select(0, active.index)
+
+    def finish(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        if self.plan is None:
+            return {}, {}
+        model, R = self.model, self.model.num_recursions
+        patch_logits, depth = self.logits[:, self.P:], self.depth
+        P_i = self.probs.float().mean((0, 1))  # mean router probability of depth i
+        f_i = F.one_hot(depth - 1, R).float().mean((0, 1))  # fraction of tokens given depth i
+        losses = {'loss_balance': model.balance_loss_weight * R * (P_i * f_i).sum(),
+                  'loss_z': model.z_loss_weight * torch.logsumexp(patch_logits.float(), -1).square().mean()}
+        scalars = {f'sel/r{r}': (depth > r).float().mean() for r in range(R)}
+        scalars['depth/mean'] = depth.float().mean()
+        scalars['gate/mean'] = self.gate.detach().float().mean()
+        return losses, scalars
+
+
+class MoRViT(ViTBackbone):
+    """MoR-ViT (SPEC §4): first block, a shared unit cycled N_r times with token routing, last block.
+
+    Args:
+        arch: 'tiny' | 'small' | 'base' (aliases 'ti', 's', 'b'); `embed_dim`, `num_heads` override
+            the table. The depth is L = 2 + unit_size * num_recursions application steps.
+        num_recursions: N_r, recursions of the shared unit (default 10: 12 applications), >= 1.
+        unit_size: blocks in the shared unit (default 1), >= 1.
+        routing: 'expert_choice' (default) or 'token_choice' (see the module docstring).
+        capacities: expert-choice only: N_r fractions in (0, 1], non-increasing, of the patch tokens
+            that run each recursion. None: (N_r - r)/N_r. An inference-time knob (plain attribute,
+            e.g. `--cfg-options model.backbone.capacities=[...]`); (1.0,) * N_r is the same model
+            at full depth. Token-choice takes None (its depths come from the router).
+        router_alpha: gate scale alpha > 0. None: 0.1 for expert-choice (SPEC), 1.0 for
+            token-choice (decision).
+        bce_loss_weight: expert-choice router BCE loss weight (SPEC: 1e-3).
+        balance_loss_weight: token-choice balance loss weight (SPEC: 0.1).
+        z_loss_weight: token-choice router z-loss weight (SPEC: 1e-5).
+        out_indices: 0-based application steps whose states are returned (default: ends of 4
+            equal stages, (2, 5, 8, 11) for L = 12); tokens not chosen keep their state.
+        timm_init: 'average' (MoR: the shared unit <- mean of the tied layers) or 'pick'
+            (<- block `shared_init_block + j`), SPEC §6.
+        shared_init_block: first timm block of the shared unit for `timm_init='pick'` (default 6).
+        Other arguments: see `ViTBackbone`.
+
+    Parameters: `blocks.0` first, `blocks.1..u` shared unit, `blocks.{u+1}` last (timm block names);
+    `routers.r` (Linear D->1, one per recursion, expert-choice) or `router` (Linear D->N_r,
+    token-choice). `schedule[s]` = block index of application step s; `recursion_of_step[s]` = the
+    recursion step s belongs to (None for the first and last block).
+
+    Statistics (`self.stats`): `aux_losses` (weighted) `loss_router_bce` (expert-choice) or
+    `loss_balance` and `loss_z` (token-choice); `scalars` `sel/r{r}` (fraction of patch tokens
+    running recursion r), `depth/mean` (mean recursions per patch token), `gate/mean`;
+    `token_maps['depth']` (B, h, w) int64 recursions per patch token; one `StepWork` per block
+    application with the tokens really processed.
+    """
+
+    def __init__(self, arch: str = 'small', embed_dim: int | None = None, num_heads: int | None = None,
+                 num_recursions: int = 10, unit_size: int = 1, routing: str = 'expert_choice',
+                 capacities: Sequence[float] | None = None, router_alpha: float | None = None,
+                 bce_loss_weight: float = 1e-3, balance_loss_weight: float = 0.1, z_loss_weight: float = 1e-5,
+                 out_indices: Sequence[int] | None = None, timm_init: str = 'average', shared_init_block: int = 6,
+                 **kwargs: Any) -> None:
+        sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, num_heads=num_heads)
+        R = check_int('num_recursions (N_r)', num_recursions, 1)
+        u = check_int('unit_size', unit_size, 1)
+        depth = 2 + u * R
+        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], num_steps=depth, **kwargs)
+        self.num_recursions, self.unit_size, self.depth = R, u, depth
+        self.routing = check_choice('routing', routing, ROUTINGS)
+        if router_alpha is None:
+            router_alpha = DEFAULT_ALPHA[routing]
+        self.alpha = check_float('router_alpha', router_alpha, 0.0, math.inf, low_open=True)
+        self.bce_loss_weight = check_float('bce_loss_weight', bce_loss_weight, 0.0, math.inf)
+        self.balance_loss_weight = check_float('balance_loss_weight', balance_loss_weight, 0.0, math.inf)
+        self.z_loss_weight = check_float('z_loss_weight', z_loss_weight, 0.0, math.inf)
+        self.out_indices = check_out_indices(stage_ends(depth) if out_indices is None else out_indices, depth)
+        self.timm_init = check_choice('timm_init', timm_init, TIMM_INITS)
+        self.shared_init_block = check_int('shared_init_block', shared_init_block, 0)
+        self.capacities = capacities
+        self.check_knobs()
+
+        # The parameters: first block, the shared unit, last block; the schedule says which runs when.
+        self.blocks = nn.ModuleList(self.make_block() for _ in range(u + 2))
+        self.schedule = [0] + [1 + j for _ in range(R) for j in range(u)] + [u + 1]
+        self.recursion_of_step: list[int | None] = [None] + [r for r in range(R) for _ in range(u)] + [None]
+        if routing == 'expert_choice':
+            self.routers = nn.ModuleList(_make_router(self.embed_dim, 1) for _ in range(R))
+        else:
+            self.router = _make_router(self.embed_dim, R)
+        self._router_rows = 0
+
+    # ---- knobs ---------------------------------------------------------------------------------
+    def check_knobs(self) -> None:
+        """Validate `capacities` (at construction and at every forward: a plain attribute)."""
+        caps, R = self.capacities, self.num_recursions
+        if self.routing == 'token_choice':
+            if caps is not None:
+                raise ValueError("capacities apply to routing='expert_choice' only (token-choice depths come "
+                                 f'from its router); pass capacities=None, got {caps!r}')
+            return
+        if caps is None:
+            return
+        caps = check_sequence('capacities', caps)
+        if len(caps) != R:
+            raise ValueError(f'capacities must have num_recursions={R} entries (one per recursion), got '
+                             f'{len(caps)}: {caps}')
+        for c in caps:
+            check_float('capacities entry (a fraction of the tokens)', c, 0.0, 1.0, low_open=True)
+        if any(b > a for a, b in zip(caps, caps[1:])):
+            raise ValueError('capacities must be non-increasing for expert-choice routing (hierarchical '
+                             f'top-k: a recursion chooses among the tokens of the one before), got {caps}')
+
+    @property
+    def capacity_schedule(self) -> tuple[float, ...]:
+        """The capacities in force: `capacities`, or the default (N_r - r)/N_r when it is None."""
+        if self.capacities is None:
+            return default_capacities(self.num_recursions)
+        return tuple(float(c) for c in self.capacities)
+
+    # ---- forward ------------------------------------------------------------------------------
+    def forward_states(self, x: Tensor, indices: Sequence[int]) -> list[Tensor]:
+        """States (B, N, D) after the requested steps; sets `self.stats` (see the class docstring)."""
+        self.check_knobs()
+        wanted = {i: None for i in indices}
+        num_steps = max(indices) + 1
+        routing = (ExpertChoice if self.routing == 'expert_choice' else TokenChoice)(self, x)
+        inplace = not torch.is_grad_enabled()  # inference: update rows in place, clone what is kept
+        hidden = int(self.embed_dim * self.mlp_ratio)
+        steps, selection = [], None
+        for s in range(num_steps):
+            block, r = self.blocks[self.schedule[s]], self.recursion_of_step[s]
+            if r is None:  # first / last block: every token
+                x = self.run_block(block, x, s)
+                steps.append(StepWork(queries=x.shape[1], keys=x.shape[1], mlp_hidden=hidden))
+            else:
+                if self.recursion_of_step[s - 1] != r:  # the first application of recursion r
+                    selection = routing.select(r, x)
+                active, gate = selection
+                x = self.run_gated(block, x, active, gate, s, inplace and not active.is_full)
+                steps.append(subset_work(block, active, cached_keys=False))
+            if s in wanted:
+                wanted[s] = x.clone() if inplace and s < num_steps - 1 else x
+        losses, scalars = routing.finish()
+        self._router_rows = routing.router_rows
+        self.stats = ForwardStats(steps=steps, aux_losses=losses, scalars=scalars,
+                                  token_maps={'depth': routing.depth})
+        return [wanted[i] for i in indices]
+
+    def run_gated(self, block: nn.Module, x: Tensor, active: TokenSubset, gate: Tensor, step: int,
+                  inplace: bool = False) -> Tensor:
+        """`h <- h + g (Block(h) - h)` for the `active` tokens, attention among them (step `step`'s
+        drop-path rate; checkpointed like `run_block` when asked)."""
+        rate = self.drop_path_rates[step]
+        if self.with_cp and self.training and torch.is_grad_enabled():
+            return checkpoint(_gated_states, block, x, active, gate, rate, use_reentrant=False)
+        return run_subset(block, x, active, gate=gate, drop_path_rate=rate, inplace=inplace)[0]
+
+    def analytic_flops(self) -> float:
+        """FLOPs per image of the last forward (2 x MACs, the `StepWork.flops` convention): the block
+        applications really executed (`stats.steps`), the patch embedding and the routers (a D-wide
+        dot product per scored token and output: the rows the routers saw)."""
+        if self.stats is None:
+            raise RuntimeError('analytic_flops() describes the last forward: run the model first')
+        h, w = self.stats.grid
+        proj = self.patch_embed.proj
+        patch_embed = 2.0 * proj.in_channels * proj.kernel_size[0] * proj.kernel_size[1] * proj.out_channels * h * w
+        return self.stats.block_flops(self.embed_dim) + patch_embed + 2.0 * self.embed_dim * self._router_rows
+
+    # ---- weights ------------------------------------------------------------------------------
+    def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
+        """first <- timm block 0, last <- the last block, shared unit <- the mean of the tied middle
+        layers or a picked block (`timm_init`, SPEC §6); routers keep their initialisation (logged)."""
+        from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
+
+        rest, blocks = split_timm_blocks(state_dict)
+        n, u = len(blocks), self.unit_size
+        if self.timm_init == 'average':
+            if n < u + 2:
+                raise ValueError(f'timm_init="average" needs a checkpoint with at least unit_size + 2 = {u + 2} '
+                                 f'blocks (first, {u} tied middle group(s), last), got {n}')
+            unit = [[i for i in range(1, n - 1) if (i - 1) % u == j] for j in range(u)]
+        else:
+            if n < 2 or self.shared_init_block + u > n:
+                raise ValueError(f'shared_init_block={self.shared_init_block} with unit_size={u} needs blocks '
+                                 f'{self.shared_init_block}..{self.shared_init_block + u - 1} of this {n}-block '
+                                 f'checkpoint; allowed: 0..{n - u}')
+            unit = [[self.shared_init_block + j] for j in range(u)]
+        rest.update(pick_or_average_blocks(blocks, [[0], *unit, [n - 1]], self.timm_init, prefix='blocks'))
+        return fresh_parameters(self, rest, r'^routers?\.')
+
+
+def _gated_states(block: nn.Module, x: Tensor, active: TokenSubset, gate: Tensor, rate: float) -> Tensor:
+    return run_subset(block, x, active, gate=gate, drop_path_rate=rate)[0]
