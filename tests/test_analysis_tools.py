@@ -1,0 +1,221 @@
+"""Smoke and consistency tests of the issue-8 tools on the toy data and tiny models (CI, fast).
+
+Every registered backbone (tests/backbone_cases.py) goes through get_flops, visualize_depth and
+timm2mmrecvit with no tool change: a tiny UperNet config is written per backbone.
+"""
+import os.path as osp
+import re
+import sys
+
+import matplotlib.image as mpimg
+import numpy as np
+import pytest
+import torch
+import yaml
+from backbone_cases import BACKBONE_CASES
+from conftest import REPO
+
+sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
+sys.path.insert(0, osp.join(REPO, 'tools', 'model_converters'))
+sys.path.insert(0, osp.join(REPO, 'tools', 'misc'))
+import gen_metafile  # noqa: E402  (tools/misc/gen_metafile.py)
+import get_flops  # noqa: E402  (tools/analysis_tools/get_flops.py)
+import timm2mmrecvit  # noqa: E402  (tools/model_converters/timm2mmrecvit.py)
+import visualize_depth  # noqa: E402  (tools/analysis_tools/visualize_depth.py)
+
+from mmrecvit.models import BACKBONES, PlainViT  # noqa: E402
+from mmrecvit.models.checkpoint import CheckpointError  # noqa: E402
+from mmrecvit.utils.analysis import (  # noqa: E402
+    build_model,
+    flop_analyzer,
+    load_config,
+    prepare_inputs,
+)
+
+SEG_TOY = osp.join(REPO, 'configs/seg/upernet_plainvit_toy-ade20k.py')
+DET_TOY = osp.join(REPO, 'configs/det/mask-rcnn_plainvit_fpn_toy-coco.py')
+SHAPE = ['--shape', '64', '80']
+
+
+@pytest.fixture(autouse=True, scope='module')
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope='module')
+def tiny_configs(tmp_path_factory):
+    """A tiny UperNet config (D=32 backbone and heads) per registered backbone."""
+    root = tmp_path_factory.mktemp('cfgs')
+    paths = {}
+    for name, kwargs in BACKBONE_CASES.items():
+        paths[name] = root / f'upernet_{name.lower()}_tiny.py'
+        paths[name].write_text(
+            f"_base_ = '{SEG_TOY}'\n"
+            f"model = dict(backbone=dict(_delete_=True, type='{name}', **{kwargs!r}), neck=dict(in_channels=32),\n"
+            "             decode_head=dict(in_channels=[8, 16, 32, 32], channels=32),\n"
+            "             auxiliary_head=dict(in_channels=32, channels=32))\n")
+    return paths
+
+
+@pytest.fixture(scope='module')
+def seg_image(toy_root):
+    return str(toy_root / 'toy_ade/ADEChallengeData2016/images/validation/ADE_val_00000001.jpg')
+
+
+@pytest.fixture(scope='module')
+def det_image(toy_root):
+    return str(toy_root / 'toy_coco/val2017/000001000001.jpg')
+
+
+# ---- get_flops ----------------------------------------------------------------------------------
+@pytest.mark.parametrize('name', sorted(BACKBONE_CASES))
+def test_get_flops_counts_every_backbone(name, tiny_configs, seg_image, capsys):
+    report = get_flops.main([str(tiny_configs[name]), *SHAPE, '--per-step', '--image', seg_image])
+    out = capsys.readouterr().out
+    assert 'GFLOPs (active tokens)' in out and 'Block applications' in out and 'mmengine/fvcore' in out
+    assert report.input_shape == (1, 3, 64, 80)
+    bb = report.backbone
+    assert bb.name == name and bb.grid == (4, 5) and bb.steps
+    assert 0 < bb.flops <= bb.dense_flops * (1 + 1e-9)
+    assert report.flops == pytest.approx(report.rest_flops + bb.flops) and report.rest_flops > 0
+    if all(s.queries == bb.tokens and s.new_kv == 0 for s in bb.steps):  # dense forward: nothing saved
+        assert bb.flops == pytest.approx(bb.dense_flops)
+    if bb.traced is not None:  # mmengine's own trace of the backbone counts the same work
+        assert bb.traced == pytest.approx(bb.flops, rel=1e-3)
+
+
+def test_get_flops_det_default_pipeline_matches_a_plain_mmengine_trace(det_image, capsys):
+    """The whole-model count (neck/heads traced with the backbone replayed, backbone from statistics)
+    equals mmengine tracing the whole model in one piece, for a dense backbone."""
+    options = ['--cfg-options', 'model.test_cfg.rpn.max_per_img=20', 'model.test_cfg.rpn.nms_pre=100']
+    report = get_flops.main([DET_TOY, '--image', det_image, *options])
+    assert '-> the test pipeline -> 256x256' in capsys.readouterr().out
+    cfg = load_config(DET_TOY, {'model.test_cfg.rpn.max_per_img': 20, 'model.test_cfg.rpn.nms_pre': 100})
+    model, _ = build_model(cfg)
+    data = prepare_inputs(model, cfg, det_image)
+    model.forward = lambda x: type(model).forward(model, x, data['data_samples'], mode='tensor')
+    with torch.no_grad():
+        whole = flop_analyzer(model, (data['inputs'],)).total()
+    assert report.flops == pytest.approx(whole, rel=1e-6)
+
+
+# ---- visualize_depth ----------------------------------------------------------------------------
+@pytest.mark.parametrize('name', sorted(BACKBONE_CASES))
+def test_visualize_depth_draws_every_statistic(name, tiny_configs, seg_image, tmp_path):
+    written = visualize_depth.main([str(tiny_configs[name]), 'none', seg_image, '--out-dir', str(tmp_path), *SHAPE])
+    cfg = load_config(tiny_configs[name])
+    model, _ = build_model(cfg)
+    data = prepare_inputs(model, cfg, seg_image, (64, 80))
+    with torch.no_grad():
+        model.backbone(data['inputs'])
+    stats = model.backbone.stats
+    expected = {f'ADE_val_00000001_{visualize_depth.safe_name(k)}.png' for k in stats.token_maps}
+    expected |= {f'ADE_val_00000001_table_{visualize_depth.safe_name(k)}.png' for k in stats.tables}
+    assert {p.name for p in written} == expected
+    for path in written:
+        img = mpimg.imread(path)
+        assert img.ndim == 3 and img.shape[0] > 200 and len(np.unique(img)) > 10  # a drawn figure
+
+
+def test_visualize_depth_uses_the_checkpoint(tiny_configs, seg_image, tmp_path):
+    """A whole-model checkpoint (as tools/train.py saves it) is loaded: a zero ranker gives depth 1."""
+    cfg = load_config(tiny_configs['EdgeRecViT'])
+    model, _ = build_model(cfg)
+    with torch.no_grad():
+        model.backbone.ranker.fc2.weight.zero_()  # all logits equal -> argmax depth 1
+    ckpt = tmp_path / 'iter_1.pth'
+    torch.save({'meta': {'iter': 1}, 'state_dict': model.state_dict()}, ckpt)
+    loaded, weights = build_model(cfg, str(ckpt))
+    assert weights.startswith('whole model')
+    written = visualize_depth.visualize(loaded, cfg, [seg_image], tmp_path / 'vis', weights, (64, 80))
+    assert {p.name for p in written} == {'ADE_val_00000001_depth.png', 'ADE_val_00000001_confidence.png'}
+    assert (loaded.backbone.stats.token_maps['depth'] == 1).all()
+
+
+# ---- timm2mmrecvit ------------------------------------------------------------------------------
+CONVERT_OVERRIDES = {'PlainViT': dict(depth=6), 'EdgeRecViT': dict(shared_init_block=3)}
+
+
+@pytest.fixture(scope='module')
+def timm_source(tmp_path_factory):
+    """A random timm ViT (6 blocks, D=32, 64 px) saved as DeiT does ({'model': ...})."""
+    from timm.models.vision_transformer import VisionTransformer
+
+    torch.manual_seed(0)
+    ref = VisionTransformer(img_size=64, patch_size=16, embed_dim=32, depth=6, num_heads=2, num_classes=10).eval()
+    path = tmp_path_factory.mktemp('timm') / 'deit_random.pth'
+    torch.save({'model': ref.state_dict()}, path)
+    return ref, str(path)
+
+
+def spec(name: str, kwargs: dict) -> str:
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONE_CASES))
+def test_timm2mmrecvit_converts_every_backbone_end_to_end(name, timm_source, tmp_path):
+    ref, src = timm_source
+    kwargs = {**BACKBONE_CASES[name], **CONVERT_OVERRIDES.get(name, {})}
+    dst = tmp_path / 'init.pth'
+    meta = timm2mmrecvit.main([src, str(dst), '--model', spec(name, kwargs)])
+    assert meta['check'].startswith('parity' if name in ('PlainViT', 'SRViT') else f'{name} does not compute DeiT')
+    model = timm2mmrecvit.BACKBONES[name](**kwargs, init_cfg=dict(type='Pretrained', checkpoint=str(dst)))
+    model.init_weights()  # the file works in a config's init_cfg
+    model.eval()
+    if name == 'PlainViT':  # independent of the tool: block outputs equal timm's on another input
+        x = torch.randn(1, 3, 64, 64)
+        with torch.no_grad():
+            states, grid = model.get_intermediate_states(x, range(6))
+            ours = model.to_maps(states, grid)
+            theirs = ref.forward_intermediates(x, indices=list(range(6)), norm=False, intermediates_only=True)
+        assert all((a - b).abs().max() < 1e-5 for a, b in zip(ours, theirs))
+    if name == 'SRViT':  # block i <- DeiT block i, whatever T
+        assert torch.equal(model.blocks[4].mlp.fc2.weight, ref.blocks[4].mlp.fc2.weight)
+
+
+def test_timm2mmrecvit_parity_catches_a_wrong_key_map(timm_source, tmp_path, monkeypatch):
+    _, src = timm_source
+
+    def swapped(self, sd):  # blocks 0 and 1 exchanged: loads strictly, computes something else
+        return {k.replace('blocks.0.', 'blocks.X.').replace('blocks.1.', 'blocks.0.').replace('blocks.X.', 'blocks.1.'):
+                v for k, v in sd.items()}
+
+    monkeypatch.setattr(PlainViT, 'convert_timm_state_dict', swapped)
+    dst = tmp_path / 'bad.pth'
+    with pytest.raises(CheckpointError, match='parity failed after timm block 0'):
+        timm2mmrecvit.main([src, str(dst), '--model', spec('PlainViT', dict(BACKBONE_CASES['PlainViT'], depth=6))])
+    assert not dst.exists()
+
+
+# ---- gen_metafile -------------------------------------------------------------------------------
+def test_gen_metafile_writes_a_valid_model_index(tiny_configs, tmp_path, capsys):
+    out = tmp_path / 'metafile.yml'
+    configs = [str(tiny_configs['PlainViT']), str(tiny_configs['EdgeRecViT'])]
+    entries = gen_metafile.main(['--configs', *configs, '--out', str(out)])
+    printed = capsys.readouterr().out
+    assert "Papers' numbers" in printed and 'Measured here' in printed
+    text = out.read_text()
+    assert text.startswith('# Model index of mmrecvit. GENERATED') and '# toy-demo scores' in text
+    doc = yaml.safe_load(text)
+    assert [c['Name'] for c in doc['Collections']] == ['PlainViT', 'EdgeRecViT']
+    assert doc['Models'] == entries
+    for model in doc['Models']:
+        md = model['Metadata']
+        assert md['Test Size'] == '256x256'
+        assert 0 < md['Backbone FLOPs (G, 224x224)'] <= md['Backbone FLOPs dense (G, 224x224)']
+        assert md['FLOPs (G, test size)'] > md['FLOPs (G, 224x224)'] > 0
+        assert model['Results'][0]['Dataset'] == 'ADE20K (embedded toy set)'
+        assert model['Results'][0]['Metrics'] == {'mIoU': None}
+
+
+def test_every_config_is_indexed_with_a_known_collection():
+    """Each config's backbone (the registered class its text names) has a collection with a paper."""
+    configs = gen_metafile.discover(gen_metafile.REPO)
+    assert configs and not any('_base_' in c.parts for c in configs)
+    for config in configs:
+        named = set(re.findall(r"type='(\w+)'", config.read_text())) & set(BACKBONES)
+        assert named, f'{config.name} names no backbone'
+        assert named <= set(gen_metafile.COLLECTIONS), f'{config.name}: add {named} to COLLECTIONS'

@@ -1,0 +1,96 @@
+"""Params and FLOPs of a detector/segmentor config, counting the tokens each block application really processed.
+
+    python tools/analysis_tools/get_flops.py configs/det/mask-rcnn_plainvit-s_fpn_1x_coco.py
+    python tools/analysis_tools/get_flops.py CONFIG --shape 224 224 --per-step
+    python tools/analysis_tools/get_flops.py CONFIG --image my.jpg --checkpoint work_dirs/x/iter_150.pth
+
+mmengine's counter (`FlopAnalyzer`, the base of mmdet's and mmseg's own get_flops) counts the neck,
+the heads and the backbone's non-block modules; the backbone's block applications are counted from
+its statistics (`backbone.stats.steps`: the tokens each application really processed), so
+token-adaptive backbones (Edge-RecViT, MoR-ViT) are charged for the work they did, next to the dense
+count (every token through every application). For a dense backbone both equal mmengine's own trace.
+See `mmrecvit/utils/analysis.py` for the exact rules.
+
+Input: one real image (default: a toy val image of the config's framework from data/, written by
+`make_toy_data` if absent) through the config's test pipeline and data preprocessor, batch 1;
+`--shape H W` resizes it to exactly H x W instead. Token-adaptive models route by their weights:
+pass `--checkpoint` for the numbers of a trained model (default: random initialisation).
+
+Convention: mmengine/fvcore, 1 multiply-accumulate = 1 FLOP (GFLOPs = GMACs); papers count 2 x MACs.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without `pip install -e .`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from mmengine.config import DictAction  # noqa: E402
+
+from mmrecvit.utils.analysis import (  # noqa: E402
+    FLOP_CONVENTION,
+    ComplexityReport,
+    build_model,
+    count_complexity,
+    default_image,
+    format_report,
+    init_scope,
+    load_config,
+    prepare_inputs,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog='tools/analysis_tools/get_flops.py', description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('config', help='mmdet or mmseg config file')
+    parser.add_argument('--shape', type=int, nargs='+', default=None, metavar='PX',
+                        help='model input H [W] in pixels (default: the test pipeline applied to the image)')
+    parser.add_argument('--per-step', action='store_true', help='also print one row per block application')
+    parser.add_argument('--image', default=None, help='input image (default: a toy val image from data/)')
+    parser.add_argument('--checkpoint', default=None,
+                        help='weights: a whole-model checkpoint (tools/train.py) or a backbone/timm one '
+                             '(default: random initialisation)')
+    parser.add_argument('--seed', type=int, default=0, help='torch seed of the random initialisation (default 0)')
+    parser.add_argument('--no-trace', dest='trace', action='store_false',
+                        help='skip the cross-check trace of the whole backbone by mmengine')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default=None,
+                        help='override config settings, key=value (as tools/train.py)')
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> ComplexityReport:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.shape is not None and len(args.shape) not in (1, 2):
+        parser.error(f'--shape takes H or H W, got {len(args.shape)} numbers')
+    shape = None if args.shape is None else (args.shape[0], args.shape[-1])
+    cfg = load_config(args.config, args.cfg_options)
+    scope = init_scope(cfg)
+    model, weights = build_model(cfg, args.checkpoint, seed=args.seed)
+    image = Path(args.image) if args.image else default_image(scope)
+    data = prepare_inputs(model, cfg, image, shape)
+    report = count_complexity(model, data, trace_backbone=args.trace)
+
+    h, w = data['image'].shape[:2]
+    how = f'resized to exactly {shape[0]}x{shape[1]}' if shape else 'the test pipeline'
+    print(f'config : {args.config}')
+    print(f'weights: {weights}')
+    print(f'input  : {image} -> {how} -> {h}x{w} -> model input {"x".join(map(str, report.input_shape))} '
+          '(after the data preprocessor)')
+    print(f'note   : {FLOP_CONVENTION}; per image\n')
+    print(format_report(report, per_step=args.per_step), end='')
+    bb = report.backbone
+    if bb is not None and bb.flops < bb.dense_flops and args.checkpoint is None:
+        print('- the active-token count depends on the routing weights; these are randomly initialised '
+              '(pass --checkpoint for a trained model)')
+    return report
+
+
+if __name__ == '__main__':
+    main()
