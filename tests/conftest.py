@@ -15,6 +15,17 @@ def _seed():
     yield
 
 
+@pytest.fixture
+def deterministic_torch():
+    """One thread and, for runs with mmengine's `randomness.deterministic=True` (which switches torch's
+    global flag on), the flag put back afterwards so it does not leak into other tests."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.use_deterministic_algorithms(False)
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope='session')
 def toy_root(tmp_path_factory):
     """A small copy of both toy datasets (8 train / 4 val images, 128 px) for end-to-end tests."""

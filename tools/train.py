@@ -19,6 +19,7 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
 import mmrecvit  # noqa: F401  (compat fixes + registration)
+from mmrecvit.mm.checkpoint import check_checkpoint_to_load
 from mmrecvit.mm.dist import setup_cpu_distributed
 
 
@@ -74,6 +75,10 @@ def build_cfg(args) -> Config:
 def main(argv=None) -> Runner:
     args = parse_args(argv)
     cfg = build_cfg(args)
+    try:  # a bad file: one clear line instead of torch's error deep inside the Runner (mmrecvit/mm/checkpoint.py)
+        check_checkpoint_to_load(cfg)
+    except (OSError, RuntimeError) as e:
+        raise SystemExit(f'{osp.basename(__file__)}: {e}') from e
     runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
     runner.train()
     return runner

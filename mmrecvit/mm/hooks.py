@@ -1,20 +1,33 @@
-"""`RecursionHook`: our backbones' auxiliary losses and statistics in every mmdet/mmseg run.
+"""Training hooks: our backbones' losses and statistics in the loss dict, and exact resume.
 
-mmdet's detectors and mmseg's segmentors build their loss dict in `loss()` from their heads
-only. Before training starts this hook wraps that one method *on the model instance* (the class
-is untouched) so that, after each forward, every mmrecvit backbone's `stats.aux_losses`
+`RecursionHook`: mmdet's detectors and mmseg's segmentors build their loss dict in `loss()` from
+their heads only. Before training starts this hook wraps that one method *on the model instance*
+(the class is untouched) so that, after each forward, every mmrecvit backbone's `stats.aux_losses`
 (`loss_*`, summed into the total loss by mmengine) and `stats.scalars` (logged, not summed) are
 added to the dict. They then appear by name in the standard training log, for any detector or
-segmentor, with no user code: our configs list the hook in `custom_hooks`.
+segmentor, with no user code: our configs list the hook in `custom_hooks`. A backbone's
+`NonFiniteError` (NaN/inf router logits or aux losses, `mmrecvit.models.numerics`) leaves the
+wrapped `loss()` with the training iteration added to its message.
+
+`RNGStateHook`: exact resume (see its docstring). A separate hook, not part of `RecursionHook`,
+because it concerns every model (mmdet's proposal/RoI samplers draw random numbers too) and is
+useful without our backbones; our configs list both.
 """
 from __future__ import annotations
 
+import logging
+import random
 from typing import Any
 
+import numpy as np
+import torch
+from mmengine.dist import all_gather_object, get_rank, get_world_size
 from mmengine.hooks import Hook
+from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 
 from ..models import ViTBackbone
+from ..models.numerics import NonFiniteError
 
 
 def collect_backbone_outputs(model: Any) -> dict:
@@ -45,7 +58,10 @@ class RecursionHook(Hook):
         original_loss = model.loss
 
         def loss_with_backbone_terms(*args: Any, **kwargs: Any) -> dict:
-            losses = original_loss(*args, **kwargs)
+            try:
+                losses = original_loss(*args, **kwargs)
+            except NonFiniteError as e:
+                raise NonFiniteError(f'{e}; at training iteration {runner.iter + 1}') from e
             for k, v in collect_backbone_outputs(model).items():
                 if k in losses:
                     raise KeyError(f'RecursionHook: the model already returns a loss named {k!r}')
@@ -58,4 +74,137 @@ class RecursionHook(Hook):
             bb.aux_losses_collected = True
 
 
-HOOK_CLASSES = {'RecursionHook': RecursionHook}
+# ---- exact resume ---------------------------------------------------------------------------------
+def get_rng_states() -> dict:
+    """This process's Python, numpy, torch (CPU and, when present, CUDA) generator states.
+
+    numpy's key array is stored as a torch tensor so the checkpoint loads with
+    `torch.load(weights_only=True)` without allow-listing more numpy types.
+    """
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    states = {'python': random.getstate(), 'numpy': (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss,
+                                                      gauss),
+              'torch': torch.get_rng_state()}
+    if torch.cuda.is_available():
+        states['cuda'] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def set_rng_states(states: dict) -> None:
+    """Inverse of `get_rng_states` (CUDA states only when as many devices are visible)."""
+    random.setstate(states['python'])
+    kind, keys, pos, has_gauss, gauss = states['numpy']
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(states['torch'])
+    cuda = states.get('cuda')
+    if cuda is not None and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
+
+
+class _SetStatesAfterSkip:
+    """Stands in for an `IterBasedTrainLoop`'s `dataloader_iterator` during its fast-forward.
+
+    On resume, mmengine 0.10.7's loop skips the `runner.iter` batches already trained by fetching
+    them, which runs their (random) data pipelines again and draws from the global generators
+    (with `num_workers=0`). After the last skipped batch this proxy sets the checkpoint's states
+    and puts the real iterator back, so the next batch is drawn exactly as in the uninterrupted run.
+    """
+
+    def __init__(self, loop: Any, skip: int, states: dict) -> None:
+        self.loop, self.inner, self.left, self.states = loop, loop.dataloader_iterator, skip, states
+
+    def __iter__(self) -> _SetStatesAfterSkip:
+        return self
+
+    def __next__(self) -> Any:
+        batch = next(self.inner)
+        self.left -= 1
+        if self.left <= 0:
+            set_rng_states(self.states)
+            self.loop.dataloader_iterator = self.inner
+        return batch
+
+
+class RNGStateHook(Hook):
+    """Exact resume: the random generators' states are saved in, and restored from, checkpoints.
+
+    mmengine 0.10.7 re-seeds on resume but stores no generator state, so a resumed run draws
+    different drop-path masks, Gumbel noise (Edge-RecViT), step dropout (reViT), sampler choices
+    (mmdet's RPN/RoI samplers) and data augmentation than the uninterrupted run would have. With
+    this hook, a run interrupted after k iterations and resumed with `--resume` ends with
+    bit-identical weights on CPU with `randomness=dict(seed=..., deterministic=True)`
+    (`tests/test_reliability_resume.py`). How:
+
+    * the states of Python's `random`, numpy and torch (CPU, and CUDA when present) as they are at
+      the end of each training iteration (epoch) go into every checkpoint as `rng_states`; in a
+      distributed run every rank's states are gathered there (one small `all_gather_object` per
+      iteration, only when world size > 1, because mmengine saves on rank 0 only) and each rank
+      gets its own back;
+    * validation during training does not consume the training streams: the states are set back
+      after each validation, so a checkpoint written before a validation resumes exactly, and the
+      validation schedule does not change the training trajectory (a decision; mmengine alone lets
+      validation draw from the same generators);
+    * on resume (`runner.iter > 0` at `before_train`; a plain `load_from` restores nothing) the
+      states are set back after the loop's fast-forward over the data already trained
+      (`_SetStatesAfterSkip`), or at `before_train` for loops without one (epoch-based).
+      A checkpoint from another world size is resumed without its states (logged warning).
+
+    Priority 'LOW': after the NORMAL hooks of an iteration, before `CheckpointHook` (VERY_LOW).
+    """
+
+    priority = 'LOW'
+
+    def __init__(self) -> None:
+        self._states: list[dict] | None = None     # every rank's states at the end of the last iteration
+        self._val_states: dict | None = None       # this rank's states before a validation
+        self._loaded: dict | None = None           # `rng_states` of the checkpoint being loaded
+
+    def _record(self) -> None:
+        states = get_rng_states()
+        self._states = all_gather_object(states) if get_world_size() > 1 else [states]
+
+    def after_train_iter(self, runner, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
+        self._record()
+
+    def after_train_epoch(self, runner) -> None:
+        self._record()
+
+    def before_val(self, runner) -> None:
+        self._val_states = get_rng_states()
+
+    def after_val(self, runner) -> None:
+        if self._val_states is not None:
+            set_rng_states(self._val_states)
+            self._val_states = None
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        states = self._states if self._states is not None else [get_rng_states()]
+        checkpoint['rng_states'] = {'world_size': len(states), 'ranks': states}
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        self._loaded = checkpoint.get('rng_states')
+
+    def before_train(self, runner) -> None:
+        saved, self._loaded = self._loaded, None
+        if runner.iter == 0:
+            return  # not a resume (or a `load_from` of weights only): the config's seed rules
+        if saved is None:
+            print_log('RNGStateHook: the resumed checkpoint has no rng_states (written without this hook); the '
+                      'run continues with freshly seeded generators, so it is not an exact resume',
+                      logger='current', level=logging.WARNING)
+            return
+        world_size = get_world_size()
+        if saved['world_size'] != world_size:
+            print_log(f"RNGStateHook: the checkpoint's rng_states come from {saved['world_size']} process(es), this "
+                      f'run has {world_size}; generators not restored, so the resume is not exact',
+                      logger='current', level=logging.WARNING)
+            return
+        states = saved['ranks'][get_rank()]
+        loop = runner.train_loop
+        if hasattr(loop, 'dataloader_iterator'):  # IterBasedTrainLoop: it fast-forwards runner.iter batches
+            loop.dataloader_iterator = _SetStatesAfterSkip(loop, runner.iter, states)
+        else:
+            set_rng_states(states)
+
+
+HOOK_CLASSES = {'RecursionHook': RecursionHook, 'RNGStateHook': RNGStateHook}

@@ -4,6 +4,7 @@ One path for every model:
 
     read_checkpoint(path)                 file -> flat state dict (unwraps `state_dict`/`model`,
                                           strips DDP's `module.`), clear errors for bad files
+                                          (`load_checkpoint_file`, also used by tools/ before mmengine loads)
     [select_prefix(sd, 'backbone.')]      a backbone out of a detector/segmentor checkpoint
     is_timm_state_dict(sd)?               a timm/DeiT checkpoint (only timm ViT key names) ...
       drop_classifier(sd)                 ... loses its classification-only keys (listed in the log),
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import re
 import zipfile
 from collections.abc import Sequence
@@ -41,6 +41,17 @@ class CheckpointError(RuntimeError):
 
 def read_checkpoint(path: str, map_location: str | torch.device = 'cpu') -> dict[str, Tensor]:
     """Read a `.pth`/`.pt`/`.safetensors` file into a flat state dict of tensors."""
+    return unwrap_state_dict(load_checkpoint_file(path, map_location), os.fspath(path))
+
+
+def load_checkpoint_file(path: str, map_location: str | torch.device = 'cpu', mmap: bool = False) -> object:
+    """`torch.load` (weights only) or safetensors, with one clear `CheckpointError` naming the file
+    when it is truncated, corrupt or not a checkpoint (torch's own errors range from a bare
+    `EOFError` to advice to load with `weights_only=False`).
+
+    mmap: map a zip-format file's tensors instead of reading them (a cheap check that the file is
+    whole and its pickle readable; legacy non-zip files are read normally).
+    """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f'checkpoint must be a file path, got {type(path).__name__} {path!r}')
     path = os.fspath(path)
@@ -54,12 +65,13 @@ def read_checkpoint(path: str, map_location: str | torch.device = 'cpu') -> dict
         else:
             # weights_only: tensors and plain containers only; the few mmengine types found in
             # its checkpoints are allow-listed by mmrecvit.compat.
-            obj = torch.load(path, map_location=map_location, weights_only=True)
-    except (pickle.UnpicklingError, EOFError, RuntimeError, zipfile.BadZipFile, ValueError, OSError) as e:
+            obj = torch.load(path, map_location=map_location, weights_only=True,
+                             mmap=mmap and zipfile.is_zipfile(path))
+    except Exception as e:  # the unpickler fails on garbage in many ways (EOFError, IndexError, ...)
         raise CheckpointError(
             f'cannot read checkpoint {path!r}: the file is truncated, corrupt or not a PyTorch/'
             f'safetensors checkpoint ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""})') from e
-    return unwrap_state_dict(obj, path)
+    return obj
 
 
 def unwrap_state_dict(obj: object, source: str = 'checkpoint') -> dict[str, Tensor]:

@@ -1,6 +1,7 @@
 """Constructor-argument validation: every error names the argument and what is allowed."""
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -23,9 +24,10 @@ def check_float(name: str, value: Any, low: float, high: float, *, low_open: boo
     value = float(value)
     too_low = value <= low if low_open else value < low
     too_high = value >= high if high_open else value > high
-    if too_low or too_high or value != value:
-        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-        raise ValueError(f'{name} must be in {interval}, got {value}')
+    if too_low or too_high or not math.isfinite(value):  # NaN and +-inf are never a setting
+        opens = '(' if low_open or math.isinf(low) else '['
+        closes = ')' if high_open or math.isinf(high) else ']'
+        raise ValueError(f'{name} must be a finite number in {opens}{low}, {high}{closes}, got {value}')
     return value
 
 

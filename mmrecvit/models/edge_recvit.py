@@ -209,7 +209,7 @@ class EdgeRecViT(ViTBackbone):
         self.check_knobs()
         B, N, _ = x.shape
         P, L = self.num_prefix_tokens, self.depth
-        logits = self.ranker(x[:, P:])  # (B, Np, L)
+        logits = self.guard_finite('ranker logits', 'the depth assignment (before step 0)', self.ranker(x[:, P:]))
         probs = logits.softmax(-1)
         confidence, choice = probs.detach().max(-1)
         if self.training:

@@ -128,6 +128,7 @@ class ExpertChoice:
             h = TokenSubset.from_positions(torch.cat([self.prefix, self.candidates], 1), N).gather(x)
             h = h.view(B, P + k_prev, D)  # (B*(P+k), D) -> (B, P+k, D)
         logits = self.model.routers[r](h).squeeze(-1)  # (B, P + k_prev), CLS first
+        logits = self.model.guard_finite(f'routers.{r} logits', f'recursion {r} (token selection)', logits)
         patch_logits = logits[:, P:]
         k = min(k_prev, capacity_tokens(self.capacities[r], self.num_patches))
         if k < k_prev:
@@ -171,7 +172,8 @@ class TokenChoice:
     def select(self, r: int, x: Tensor) -> tuple[TokenSubset, Tensor]:
         model, P, R = self.model, self.P, self.model.num_recursions
         if self.plan is None:  # recursion 0: every token's depth, from the states entering it
-            self.logits = model.router(x)  # (B, N, N_r)
+            self.logits = model.guard_finite('router logits', 'the depth assignment (before recursion 0)',
+                                             model.router(x))  # (B, N, N_r)
             probs = self.logits.softmax(-1)
             self.probs = probs[:, P:]
             self.depth = self.logits[:, P:].detach().argmax(-1) + 1  # (B, Np) in 1..N_r

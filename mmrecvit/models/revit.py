@@ -75,6 +75,7 @@ from torch.utils.checkpoint import checkpoint
 from .checkpoint import average_blocks, fresh_parameters, load_state_dict_strict, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_sequence
 from .layers import Attention, LayerScale, init_linear_norm
+from .numerics import sanitize
 from .stats import ForwardStats, StepWork
 from .vit import ARCH_SETTINGS, PlainViT, ViTBackbone, check_out_indices, resolve_arch
 
@@ -274,9 +275,18 @@ class ReViT(ViTBackbone):
     # ---- router and merged FFNs -------------------------------------------------------------
     def route(self, coords: Sequence[float]) -> tuple[Tensor, Tensor]:
         """Depth coordinates -> gates `softmax(ψ(s)/τ)` (U, E) and raw logits ψ(s) (U, E)."""
+        logits = self.router_logits(coords)
+        return self.gates_of(logits), logits
+
+    def router_logits(self, coords: Sequence[float]) -> Tensor:
+        """Depth coordinates -> raw logits ψ(s) (U, E)."""
         ref = self.router.fc1.weight
-        logits = self.router(torch.tensor(coords, dtype=ref.dtype, device=ref.device))
-        return (logits / self.router_temperature).softmax(-1), logits
+        return self.router(torch.tensor(coords, dtype=ref.dtype, device=ref.device))
+
+    def gates_of(self, logits: Tensor) -> Tensor:
+        """Logits (U, E) -> gates `softmax(ψ(s)/τ)`; NaN/inf logits count as 0 (the identity on finite
+        ones): `forward_states` reports them (`guard_finite`), also when they come from the eval cache."""
+        return (sanitize(logits) / self.router_temperature).softmax(-1)
 
     def merged_ffns(self, depth: int | None = None) -> tuple[Tensor, Tensor, MergedFfn]:
         """Gates (L, E), logits (L, E) and the L merged FFNs on the grid `s_t = t/(L-1)`."""
@@ -385,11 +395,15 @@ class ReViT(ViTBackbone):
         """Token states (B, N, D) after the requested application steps of the current L."""
         indices = check_out_indices(indices, self.num_steps, 'indices')
         plan = self._schedule(x.shape[0], indices)
+        labels = [f'step {u} (s={c:.3g})' if u < self.num_steps else f'a kept step at s={c:.3g}'
+                  for u, c in enumerate(plan.coords)]
         if self.training:
-            gates, logits = self.route(plan.coords)  # once per distinct coordinate, never per token
-            ffns = None
+            # Once per distinct coordinate, never per token; gates from the checked logits.
+            logits = self.guard_finite('router logits', labels, self.router_logits(plan.coords))
+            gates, ffns = self.gates_of(logits), None
         else:
             gates, logits, ffns = self._inference_ffns()
+            logits = self.guard_finite('router logits', labels, logits)
 
         def index(images: list[int] | None) -> Tensor | None:
             return None if images is None else torch.tensor(images, device=x.device)

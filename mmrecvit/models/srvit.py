@@ -267,10 +267,9 @@ class SRViT(ViTBackbone):
                 h = self.run_block(self.blocks[b], h, self.unit_first_application[u] + t * self.unit_sizes[u] + j)
             if router is None:
                 z = None
-            elif unit_logits is not None:
-                z = unit_logits[..., t: t + 1]  # (B, N, 1)
             else:
-                z = router.step_logit(h, t)
+                z = unit_logits[..., t: t + 1] if unit_logits is not None else router.step_logit(h, t)  # (B, N, 1)
+                z = self.guard_finite(f'routers.{u} logits', f'unit {u}, step {t + 1}', z)
             mixture.add(h, z)
             if z is not None:
                 logits.append(z.detach())

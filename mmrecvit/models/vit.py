@@ -21,6 +21,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .checks import check_bool, check_choice, check_float, check_int, check_sequence
 from .layers import Block
+from .numerics import NONFINITE_MODES, FiniteGuard, sanitize
 from .stats import ForwardStats, StepWork
 
 # DeiT sizes (SPEC "Notation"); `depth` is the number of block applications L.
@@ -76,28 +77,38 @@ class ViTBackbone(nn.Module):
             (mmseg's `EncoderDecoder` passes it).
         init_cfg: `dict(type='Pretrained', checkpoint=PATH, prefix=None)`; loaded strictly by
             `init_weights()` through the model's checkpoint filter (see `checkpoint.py`).
+        nonfinite: what a forward does when router logits or an auxiliary loss contain NaN/inf
+            (see `numerics.py`): 'raise' (default) a `NonFiniteError` naming the module and step,
+            so a NaN never reaches an optimizer step; 'warn' skips them (zeros, cut from the graph)
+            with a logged warning and goes on. A plain attribute: may be changed on a built model.
     """
 
     def __init__(self, *, embed_dim: int, num_heads: int, num_steps: int, mlp_ratio: float = 4.0,
                  qkv_bias: bool = True, init_values: float | None = None, patch_size: int = 16,
                  img_size: int | Sequence[int] = 224, in_channels: int = 3,
                  with_cls_token: bool = True, drop_path_rate: float = 0.0, with_cp: bool = False,
-                 pretrained: str | None = None, init_cfg: dict | None = None) -> None:
+                 pretrained: str | None = None, init_cfg: dict | None = None, nonfinite: str = 'raise') -> None:
         super().__init__()
         self.embed_dim = check_int('embed_dim', embed_dim, 1)
         self.num_heads = check_int('num_heads', num_heads, 1)
         if embed_dim % num_heads:
             raise ValueError(f'embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})')
         self.mlp_ratio = check_float('mlp_ratio', mlp_ratio, 0.0, math.inf, low_open=True)
+        if int(embed_dim * self.mlp_ratio) < 1:
+            raise ValueError(f'mlp_ratio must give an MLP of at least 1 hidden unit (embed_dim * mlp_ratio >= 1), '
+                             f'got embed_dim={embed_dim}, mlp_ratio={mlp_ratio}')
         self.qkv_bias = check_bool('qkv_bias', qkv_bias)
         if init_values is not None:
             check_float('init_values', init_values, 0.0, math.inf, low_open=True)
         self.init_values = init_values
         self.patch_size = check_int('patch_size', patch_size, 1)
         self.num_steps = check_int('depth (number of block applications)', num_steps, 1)
-        img_hw = (img_size, img_size) if isinstance(img_size, int) else tuple(check_sequence('img_size', img_size))
+        if isinstance(img_size, (str, bytes)) or not isinstance(img_size, (int, Sequence)):
+            raise TypeError(f'img_size must be an int or (H, W), ints >= patch_size, got '
+                            f'{type(img_size).__name__} {img_size!r}')
+        img_hw = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
         if len(img_hw) != 2:
-            raise ValueError(f'img_size must be an int or (H, W), got {img_size!r}')
+            raise ValueError(f'img_size must be an int or (H, W), ints >= patch_size, got {img_size!r}')
         for v in img_hw:
             check_int('img_size', v, patch_size)
         self.pretrain_grid = (img_hw[0] // patch_size, img_hw[1] // patch_size)
@@ -108,7 +119,9 @@ class ViTBackbone(nn.Module):
         self.drop_path_rates = torch.linspace(0, drop_path_rate, self.num_steps).tolist()
         self.with_cp = check_bool('with_cp', with_cp)
         self.init_cfg = self._resolve_init_cfg(pretrained, init_cfg)
+        self.nonfinite = check_choice('nonfinite', nonfinite, NONFINITE_MODES)
         self.stats: ForwardStats | None = None
+        self._guard: FiniteGuard | None = None  # the finiteness checks of the forward in progress
 
         self.patch_embed = nn.Module()
         self.patch_embed.proj = nn.Conv2d(in_channels, embed_dim, patch_size, patch_size)
@@ -241,6 +254,17 @@ class ViTBackbone(nn.Module):
         return sum(used) / len(used)
 
     # ---- forward ------------------------------------------------------------------------------
+    def guard_finite(self, name: str, where: str | Sequence[str], value: Tensor) -> Tensor:
+        """Router logits (or another tensor that must stay finite) -> the tensor to use instead.
+
+        A method calls this on every router output before using it. Inside
+        `get_intermediate_states` (`forward`) the tensor's finiteness is recorded and the forward
+        ends with `NonFiniteError` (or a warning, `nonfinite='warn'`) naming `name` and `where` if
+        it was not finite; NaN/inf are replaced by 0 either way (`numerics.FiniteGuard`). A bare
+        `forward_states` call only replaces them.
+        """
+        return sanitize(value) if self._guard is None else self._guard(name, where, value)
+
     def patch_grid(self, x: Tensor) -> tuple[int, int]:
         """The patch grid (ceil(H/p), ceil(W/p)) of an image batch, after checking its shape."""
         if x.ndim != 4:
@@ -296,8 +320,21 @@ class ViTBackbone(nn.Module):
         (B, ..., h*w) over the patch tokens and which become (B, ..., h, w) here.
         """
         grid = self.patch_grid(x)
-        # No local name keeps the embedded tokens alive while the blocks run (peak memory as timm).
-        states = self.forward_states(self.embed(x), indices)
+        # One sync at the end resolves every router/aux-loss check (none while jit traces: it would
+        # bake the flags into the trace).
+        mode = check_choice('nonfinite', self.nonfinite, NONFINITE_MODES)  # a plain attribute: may be set later
+        guard = None if torch.jit.is_tracing() else FiniteGuard(type(self).__name__, mode)
+        self._guard = guard
+        try:
+            # No local name keeps the embedded tokens alive while the blocks run (peak memory as timm).
+            states = self.forward_states(self.embed(x), indices)
+            if self.stats is not None and self.stats.aux_losses:
+                self.stats.aux_losses = {k: self.guard_finite(f'auxiliary loss {k}', 'the end of the forward', v)
+                                         for k, v in self.stats.aux_losses.items()}
+        finally:
+            self._guard = None
+        if guard is not None:
+            guard.finish()
         if self.stats is not None:
             self.stats.grid = grid
             maps = self.stats.token_maps

@@ -20,8 +20,15 @@ model = dict(
              num_outs=5),
     ])
 
-# Adds the backbones' auxiliary losses and recursion statistics to the loss dict / training log.
-custom_hooks = [dict(type='RecursionHook')]
+# RecursionHook adds the backbones' auxiliary losses and recursion statistics to the loss dict / training log.
+# RNGStateHook stores the random generators' states in checkpoints so that `--resume` continues exactly
+# (bit-identical on CPU with randomness=dict(seed=..., deterministic=True); mmrecvit/mm/hooks.py).
+custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook')]
+# DDP: every backbone puts every parameter in every iteration's graph (tests/test_reliability_distributed.py),
+# so DDP's cheaper default stays. Ranks are seeded alike (randomness.diff_rank_seed=False): the stochastic
+# backbones (drop path, Edge-RecViT's Gumbel noise, reViT's step dropout) draw the same noise sequence on
+# every rank; set randomness=dict(seed=..., diff_rank_seed=True) to decorrelate it.
+find_unused_parameters = False
 
 # AdamW as for ViTDet; no weight decay on positions, tokens and norms.
 optim_wrapper = dict(

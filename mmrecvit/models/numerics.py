@@ -1,0 +1,93 @@
+"""Finiteness guards for router logits and auxiliary losses (issue 9, numerics).
+
+A NaN or inf in a router's logits (SR-ViT's soft routers, reViT's depth router, Edge-RecViT's
+ranker, MoR-ViT's routers) or in an auxiliary loss does not crash anything by itself: softmax,
+top-k and argmax accept it, and the NaN reaches the task loss and, through one optimizer step,
+every parameter. Training then continues on garbage. The backbones therefore pass each router
+output and each auxiliary loss through `FiniteGuard`, which
+
+* records a finiteness flag per tensor (per row when the rows are steps, e.g. reViT's gate table)
+  and resolves all flags of one forward with **one** device sync at its end, so a GPU forward is
+  not stalled once per router;
+* in mode 'raise' (the default) returns the tensor with NaN/inf replaced by 0 (`nan_to_num`: the
+  identity, values and gradients, on finite tensors) so that the forward runs to its end without
+  failing on NaN, and there raises `NonFiniteError` naming the backbone, the module and the step
+  of every non-finite tensor;
+* in mode 'warn' skips a non-finite tensor: it is replaced by zeros *cut from the graph* (a zero
+  logit is a neutral score, a zero loss term adds nothing), because a zero gradient flowing back
+  into a NaN router weight is still NaN (0 * NaN); the end of the forward logs the same text as a
+  warning on the 'mmrecvit' logger (forwarded to the mmengine log) and training goes on. Deciding
+  to cut needs the flag at once, so 'warn' costs one device sync per check ('raise' one per
+  forward).
+
+Checks run on the public forward path (`forward` / `get_intermediate_states`); a bare call of a
+backbone's `forward_states` only sanitises. While `torch.jit` traces (FLOP counting) nothing is
+checked, as the flag would become a traced constant.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+logger = logging.getLogger('mmrecvit')
+
+NONFINITE_MODES = ('raise', 'warn')
+
+
+class NonFiniteError(FloatingPointError):
+    """Router logits or an auxiliary loss of a backbone contain NaN or inf."""
+
+
+class FiniteGuard:
+    """The finiteness checks of one forward of backbone `owner` (see the module docstring).
+
+    Args:
+        owner: the backbone's name, first word of every message.
+        mode: 'raise' or 'warn'.
+    """
+
+    def __init__(self, owner: str, mode: str) -> None:
+        self.owner, self.mode = owner, mode
+        self._checks: list[tuple[str, str | Sequence[str], Tensor]] = []
+
+    def __call__(self, name: str, where: str | Sequence[str], value: Tensor) -> Tensor:
+        """Record `value`'s finiteness and return it with NaN/inf replaced by 0.
+
+        name: what the tensor is, e.g. 'routers.2 logits' or 'auxiliary loss loss_du'.
+        where: the step it belongs to ('unit 1, step 3'); or one label per row of `value`
+            (its first dimension), when the rows are steps.
+        """
+        finite = torch.isfinite(value.detach())
+        flags = finite.reshape(len(where), -1).all(1) if not isinstance(where, str) else finite.all()
+        self._checks.append((name, where, flags))
+        if self.mode == 'warn':
+            return value if bool(flags.all()) else sanitize(value.detach())
+        return sanitize(value)
+
+    def finish(self) -> None:
+        """Resolve the forward's checks (one sync); raise or warn when any failed."""
+        checks, self._checks = self._checks, []
+        if not checks or bool(torch.stack([flags.all() for _, _, flags in checks]).all()):
+            return
+        bad = []
+        for name, where, flags in checks:
+            if isinstance(where, str):
+                if not bool(flags):
+                    bad.append(f'{name} at {where}')
+            else:
+                rows = [label for label, ok in zip(where, flags.tolist()) if not ok]
+                if rows:
+                    bad.append(f'{name} at {", ".join(rows)}')
+        message = f'{self.owner}: non-finite values (NaN or inf) in ' + '; '.join(bad)
+        if self.mode == 'raise':
+            raise NonFiniteError(message + " (the backbone's nonfinite='warn' would replace them by 0 with a "
+                                 'warning and go on)')
+        logger.warning(message + " (nonfinite='warn': replaced by 0 in this forward)")
+
+
+def sanitize(value: Tensor) -> Tensor:
+    """NaN and +-inf -> 0; the identity (values and gradients) on finite tensors."""
+    return value.nan_to_num(0.0, 0.0, 0.0)

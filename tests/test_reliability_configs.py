@@ -1,0 +1,287 @@
+"""Bad configs (issue 9): every constructor argument of every backbone and of the neck is validated.
+
+A table per class lists, for each argument, wrong types and wrong values with the exception
+expected and the words its message must contain: the argument's name and what is allowed (the
+interval, the choices or the type). `test_the_table_covers_every_argument` makes the table
+complete: a new constructor argument without rows fails it. Inference knobs that are plain
+attributes (changed on a built model, e.g. by `--cfg-options` at test time) are validated at the
+next forward; their rows are in `KNOBS`.
+"""
+import inspect
+import math
+
+import pytest
+import torch
+from backbone_cases import BACKBONE_CASES
+
+from mmrecvit.models import BACKBONES, SimplePyramid, ViTBackbone
+
+INT = 'must be an int'
+BOOL = 'must be True or False'
+NUMBER = 'must be a number'
+POSITIVE = 'a finite number in (0.0, inf)'
+NON_NEGATIVE = 'a finite number in [0.0, inf)'
+
+# ViTBackbone's arguments, through every backbone: (argument, value, exception, words in the message).
+COMMON = [
+    ('arch', 'huge', ValueError, ['arch', "['tiny', 'small', 'base']"]),
+    ('arch', 3, TypeError, ['arch', 'must be a str', "['tiny', 'small', 'base']"]),
+    ('embed_dim', 0, ValueError, ['embed_dim', '[1, inf]']),
+    ('embed_dim', 32.0, TypeError, ['embed_dim', INT]),
+    ('embed_dim', 33, ValueError, ['embed_dim (33) must be divisible by num_heads (2)']),
+    ('num_heads', 0, ValueError, ['num_heads', '[1, inf]']),
+    ('num_heads', '2', TypeError, ['num_heads', INT]),
+    ('mlp_ratio', 0, ValueError, ['mlp_ratio', POSITIVE]),
+    ('mlp_ratio', 0.01, ValueError, ['mlp_ratio', 'at least 1 hidden unit']),
+    ('mlp_ratio', '4', TypeError, ['mlp_ratio', NUMBER]),
+    ('mlp_ratio', math.nan, ValueError, ['mlp_ratio', POSITIVE]),
+    ('qkv_bias', 1, TypeError, ['qkv_bias', BOOL]),
+    ('init_values', 0.0, ValueError, ['init_values', POSITIVE]),
+    ('init_values', '1e-5', TypeError, ['init_values', NUMBER]),
+    ('patch_size', 0, ValueError, ['patch_size', '[1, inf]']),
+    ('patch_size', 16.0, TypeError, ['patch_size', INT]),
+    ('img_size', 8, ValueError, ['img_size', '[16, inf]']),
+    ('img_size', (64, 64, 64), ValueError, ['img_size', 'an int or (H, W)']),
+    ('img_size', 64.0, TypeError, ['img_size', 'an int or (H, W)']),
+    ('img_size', '64', TypeError, ['img_size', 'an int or (H, W)']),
+    ('img_size', (64, True), TypeError, ['img_size', INT]),
+    ('in_channels', 0, ValueError, ['in_channels', '[1, inf]']),
+    ('in_channels', None, TypeError, ['in_channels', INT]),
+    ('with_cls_token', 'no', TypeError, ['with_cls_token', BOOL]),
+    ('drop_path_rate', 1.0, ValueError, ['drop_path_rate', '[0.0, 1.0)']),
+    ('drop_path_rate', -0.1, ValueError, ['drop_path_rate', '[0.0, 1.0)']),
+    ('drop_path_rate', None, TypeError, ['drop_path_rate', NUMBER]),
+    ('with_cp', 'yes', TypeError, ['with_cp', BOOL]),
+    ('pretrained', 3, TypeError, ['pretrained', 'checkpoint path (str) or None']),
+    ('init_cfg', 'deit.pth', TypeError, ['init_cfg', "dict(type='Pretrained', checkpoint=PATH) or None"]),
+    ('init_cfg', dict(type='Kaiming'), ValueError, ["init_cfg['type']", "['Pretrained']"]),
+    ('init_cfg', dict(type='Pretrained'), ValueError, ["init_cfg['checkpoint']", 'checkpoint path']),
+    ('init_cfg', dict(type='Pretrained', checkpoint='a.pth', strict=False), ValueError,
+     ['init_cfg has unknown keys', "['type', 'checkpoint', 'prefix', 'map_location']"]),
+    ('nonfinite', 'ignore', ValueError, ['nonfinite', "['raise', 'warn']"]),
+    ('nonfinite', None, ValueError, ['nonfinite', "['raise', 'warn']"]),
+]
+BOTH_PRETRAINED = (dict(pretrained='a.pth', init_cfg=dict(type='Pretrained', checkpoint='b.pth')), ValueError,
+                   ['pretrained', 'init_cfg', 'not both'])
+
+OUT_INDICES = [
+    ('out_indices', [99], ValueError, ['out_indices entry', 'in [']),
+    ('out_indices', [1.5], TypeError, ['out_indices entry', INT]),
+    ('out_indices', 3, TypeError, ['out_indices', 'list or tuple']),
+    ('out_indices', [], ValueError, ['out_indices', 'at least 1']),
+]
+DEPTH = [
+    ('depth', 0, ValueError, ['depth', '[1, inf]']),
+    ('depth', 4.0, TypeError, ['depth', INT]),
+]
+SPECIFIC = {
+    'PlainViT': [*DEPTH, *OUT_INDICES],
+    'NaiveRecursiveViT': [
+        *DEPTH, *OUT_INDICES,
+        ('num_unique_blocks', 0, ValueError, ['num_unique_blocks', '[1, 6]']),
+        ('num_unique_blocks', 7, ValueError, ['num_unique_blocks', '[1, 6]']),
+        ('num_unique_blocks', '2', TypeError, ['num_unique_blocks', INT]),
+        ('timm_init', 'mean', ValueError, ['timm_init', "['pick', 'average']"]),
+    ],
+    'SRViT': [
+        *DEPTH,
+        ('out_indices', [4], ValueError, ['out_indices entry', '[-4, 3]']),
+        ('out_indices', [0.5], TypeError, ['out_indices entry', INT]),
+        ('unit_sizes', [2, 2, 1], ValueError, ['unit_sizes', 'summing to depth (6)']),
+        ('unit_sizes', [3, 3, 0], ValueError, ['unit_sizes[2]', '[1, inf]']),
+        ('unit_sizes', '222', TypeError, ['unit_sizes', 'list or tuple']),
+        ('unit_sizes', [3.0, 3], TypeError, ['unit_sizes[0]', INT]),
+        ('num_steps', 0, ValueError, ['num_steps[0]', '[1, inf]']),
+        ('num_steps', [2, 2], ValueError, ['num_steps', 'list of 4 ints (one per unit)']),
+        ('num_steps', 2.0, TypeError, ['num_steps', 'an int or a list of 4 ints']),
+        ('eval_steps', 4, ValueError, ['eval_steps[0]', '[1, 2]']),
+        ('eval_steps', [1, 1], ValueError, ['eval_steps', 'list of 4 ints']),
+        ('eval_steps', 'all', TypeError, ['eval_steps', 'an int or a list of 4 ints']),
+        ('readout', 'mean', ValueError, ['readout', "['soft', 'final', 'hard']"]),
+        ('router_input', 'tokens', ValueError, ['router_input', "['unit_input', 'step_states']"]),
+    ],
+    'ReViT': [
+        ('depth', 1, ValueError, ['depth', '[2, inf]']),
+        ('depth', '4', TypeError, ['depth', INT]),
+        ('num_experts', 0, ValueError, ['num_experts', '[1, inf]']),
+        ('num_experts', 2.5, TypeError, ['num_experts', INT]),
+        ('router_hidden_dim', 0, ValueError, ['router_hidden_dim', '[1, inf]']),
+        ('router_hidden_dim', True, TypeError, ['router_hidden_dim', INT]),
+        ('router_temperature', 0.0, ValueError, ['router_temperature', POSITIVE]),
+        ('router_temperature', 'hot', TypeError, ['router_temperature', NUMBER]),
+        ('out_depths', [0.0, 1.0], ValueError, ['out_depths entry', '(0.0, 1.0]']),
+        ('out_depths', [1.5], ValueError, ['out_depths entry', '(0.0, 1.0]']),
+        ('out_depths', 1.0, TypeError, ['out_depths', 'list or tuple']),
+        ('step_drop_rate', 1.0, ValueError, ['step_drop_rate', '[0.0, 1.0)']),
+        ('step_drop_rate', '0.3', TypeError, ['step_drop_rate', NUMBER]),
+        ('balance_loss_weight', -1.0, ValueError, ['balance_loss_weight', NON_NEGATIVE]),
+        ('balance_loss_weight', None, TypeError, ['balance_loss_weight', NUMBER]),
+        ('z_loss_weight', -1e-3, ValueError, ['z_loss_weight', NON_NEGATIVE]),
+        ('z_loss_weight', math.inf, ValueError, ['z_loss_weight', NON_NEGATIVE]),
+        ('diversity_loss_weight', -1e-3, ValueError, ['diversity_loss_weight', NON_NEGATIVE]),
+        ('diversity_loss_weight', [1e-3], TypeError, ['diversity_loss_weight', NUMBER]),
+        ('timm_init', 'pick', ValueError, ['timm_init', "['average', 'middle']"]),
+    ],
+    'EdgeRecViT': [
+        ('depth', 2, ValueError, ['depth (head + shared steps + tail, so at least 3)', '[3, inf]']),
+        ('depth', 5.0, TypeError, ['depth', INT]),
+        *OUT_INDICES,
+        ('shared_init_block', -1, ValueError, ['shared_init_block', '[0, inf]']),
+        ('shared_init_block', '6', TypeError, ['shared_init_block', INT]),
+        ('stb_loss_weight', -1.0, ValueError, ['stb_loss_weight', NON_NEGATIVE]),
+        ('stb_loss_weight', 'x', TypeError, ['stb_loss_weight', NUMBER]),
+        ('du_loss_weight', -0.1, ValueError, ['du_loss_weight', NON_NEGATIVE]),
+        ('du_loss_weight', None, TypeError, ['du_loss_weight', NUMBER]),
+        ('gumbel_tau', 0.0, ValueError, ['gumbel_tau', POSITIVE]),
+        ('gumbel_tau', '1', TypeError, ['gumbel_tau', NUMBER]),
+        ('max_depth', 0, ValueError, ['max_depth', '[1, 5]']),
+        ('max_depth', 6, ValueError, ['max_depth', '[1, 5]']),
+        ('max_depth', 2.0, TypeError, ['max_depth', INT]),
+        ('depth_shift', 5, ValueError, ['depth_shift', '[-4, 4]']),
+        ('depth_shift', 0.5, TypeError, ['depth_shift', INT]),
+        ('forced_mean_depth', 0.5, ValueError, ['forced_mean_depth', '[1.0, 5.0]']),
+        ('forced_mean_depth', '3', TypeError, ['forced_mean_depth', NUMBER]),
+        ('forced_depth_seed', -1, ValueError, ['forced_depth_seed', '[0, inf]']),
+        ('forced_depth_seed', None, TypeError, ['forced_depth_seed', INT]),
+        ('execution', 'sparse', ValueError, ['execution', "['adaptive', 'masked']"]),
+        ('final_norm', 'yes', TypeError, ['final_norm', BOOL]),
+    ],
+    'MoRViT': [
+        ('num_recursions', 0, ValueError, ['num_recursions (N_r)', '[1, inf]']),
+        ('num_recursions', 3.0, TypeError, ['num_recursions', INT]),
+        ('unit_size', 0, ValueError, ['unit_size', '[1, inf]']),
+        ('unit_size', '1', TypeError, ['unit_size', INT]),
+        ('routing', 'random', ValueError, ['routing', "['expert_choice', 'token_choice']"]),
+        ('capacities', [1.0, 0.5], ValueError, ['capacities', 'num_recursions=3 entries']),
+        ('capacities', [1.0, 0.5, 0.0], ValueError, ['capacities entry', '(0.0, 1.0]']),
+        ('capacities', [0.5, 1.0, 0.5], ValueError, ['capacities', 'non-increasing']),
+        ('capacities', 0.5, TypeError, ['capacities', 'list or tuple']),
+        ('capacities', [1, '0.5', 0.2], TypeError, ['capacities entry', NUMBER]),
+        ('router_alpha', 0.0, ValueError, ['router_alpha', POSITIVE]),
+        ('router_alpha', 'big', TypeError, ['router_alpha', NUMBER]),
+        ('bce_loss_weight', -1.0, ValueError, ['bce_loss_weight', NON_NEGATIVE]),
+        ('bce_loss_weight', None, TypeError, ['bce_loss_weight', NUMBER]),
+        ('balance_loss_weight', -1.0, ValueError, ['balance_loss_weight', NON_NEGATIVE]),
+        ('balance_loss_weight', '0.1', TypeError, ['balance_loss_weight', NUMBER]),
+        ('z_loss_weight', -1.0, ValueError, ['z_loss_weight', NON_NEGATIVE]),
+        ('z_loss_weight', math.nan, ValueError, ['z_loss_weight', NON_NEGATIVE]),
+        ('out_indices', [5], ValueError, ['out_indices entry', '[-5, 4]']),
+        ('out_indices', ['0'], TypeError, ['out_indices entry', INT]),
+        ('timm_init', 'middle', ValueError, ['timm_init', "['average', 'pick']"]),
+        ('shared_init_block', -1, ValueError, ['shared_init_block', '[0, inf]']),
+        ('shared_init_block', 1.0, TypeError, ['shared_init_block', INT]),
+    ],
+}
+# Arguments of another argument's mode: (backbone, base kwargs, argument, value, exception, words).
+COMBINATIONS = [
+    ('MoRViT', dict(routing='token_choice'), 'capacities', [1.0, 0.5, 0.2], ValueError,
+     ["capacities apply to routing='expert_choice' only", 'capacities=None']),
+    ('SRViT', dict(depth=5), 'unit_sizes', None, ValueError,
+     ['unit_sizes has no default for depth=5', 'divisible by 6']),
+]
+NECK = [
+    ('in_channels', 2, ValueError, ['in_channels', '[4, inf]']),
+    ('in_channels', 30, ValueError, ['in_channels must be divisible by 4']),
+    ('in_channels', 32.0, TypeError, ['in_channels', INT]),
+    ('scale_factors', [4, 2, 1, 3], ValueError, ['scale_factors entries', '[4, 2, 1, 0.5, 0.25]']),
+    ('scale_factors', [4, 2, True, 0.5], ValueError, ['scale_factors entries', '[4, 2, 1, 0.5, 0.25]']),
+    ('scale_factors', [], ValueError, ['scale_factors', 'at least 1']),
+    ('scale_factors', 4, TypeError, ['scale_factors', 'list or tuple']),
+    ('norm_inputs', 'yes', TypeError, ['norm_inputs', BOOL]),
+    ('init_cfg', dict(type='Pretrained', checkpoint='a.pth'), ValueError, ['init_cfg must be None']),
+]
+# Plain attributes changed on a built model, validated at the next forward (or by a setter).
+KNOBS = [
+    ('EdgeRecViT', 'max_depth', 9, ValueError, ['max_depth', '[1, 5]']),
+    ('EdgeRecViT', 'depth_shift', 1.5, TypeError, ['depth_shift', INT]),
+    ('EdgeRecViT', 'forced_mean_depth', 0.0, ValueError, ['forced_mean_depth', '[1.0, 5.0]']),
+    ('EdgeRecViT', 'execution', 'dense', ValueError, ['execution', "['adaptive', 'masked']"]),
+    ('MoRViT', 'capacities', [1.0, 0.9, 0.95], ValueError, ['capacities', 'non-increasing']),
+    ('SRViT', 'eval_steps', 3, ValueError, ['eval_steps[0]', '[1, 2]']),
+    ('ReViT', 'depth', 1, ValueError, ['depth', '[2, inf]']),
+    *((name, 'nonfinite', 'skip', ValueError, ['nonfinite', "['raise', 'warn']"]) for name in sorted(BACKBONES)),
+]
+
+
+def rows_of(name):
+    """Every (argument, value, exception, words) row for backbone `name`."""
+    own = SPECIFIC[name]
+    own_args = {row[0] for row in own}
+    # A backbone with its own rows for an argument (e.g. ReViT's depth >= 2) replaces the common ones.
+    return [row for row in COMMON if row[0] not in own_args] + own
+
+
+def case_ids(rows, prefix=''):
+    return [f'{prefix}{arg}={value!r}' for arg, value, *_ in rows]
+
+
+def expect_error(build, exc, words):
+    with pytest.raises(exc) as info:
+        build()
+    message = str(info.value)
+    for word in words:
+        assert word in message, f'{word!r} not in the error: {message}'
+    return message
+
+
+def constructor_arguments(cls):
+    """Named parameters of `cls.__init__` and, through `**kwargs`, of `ViTBackbone.__init__`."""
+    names = set()
+    for c in ((cls, ViTBackbone) if issubclass(cls, ViTBackbone) else (cls,)):
+        params = inspect.signature(c.__init__).parameters.values()
+        names |= {p.name for p in params if p.name != 'self' and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+    # Set by the subclasses from their own arguments (depth, num_recursions), never by a user.
+    return names - {'num_steps'} if cls is not ViTBackbone else names
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_the_table_covers_every_argument(name):
+    cls = BACKBONES[name]
+    covered = {row[0] for row in rows_of(name)} | {'pretrained'}
+    missing = constructor_arguments(cls) - covered
+    # SRViT's `num_steps` is its own argument (T per unit), listed in its rows.
+    assert not missing, f'{name}: constructor arguments without bad-value rows: {sorted(missing)}'
+    unknown = {row[0] for row in rows_of(name)} - constructor_arguments(cls) - {'num_steps'}
+    assert not unknown, f'{name}: rows for arguments it does not take: {sorted(unknown)}'
+
+
+def test_the_neck_table_covers_every_argument():
+    assert constructor_arguments(SimplePyramid) == {row[0] for row in NECK}
+
+
+BACKBONE_ROWS = [(name, *row) for name in sorted(BACKBONES) for row in rows_of(name)]
+
+
+@pytest.mark.parametrize('name, arg, value, exc, words', BACKBONE_ROWS,
+                         ids=[f'{r[0]}-{r[1]}={r[2]!r}' for r in BACKBONE_ROWS])
+def test_bad_backbone_arguments_name_the_argument_and_what_is_allowed(name, arg, value, exc, words):
+    expect_error(lambda: BACKBONES[name](**{**BACKBONE_CASES[name], arg: value}), exc, words)
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_pretrained_and_init_cfg_together(name):
+    kwargs, exc, words = BOTH_PRETRAINED
+    expect_error(lambda: BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs}), exc, words)
+
+
+@pytest.mark.parametrize('name, base, arg, value, exc, words', COMBINATIONS,
+                         ids=[f'{c[0]}-{c[2]}' for c in COMBINATIONS])
+def test_arguments_that_depend_on_others(name, base, arg, value, exc, words):
+    expect_error(lambda: BACKBONES[name](**{**BACKBONE_CASES[name], **base, arg: value}), exc, words)
+
+
+@pytest.mark.parametrize('arg, value, exc, words', NECK, ids=case_ids(NECK))
+def test_bad_neck_arguments_name_the_argument_and_what_is_allowed(arg, value, exc, words):
+    expect_error(lambda: SimplePyramid(**{'in_channels': 32, arg: value}), exc, words)
+
+
+@pytest.mark.parametrize('name, attr, value, exc, words', KNOBS, ids=[f'{k[0]}.{k[1]}={k[2]!r}' for k in KNOBS])
+def test_knobs_changed_on_a_built_model_are_checked(name, attr, value, exc, words):
+    model = BACKBONES[name](**BACKBONE_CASES[name]).eval()
+
+    def set_and_run():
+        setattr(model, attr, value)
+        with torch.no_grad():
+            model(torch.randn(1, 3, 32, 32))
+
+    expect_error(set_and_run, exc, words)

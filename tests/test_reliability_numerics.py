@@ -1,0 +1,168 @@
+"""Numerics (issue 9): non-finite router logits and aux losses are caught; bf16 autocast on CPU works.
+
+* A NaN/inf in any router's logits (SR-ViT's soft routers, reViT's depth router, Edge-RecViT's
+  ranker, MoR-ViT's expert-choice routers and token-choice router) or in an auxiliary loss ends the
+  forward with `NonFiniteError` naming the backbone, the module and the step (`nonfinite='raise'`,
+  the default), in training and in eval; inside a run, `RecursionHook` adds the training iteration.
+* `nonfinite='warn'` logs the same text, replaces the values by 0 and goes on: outputs, aux losses
+  and every gradient stay finite.
+* Every backbone (and the routing variants) runs forward and backward under bf16 autocast on CPU.
+"""
+import logging
+from types import SimpleNamespace
+
+import pytest
+import torch
+from backbone_cases import BACKBONE_CASES
+from torch import nn
+
+from mmrecvit.mm.hooks import RecursionHook
+from mmrecvit.models import BACKBONES
+from mmrecvit.models.numerics import NonFiniteError
+
+NAN, INF = float('nan'), float('inf')
+
+# (case id, backbone, extra kwargs, parameter to poison, words the error must contain)
+ROUTER_CASES = [
+    ('SRViT', 'SRViT', {}, 'routers.1.proj.weight', ['SRViT:', 'routers.1 logits at unit 1, step 1']),
+    ('SRViT-step_states', 'SRViT', dict(router_input='step_states'), 'routers.2.proj.weight',
+     ['routers.2 logits at unit 2, step 1', 'unit 2, step 2']),
+    ('ReViT', 'ReViT', dict(step_drop_rate=0.0), 'router.fc2.weight', ['ReViT:', 'router logits at step 0 (s=0)',
+                                                                      'step 3 (s=1)']),
+    ('EdgeRecViT', 'EdgeRecViT', {}, 'ranker.fc2.weight',
+     ['EdgeRecViT:', 'ranker logits at the depth assignment (before step 0)']),
+    ('MoRViT', 'MoRViT', {}, 'routers.2.weight', ['MoRViT:', 'routers.2 logits at recursion 2 (token selection)']),
+    ('MoRViT-token_choice', 'MoRViT', dict(routing='token_choice'), 'router.weight',
+     ['MoRViT:', 'router logits at the depth assignment (before recursion 0)']),
+]
+# Finite logits whose aux loss overflows: (case id, backbone, extra kwargs, parameter, value, loss name)
+AUX_CASES = [
+    ('ReViT', 'ReViT', dict(step_drop_rate=0.0), 'router.fc2.bias', 1e30, 'loss_revit_z'),
+    ('EdgeRecViT', 'EdgeRecViT', {}, 'ranker.fc2.weight', 1e30, 'loss_stb'),
+    ('MoRViT-token_choice', 'MoRViT', dict(routing='token_choice'), 'router.bias', 1e30, 'loss_z'),
+]
+
+
+def build(name, **kwargs):
+    torch.manual_seed(0)
+    return BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs})
+
+
+def poison(model, param, value):
+    with torch.no_grad():
+        model.get_parameter(param).fill_(value)
+
+
+def images(batch=2):
+    return torch.randn(batch, 3, 48, 64, generator=torch.Generator().manual_seed(3))
+
+
+def run(model, train):
+    model.train(train)
+    with torch.set_grad_enabled(train):
+        return model(images())
+
+
+@pytest.mark.parametrize('value', [NAN, INF], ids=['nan', 'inf'])
+@pytest.mark.parametrize('train', [True, False], ids=['train', 'eval'])
+@pytest.mark.parametrize('case, name, kwargs, param, words', ROUTER_CASES, ids=[c[0] for c in ROUTER_CASES])
+def test_non_finite_router_logits_raise_naming_module_and_step(case, name, kwargs, param, words, train, value):
+    model = build(name, **kwargs)
+    run(model, train)  # fine before
+    poison(model, param, value)
+    with pytest.raises(NonFiniteError) as info:
+        run(model, train)
+    for w in words:
+        assert w in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize('case, name, kwargs, param, value, loss', AUX_CASES, ids=[c[0] for c in AUX_CASES])
+def test_non_finite_aux_losses_raise_naming_the_loss(case, name, kwargs, param, value, loss):
+    model = build(name, **kwargs)
+    poison(model, param, value)
+    with pytest.raises(NonFiniteError, match=f'auxiliary loss {loss} at the end of the forward'):
+        run(model, True)
+
+
+@pytest.mark.parametrize('case, name, kwargs, param, words', ROUTER_CASES, ids=[c[0] for c in ROUTER_CASES])
+def test_warn_mode_skips_the_bad_values_and_keeps_training_finite(case, name, kwargs, param, words, caplog):
+    model = build(name, nonfinite='warn', drop_path_rate=0.1, **kwargs)
+    poison(model, param, NAN)
+    with caplog.at_level(logging.WARNING, logger='mmrecvit'):
+        outs = run(model, True)
+    assert any(words[-1] in r.getMessage() and "nonfinite='warn'" in r.getMessage() for r in caplog.records)
+    loss = sum(o.square().mean() for o in outs) + sum(model.stats.aux_losses.values(), torch.zeros(()))
+    assert torch.isfinite(loss)
+    loss.backward()
+    bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
+    assert not bad, f'non-finite gradients: {bad}'
+
+
+@pytest.mark.parametrize('case, name, kwargs, param, value, loss', AUX_CASES, ids=[c[0] for c in AUX_CASES])
+def test_warn_mode_zeroes_an_overflowing_aux_loss(case, name, kwargs, param, value, loss, caplog):
+    model = build(name, nonfinite='warn', **kwargs)
+    poison(model, param, value)
+    with caplog.at_level(logging.WARNING, logger='mmrecvit'):
+        run(model, True)
+    assert f'auxiliary loss {loss}' in caplog.text
+    assert model.stats.aux_losses[loss].item() == 0.0
+
+
+def test_finite_models_check_silently_and_the_default_is_raise(caplog):
+    for name in sorted(BACKBONES):
+        model = build(name)
+        assert model.nonfinite == 'raise'
+        with caplog.at_level(logging.WARNING, logger='mmrecvit'):
+            for train in (True, False):
+                run(model, train)
+    assert not caplog.records
+
+
+def test_recursion_hook_adds_the_training_iteration():
+    class Detector(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = build('SRViT')
+
+        def loss(self, x):
+            return {'loss_task': sum(o.mean() for o in self.backbone(x))}
+
+    model = Detector().train()
+    runner = SimpleNamespace(model=model, iter=16)
+    RecursionHook().before_train(runner)
+    assert set(model.loss(images())) >= {'loss_task', 'w/u0s1'}  # wrapped: the backbone's terms are added
+    poison(model.backbone, 'routers.0.proj.bias', INF)
+    with pytest.raises(NonFiniteError, match=r'routers.0 logits at unit 0, step 1.*; at training iteration 17'):
+        model.loss(images())
+
+
+# ---- bf16 autocast on CPU -----------------------------------------------------------------------------
+BF16_CASES = [(name, {}) for name in sorted(BACKBONES)] + [
+    ('SRViT', dict(readout='hard')), ('SRViT', dict(router_input='step_states')),
+    ('EdgeRecViT', dict(execution='masked')), ('MoRViT', dict(routing='token_choice')),
+    ('ReViT', dict(num_experts=1)),
+]
+
+
+@pytest.mark.parametrize('name, kwargs', BF16_CASES, ids=[f'{n}{"-" if k else ""}{"-".join(map(str, k.values()))}'
+                                                          for n, k in BF16_CASES])
+def test_bf16_autocast_forward_and_backward_on_cpu(name, kwargs):
+    model = build(name, drop_path_rate=0.1, **kwargs)
+    x = images()
+    for train in (True, False):  # eval with autograd too: the token engine's and reViT's eval paths
+        model.train(train)
+        model.zero_grad(set_to_none=True)
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            outs = model(x)
+            loss = sum(o.float().square().mean() for o in outs) + sum(model.stats.aux_losses.values(), torch.zeros(()))
+        assert torch.isfinite(loss)
+        loss.backward()
+        params = dict(model.named_parameters())
+        missing = [n for n, p in params.items() if p.grad is None]
+        if train:
+            assert not missing, f'no gradient for {missing}'
+        bad = [n for n, p in params.items() if p.grad is not None and not torch.isfinite(p.grad).all()]
+        assert not bad, f'non-finite gradients: {bad}'
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16):  # inference: caches, in-place rows
+        for o in model.eval()(x):
+            assert torch.isfinite(o).all()
