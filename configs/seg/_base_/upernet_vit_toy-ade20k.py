@@ -40,12 +40,12 @@ val_dataloader = dict(
     dataset=dict(data_root=data_root, pipeline=test_pipeline))
 test_dataloader = val_dataloader
 
-max_iters = 60
+max_iters = 150
 train_cfg = dict(max_iters=max_iters, val_interval=max_iters)
-optim_wrapper = dict(optimizer=dict(lr=4e-4))
+optim_wrapper = dict(optimizer=dict(lr=1e-3))
 param_scheduler = [
-    dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=10),
-    dict(type='PolyLR', eta_min=1e-6, power=1.0, begin=10, end=max_iters, by_epoch=False),
+    dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=20),
+    dict(type='PolyLR', eta_min=1e-6, power=1.0, begin=20, end=max_iters, by_epoch=False),
 ]
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=10),
