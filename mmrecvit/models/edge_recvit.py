@@ -253,10 +253,12 @@ class EdgeRecViT(ViTBackbone):
         inplace = not torch.is_grad_enabled()  # inference: update the rows in place, clone what is kept
         for s in range(num_steps):
             block, active = self.blocks[self.schedule[s]], plan.active(s)
-            if active.total:
+            if active.is_full:  # no token has exited yet: the plain block, no key/value cache to fill
+                x, work = run_subset(block, x, active, drop_path_rate=self.drop_path_rates[s])
+            elif active.total:
                 new = cache.update(block, x, plan.exited(s), plan.frozen(s))
                 x, work = run_subset(block, x, active, kv_cache=cache, drop_path_rate=self.drop_path_rates[s],
-                                     inplace=inplace and not active.is_full)
+                                     inplace=inplace)
                 work.new_kv = new.total / x.shape[0]
             else:
                 work = subset_work(block, active, cached_keys=True)

@@ -146,6 +146,8 @@ class ExpertChoice:
 
         gate = self.model.alpha * torch.sigmoid(torch.cat([logits[:, :P], chosen_logits], 1))  # (B, P + k)
         self.gate_means.append(gate.detach().float().mean())
+        if k == self.num_patches:  # every token, in order (prefix, then the patches as `candidates` keeps them)
+            return TokenSubset.everything(B, N, x.device), gate.reshape(-1).to(x.dtype)
         return TokenSubset.from_positions(torch.cat([self.prefix, chosen], 1), N), gate.reshape(-1).to(x.dtype)
 
     def finish(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:

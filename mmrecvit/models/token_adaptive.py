@@ -52,11 +52,14 @@ class TokenSubset:
     index: (T,) int64 rows `b * N + j` of the flattened batch, image 0's rows first, then image 1's...
     counts: rows per image (Python ints, so no device sync is needed to know the shapes).
     num_tokens: N.
+    in_order: True when `index` is known to be `arange(B * N)` (made by `everything`): per-row
+        tensors in the subset's order then already have the (B, N) layout, no scatter needed.
     """
 
     index: Tensor
     counts: tuple[int, ...]
     num_tokens: int
+    in_order: bool = False
 
     @classmethod
     def from_mask(cls, mask: Tensor) -> TokenSubset:
@@ -77,7 +80,8 @@ class TokenSubset:
     @classmethod
     def everything(cls, batch_size: int, num_tokens: int, device: torch.device | str | None = None) -> TokenSubset:
         """Every token of every image (`run_subset` then runs the plain dense block)."""
-        return cls(torch.arange(batch_size * num_tokens, device=device), (num_tokens,) * batch_size, num_tokens)
+        return cls(torch.arange(batch_size * num_tokens, device=device), (num_tokens,) * batch_size, num_tokens,
+                   in_order=True)
 
     @property
     def batch_size(self) -> int:
@@ -288,8 +292,11 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
         out = block(x, drop_path_rate)
         if gate is None:
             return out, work
-        g = x.new_zeros(B * N).index_copy(0, active.index, gate).view(B, N, 1)
-        return x + g * (out - x), work
+        if active.in_order:  # the gate rows are already image-major, token-minor
+            g = gate.view(B, N, 1)
+        else:
+            g = x.new_zeros(B * N).index_copy(0, active.index, gate).view(B, N, 1)
+        return torch.lerp(x, out.to(x.dtype), g.to(x.dtype)), work  # x + g * (out - x), one fused op
 
     H = block.attn.num_heads
     d = D // H
@@ -321,7 +328,7 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
     out = h + _drop_rows(block.ls1(attn), drop_path_rate, training, images, B)
     out = out + _drop_rows(block.ls2(block.mlp(block.norm2(out))), drop_path_rate, training, images, B)
     if gate is not None:
-        out = h + gate.unsqueeze(-1) * (out - h)
+        out = torch.lerp(h, out.to(h.dtype), gate.unsqueeze(-1).to(h.dtype))  # h + g * (out - h)
     if inplace and torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
         raise RuntimeError('run_subset(inplace=True) is only for inference (no autograd graph)')
     return _write_rows(rows, active.index, out, inplace).view(B, N, D), work
