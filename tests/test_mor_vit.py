@@ -148,6 +148,9 @@ def test_engine_equals_masked_dense_reference(case, monkeypatch):
     assert queries == pytest.approx(expected) and sum(queries) < model.depth * N
     if model.routing == 'expert_choice':
         assert [s.keys for s in model.stats.steps[1:-1]] == queries[1:-1]  # keys = the chosen tokens
+        assert 'loss_router_bce' not in model.stats.aux_losses  # eval: the training term is not computed
+        with torch.no_grad():
+            model.train().forward_states(tokens, steps)  # the same selection (no drop path here)
         torch.testing.assert_close(model.stats.aux_losses['loss_router_bce'], 1e-3 * torch.stack(bces).mean())
     else:
         counts = {m.sum().item() for m in masks[1]}

@@ -134,11 +134,13 @@ class ExpertChoice:
         if k < k_prev:
             top = patch_logits.topk(k, dim=1, sorted=False).indices.sort(1).values  # (B, k), keeps order
             chosen, chosen_logits = self.candidates.gather(1, top), patch_logits.gather(1, top)
-            target = torch.zeros_like(patch_logits, dtype=torch.float32).scatter_(1, top, 1.0)
         else:
-            chosen, chosen_logits = self.candidates, patch_logits
+            top, chosen, chosen_logits = None, self.candidates, patch_logits
+        if self.model.training:  # the auxiliary loss is a training term (as reViT's): no work at inference
             target = torch.ones_like(patch_logits, dtype=torch.float32)
-        self.bce.append(F.binary_cross_entropy_with_logits(patch_logits.float(), target))
+            if top is not None:
+                target = torch.zeros_like(target).scatter_(1, top, 1.0)
+            self.bce.append(F.binary_cross_entropy_with_logits(patch_logits.float(), target))
         self.candidates = chosen
         self.depth.scatter_(1, chosen - P, r + 1)  # nested sets: the last write is the deepest
         self.fractions.append(k / self.num_patches)
@@ -154,6 +156,7 @@ class ExpertChoice:
         losses, scalars = {}, {}
         if self.bce:
             losses['loss_router_bce'] = self.model.bce_loss_weight * torch.stack(self.bce).mean()
+        if self.gate_means:
             scalars['gate/mean'] = torch.stack(self.gate_means).mean()
         device = self.depth.device
         scalars.update({f'sel/r{r}': torch.tensor(f, device=device) for r, f in enumerate(self.fractions)})
@@ -232,7 +235,7 @@ class MoRViT(ViTBackbone):
     token-choice). `schedule[s]` = block index of application step s; `recursion_of_step[s]` = the
     recursion step s belongs to (None for the first and last block).
 
-    Statistics (`self.stats`): `aux_losses` (weighted) `loss_router_bce` (expert-choice) or
+    Statistics (`self.stats`): `aux_losses` (weighted) `loss_router_bce` (expert-choice, training mode only) or
     `loss_balance` and `loss_z` (token-choice); `scalars` `sel/r{r}` (fraction of patch tokens
     running recursion r), `depth/mean` (mean recursions per patch token), `gate/mean`;
     `token_maps['depth']` (B, h, w) int64 recursions per patch token; one `StepWork` per block
