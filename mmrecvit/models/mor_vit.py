@@ -116,6 +116,7 @@ class ExpertChoice:
         self.bce: list[Tensor] = []
         self.fractions: list[float] = []
         self.gate_means: list[Tensor] = []
+        self.everything: TokenSubset | None = None  # the all-tokens subset, made once per forward
         self.router_rows = 0  # per image, for `analytic_flops`
 
     def select(self, r: int, x: Tensor) -> tuple[TokenSubset, Tensor]:
@@ -142,14 +143,18 @@ class ExpertChoice:
                 target = torch.zeros_like(target).scatter_(1, top, 1.0)
             self.bce.append(F.binary_cross_entropy_with_logits(patch_logits.float(), target))
         self.candidates = chosen
-        self.depth.scatter_(1, chosen - P, r + 1)  # nested sets: the last write is the deepest
         self.fractions.append(k / self.num_patches)
         self.router_rows += P + k_prev
-
+        if k == self.num_patches:  # every token, in order: no index or concatenation needed
+            self.depth.fill_(r + 1)
+            gate = self.model.alpha * torch.sigmoid(logits)  # (B, N)
+            self.gate_means.append(gate.detach().float().mean())
+            if self.everything is None:
+                self.everything = TokenSubset.everything(B, N, x.device)
+            return self.everything, gate.reshape(-1).to(x.dtype)
+        self.depth.scatter_(1, chosen - P, r + 1)  # nested sets: the last write is the deepest
         gate = self.model.alpha * torch.sigmoid(torch.cat([logits[:, :P], chosen_logits], 1))  # (B, P + k)
         self.gate_means.append(gate.detach().float().mean())
-        if k == self.num_patches:  # every token, in order (prefix, then the patches as `candidates` keeps them)
-            return TokenSubset.everything(B, N, x.device), gate.reshape(-1).to(x.dtype)
         return TokenSubset.from_positions(torch.cat([self.prefix, chosen], 1), N), gate.reshape(-1).to(x.dtype)
 
     def finish(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
