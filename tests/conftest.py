@@ -38,19 +38,13 @@ def toy_root(tmp_path_factory):
 
 def toy_cfg_options(task: str, root, work_dir, iters: int = 2, batch: int = 2) -> list[str]:
     """--cfg-options that point a toy config at `toy_root` and shorten it to `iters` iterations."""
+    from mmrecvit.datasets import toy_data_cfg
+
     common = [f'train_cfg.max_iters={iters}', f'train_cfg.val_interval={iters}',
               f'default_hooks.checkpoint.interval={iters}', f'train_dataloader.batch_size={batch}',
               'train_dataloader.num_workers=0', 'train_dataloader.persistent_workers=False',
               'val_dataloader.num_workers=0', 'val_dataloader.persistent_workers=False',
               'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False',
               'default_hooks.logger.interval=1']
-    if task == 'det':
-        data_root = f'{root}/toy_coco/'
-        ann = data_root + 'annotations/instances_val2017.json'
-        paths = [f'train_dataloader.dataset.data_root={data_root}', f'val_dataloader.dataset.data_root={data_root}',
-                 f'test_dataloader.dataset.data_root={data_root}', f'val_evaluator.ann_file={ann}',
-                 f'test_evaluator.ann_file={ann}']
-    else:
-        data_root = f'{root}/toy_ade/ADEChallengeData2016'
-        paths = [f'{split}_dataloader.dataset.data_root={data_root}' for split in ('train', 'val', 'test')]
+    paths = [f'{k}={v}' for k, v in toy_data_cfg(task, root).items()]
     return ['--work-dir', str(work_dir), '--cfg-options', *common, *paths]

@@ -11,6 +11,7 @@ import torch
 from conftest import REPO, toy_cfg_options
 
 sys.path.insert(0, osp.join(REPO, 'tools'))
+import demo as demo_tool  # noqa: E402  (tools/demo.py)
 import test as test_tool  # noqa: E402  (tools/test.py)
 import train as train_tool  # noqa: E402  (tools/train.py)
 
@@ -95,3 +96,22 @@ def test_two_process_training_on_cpu(toy_root, tmp_path):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert 'Distributed training is not used' not in res.stdout + res.stderr
     assert (tmp_path / 'iter_2.pth').is_file()
+
+
+def test_demo_trains_evaluates_and_draws_both_tasks(toy_root, tmp_path, capsys):
+    """README command 1 end to end, shortened: train, evaluate untrained and trained, draw PNGs, report."""
+    results = demo_tool.main(['--task', 'both', '--iters', '2', '--data-root', str(toy_root),
+                              '--work-dir', str(tmp_path)])
+    assert [r['task'] for r in results] == ['det', 'seg']
+    for r, keys in zip(results, (['coco/bbox_mAP', 'coco/segm_mAP'], ['mIoU', 'aAcc'])):
+        assert set(keys) <= set(r['untrained']) and set(keys) <= set(r['trained'])
+        assert osp.isfile(r['checkpoint']) and r['checkpoint'].endswith('iter_2.pth')
+        assert osp.isfile(osp.join(r['work_dir'], 'initial_weights.pth'))
+        assert len(r['pngs']) == 4 and all(p.endswith('.png') and osp.isfile(p) for p in r['pngs'])
+    out = capsys.readouterr().out
+    assert 'untrained' in out and 'bbox mAP' in out and 'mIoU' in out and 'total time' in out
+
+
+def test_demo_refuses_a_data_root_without_toy_sets(tmp_path):
+    with pytest.raises(SystemExit, match='no toy set at toy_coco.*make_toy_data.py --out'):
+        demo_tool.main(['--data-root', str(tmp_path), '--work-dir', str(tmp_path / 'w')])

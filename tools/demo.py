@@ -25,9 +25,10 @@ from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
 
 import mmrecvit  # noqa: F401  (compat fixes + registration)
-from mmrecvit.datasets import make_toy_data
+from mmrecvit.datasets import TOY_ADE_DIR, TOY_COCO_DIR, make_toy_data, toy_data_cfg
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+DEFAULT_DATA_ROOT = osp.join(ROOT, 'data')
 CONFIGS = {
     'det': 'configs/det/mask-rcnn_{model}_fpn_toy-coco.py',
     'seg': 'configs/seg/upernet_{model}_toy-ade20k.py',
@@ -70,12 +71,26 @@ def draw_predictions(task: str, config: str, checkpoint: str, images: list[str],
 
         inferencer = DetInferencer(model=config, weights=checkpoint, device='cpu', show_progress=False)
         inferencer(images, out_dir=out_dir, pred_score_thr=0.5, no_save_pred=True)
-        return sorted(glob.glob(osp.join(out_dir, 'vis', '*')))
-    from mmseg.apis import MMSegInferencer
+    else:
+        from mmseg.apis import MMSegInferencer
 
-    inferencer = MMSegInferencer(model=config, weights=checkpoint, device='cpu')
-    inferencer(images, out_dir=out_dir, opacity=0.6)
-    return sorted(glob.glob(osp.join(out_dir, 'vis', '*')))
+        inferencer = MMSegInferencer(model=config, weights=checkpoint, device='cpu')
+        inferencer(images, out_dir=out_dir, opacity=0.6)
+    return as_png(sorted(glob.glob(osp.join(out_dir, 'vis', '*'))))
+
+
+def as_png(paths: list[str]) -> list[str]:
+    """The inferencers name drawings after their inputs (.jpg here): store them as lossless PNGs."""
+    import mmcv
+
+    pngs = []
+    for path in paths:
+        png = osp.splitext(path)[0] + '.png'
+        if path != png:
+            mmcv.imwrite(mmcv.imread(path), png)
+            os.remove(path)
+        pngs.append(png)
+    return pngs
 
 
 def run_task(task: str, model: str, work_root: str, data_root: str, iters: int | None) -> dict:
@@ -84,6 +99,8 @@ def run_task(task: str, model: str, work_root: str, data_root: str, iters: int |
         raise SystemExit(f'--model {model!r} has no {task} toy config ({config}); '
                          f'available: {available_models(task)}')
     cfg = Config.fromfile(config)
+    if osp.abspath(data_root) != osp.abspath(DEFAULT_DATA_ROOT):
+        cfg.merge_from_dict(toy_data_cfg(task, data_root))
     work_dir = osp.join(work_root, f'{task}_{model}')
     cfg.work_dir = work_dir
     if iters is not None:
@@ -108,8 +125,8 @@ def run_task(task: str, model: str, work_root: str, data_root: str, iters: int |
     trained = evaluate(cfg, trained_ckpt, osp.join(work_dir, 'eval_trained'))
     eval_s = time.time() - t1
 
-    val_dir = {'det': osp.join(data_root, 'toy_coco', 'val2017'),
-               'seg': osp.join(data_root, 'toy_ade', 'ADEChallengeData2016', 'images', 'validation')}[task]
+    val_dir = {'det': osp.join(data_root, TOY_COCO_DIR, 'val2017'),
+               'seg': osp.join(data_root, TOY_ADE_DIR, 'images', 'validation')}[task]
     images = sorted(glob.glob(osp.join(val_dir, '*.jpg')))[:4]
     pngs = draw_predictions(task, config, trained_ckpt, images, osp.join(work_dir, 'predictions'))
     return dict(task=task, model=model, untrained=untrained, trained=trained, train_s=train_s, eval_s=eval_s,
@@ -137,12 +154,23 @@ def main(argv=None) -> list[dict]:
     parser.add_argument('--task', choices=['det', 'seg', 'both'], default='det')
     parser.add_argument('--work-dir', default='work_dirs/demo')
     parser.add_argument('--iters', type=int, default=None, help='override the number of training iterations')
+    parser.add_argument('--data-root', default=DEFAULT_DATA_ROOT,
+                        help='toy data folder (default: data/ of the repository, written when absent or outdated); '
+                        'another folder must already hold toy sets, e.g. from tools/misc/make_toy_data.py --out DIR')
     args = parser.parse_args(argv)
     start = time.time()
+    work_dir, data_root = osp.abspath(args.work_dir), osp.abspath(args.data_root)
     os.chdir(ROOT)  # the toy configs' data roots (data/toy_coco, data/toy_ade) are relative to the repo
-    make_toy_data('data')
     tasks = ['det', 'seg'] if args.task == 'both' else [args.task]
-    results = [run_task(t, args.model, args.work_dir, 'data', args.iters) for t in tasks]
+    if data_root == osp.abspath(DEFAULT_DATA_ROOT):
+        make_toy_data(DEFAULT_DATA_ROOT)
+    else:
+        missing = [d for t, d in (('det', TOY_COCO_DIR), ('seg', TOY_ADE_DIR))
+                   if t in tasks and not osp.isdir(osp.join(data_root, d))]
+        if missing:
+            raise SystemExit(f'--data-root {args.data_root}: no toy set at {", ".join(missing)}; write one with '
+                             f'python tools/misc/make_toy_data.py --out {args.data_root}')
+    results = [run_task(t, args.model, work_dir, data_root, args.iters) for t in tasks]
     report(results, time.time() - start)
     return results
 

@@ -16,10 +16,12 @@ from .toy import (
     make_toy_data,
     render_ade_image,
     render_coco_image,
+    toy_data_cfg,
 )
 
 __all__ = [
     'MANIFEST_NAME', 'TOY_ADE_CLASSES', 'TOY_ADE_DIR', 'TOY_ADE_LABELS', 'TOY_ADE_MMSEG_INDICES', 'TOY_COCO_CLASSES',
     'TOY_COCO_DIR', 'TOY_COCO_PALETTE', 'TOY_DATA_VERSION', 'ToyCocoSample', 'ToyDataResult', 'make_toy_ade20k',
     'make_toy_coco', 'make_toy_data', 'render_ade_image', 'render_coco_image',
+    'toy_data_cfg',
 ]

@@ -811,3 +811,18 @@ def make_toy_data(root: PathLike = 'data', which: Sequence[str] = ('coco', 'ade'
         out['ade'] = make_toy_ade20k(root / TOY_ADE_DIR, ade_train, ade_val, size, seed, force=force,
                                      progress=progress)
     return out
+
+
+def toy_data_cfg(task: str, root: PathLike) -> dict[str, str]:
+    """Config overrides (mmengine `--cfg-options` keys) that point a toy config at the toy sets in `root`.
+
+    task: 'det' (toy COCO: dataset roots and the CocoMetric annotation file) or 'seg' (toy ADE20K).
+    """
+    if task == 'det':
+        data_root = f'{root}/{TOY_COCO_DIR}/'
+        ann = data_root + 'annotations/instances_val2017.json'
+        return {**{f'{split}_dataloader.dataset.data_root': data_root for split in ('train', 'val', 'test')},
+                'val_evaluator.ann_file': ann, 'test_evaluator.ann_file': ann}
+    if task == 'seg':
+        return {f'{split}_dataloader.dataset.data_root': f'{root}/{TOY_ADE_DIR}' for split in ('train', 'val', 'test')}
+    raise ValueError(f"task must be 'det' or 'seg', got {task!r}")
