@@ -3,6 +3,7 @@
 Every registered backbone (tests/backbone_cases.py) goes through get_flops, visualize_depth and
 timm2mmrecvit with no tool change: a tiny UperNet config is written per backbone.
 """
+import json
 import os.path as osp
 import re
 import sys
@@ -194,7 +195,11 @@ def test_timm2mmrecvit_parity_catches_a_wrong_key_map(timm_source, tmp_path, mon
 def test_gen_metafile_writes_a_valid_model_index(tiny_configs, tmp_path, capsys):
     out = tmp_path / 'metafile.yml'
     configs = [str(tiny_configs['PlainViT']), str(tiny_configs['EdgeRecViT'])]
-    entries = gen_metafile.main(['--configs', *configs, '--out', str(out)])
+    (tmp_path / 'demo' / 'seg_plain').mkdir(parents=True)  # a saved demo score for the PlainViT config only
+    (tmp_path / 'demo' / 'seg_plain' / 'scores.json').write_text(json.dumps(
+        {'config': configs[0], 'trained': {'mIoU': 31.25, 'aAcc': 80.0}, 'untrained': {'mIoU': 0.1}}))
+    entries = gen_metafile.main(['--configs', *configs, '--out', str(out), '--scores', str(tmp_path / 'demo'),
+                                 '--latency-repeats', '2'])
     printed = capsys.readouterr().out
     assert "Papers' numbers" in printed and 'Measured here' in printed
     text = out.read_text()
@@ -208,7 +213,16 @@ def test_gen_metafile_writes_a_valid_model_index(tiny_configs, tmp_path, capsys)
         assert 0 < md['Backbone FLOPs (G, 224x224)'] <= md['Backbone FLOPs dense (G, 224x224)']
         assert md['FLOPs (G, test size)'] > md['FLOPs (G, 224x224)'] > 0
         assert model['Results'][0]['Dataset'] == 'ADE20K (embedded toy set)'
-        assert model['Results'][0]['Metrics'] == {'mIoU': None}
+    plain, edge = doc['Models']
+    assert plain['Results'][0]['Metrics'] == {'mIoU': 31.25} and edge['Results'][0]['Metrics'] == {'mIoU': None}
+    assert plain['Metadata'][gen_metafile.LATENCY_KEY] == 1.0 and edge['Metadata'][gen_metafile.LATENCY_KEY] > 0
+    assert '| mIoU 31.2 |' in printed or '| mIoU 31.3 |' in printed
+
+
+def test_gen_metafile_refuses_a_scores_folder_without_scores(tiny_configs, tmp_path):
+    with pytest.raises(FileNotFoundError, match='--scores .*no \\*/scores.json'):
+        gen_metafile.main(['--configs', str(tiny_configs['PlainViT']), '--out', str(tmp_path / 'm.yml'),
+                           '--scores', str(tmp_path)])
 
 
 def test_every_config_is_indexed_with_a_known_collection():

@@ -1,5 +1,6 @@
 """End to end through tools/: train, test, resume, 2 processes, inference APIs (issue 3)."""
 import glob
+import json
 import os
 import os.path as osp
 import shutil
@@ -108,6 +109,8 @@ def test_demo_trains_evaluates_and_draws_both_tasks(toy_root, tmp_path, capsys):
         assert osp.isfile(r['checkpoint']) and r['checkpoint'].endswith('iter_2.pth')
         assert osp.isfile(osp.join(r['work_dir'], 'initial_weights.pth'))
         assert len(r['pngs']) == 4 and all(p.endswith('.png') and osp.isfile(p) for p in r['pngs'])
+        with open(osp.join(r['work_dir'], 'scores.json')) as f:  # what gen_metafile --scores reads
+            assert json.load(f) == json.loads(json.dumps(r))
     out = capsys.readouterr().out
     assert 'untrained' in out and 'bbox mAP' in out and 'mIoU' in out and 'total time' in out
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import os.path as osp
 import time
@@ -129,8 +130,12 @@ def run_task(task: str, model: str, work_root: str, data_root: str, iters: int |
                'seg': osp.join(data_root, TOY_ADE_DIR, 'images', 'validation')}[task]
     images = sorted(glob.glob(osp.join(val_dir, '*.jpg')))[:4]
     pngs = draw_predictions(task, config, trained_ckpt, images, osp.join(work_dir, 'predictions'))
-    return dict(task=task, model=model, untrained=untrained, trained=trained, train_s=train_s, eval_s=eval_s,
-                work_dir=work_dir, checkpoint=trained_ckpt, pngs=pngs, log_dir=runner.log_dir)
+    result = dict(task=task, model=model, config=osp.relpath(config, ROOT), iters=cfg.train_cfg.max_iters,
+                  threads=torch.get_num_threads(), untrained=untrained, trained=trained, train_s=train_s,
+                  eval_s=eval_s, work_dir=work_dir, checkpoint=trained_ckpt, pngs=pngs, log_dir=runner.log_dir)
+    with open(osp.join(work_dir, 'scores.json'), 'w') as f:  # read by tools/misc/gen_metafile.py --scores
+        json.dump(result, f, indent=2)
+    return result
 
 
 def report(results: list[dict], total_s: float) -> None:
