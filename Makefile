@@ -1,6 +1,7 @@
 # mmrecvit — the two commands of the README, and a few helpers.
 #   make demo    set up, make the toy data, train + evaluate the toy Mask R-CNN (MODEL=..., TASK=det|seg|both)
 #   make test    set up, lint, run the test suite
+#   make bench   every README benchmark table into benchmarks/ (run it on an idle machine)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 MODEL  ?= plainvit
@@ -20,6 +21,9 @@ test: setup
 
 lint: setup
 	$(VENV)/bin/ruff check mmrecvit tools tests configs
+
+bench: setup
+	bash scripts/benchmarks.sh
 
 toy-data: setup
 	$(PY) tools/misc/make_toy_data.py --out data
