@@ -63,7 +63,8 @@ def evaluate(cfg: Config, checkpoint: str, work_dir: str) -> dict:
     cfg = cfg.copy()
     cfg.load_from = checkpoint
     cfg.work_dir = work_dir
-    return Runner.from_cfg(cfg).test()
+    metrics = Runner.from_cfg(cfg).test()
+    return {k: float(v) for k, v in metrics.items()}  # numpy scalars (mmseg's IoUMetric) -> JSON-able floats
 
 
 def draw_predictions(task: str, config: str, checkpoint: str, images: list[str], out_dir: str) -> list[str]:
