@@ -296,7 +296,9 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
             g = gate.view(B, N, 1)
         else:
             g = x.new_zeros(B * N).index_copy(0, active.index, gate).view(B, N, 1)
-        return torch.lerp(x, out.to(x.dtype), g.to(x.dtype)), work  # x + g * (out - x), one fused op
+        # Not torch.lerp: its vectorised kernel rounds differently from its scalar tail, which made
+        # results depend on the batch layout (1-process vs 2-process training drifted apart).
+        return x + g * (out - x), work
 
     H = block.attn.num_heads
     d = D // H
@@ -328,7 +330,7 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
     out = h + _drop_rows(block.ls1(attn), drop_path_rate, training, images, B)
     out = out + _drop_rows(block.ls2(block.mlp(block.norm2(out))), drop_path_rate, training, images, B)
     if gate is not None:
-        out = torch.lerp(h, out.to(h.dtype), gate.unsqueeze(-1).to(h.dtype))  # h + g * (out - h)
+        out = h + gate.unsqueeze(-1) * (out - h)
     if inplace and torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
         raise RuntimeError('run_subset(inplace=True) is only for inference (no autograd graph)')
     return _write_rows(rows, active.index, out, inplace).view(B, N, D), work
