@@ -298,7 +298,9 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
             g = x.new_zeros(B * N).index_copy(0, active.index, gate).view(B, N, 1)
         # Not torch.lerp: its vectorised kernel rounds differently from its scalar tail, which made
         # results depend on the batch layout (1-process vs 2-process training drifted apart).
-        return x + g * (out - x), work
+        if torch.is_grad_enabled():
+            return x + g * (out - x), work
+        return out.sub_(x).mul_(g).add_(x), work  # the same ops in `out`'s memory (a fresh tensor)
 
     H = block.attn.num_heads
     d = D // H
