@@ -15,6 +15,16 @@ def _seed():
     yield
 
 
+@pytest.fixture(scope='module')
+def one_thread():
+    """Tiny models gain nothing from intra-op threads; on a busy shared machine they only contend.
+    Modules use it with `pytestmark = pytest.mark.usefixtures('one_thread')`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def deterministic_torch():
     """One thread and, for runs with mmengine's `randomness.deterministic=True` (which switches torch's

@@ -38,12 +38,7 @@ DET_TOY = osp.join(REPO, 'configs/det/mask-rcnn_plainvit_fpn_toy-coco.py')
 SHAPE = ['--shape', '64', '80']
 
 
-@pytest.fixture(autouse=True, scope='module')
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures('one_thread')
 
 
 @pytest.fixture(scope='module')

@@ -15,12 +15,7 @@ HALF = [round((10 - r) / 20, 3) for r in range(10)]  # half the default capaciti
 ROUTINGS = ('expert_choice', 'token_choice')
 
 
-@pytest.fixture(autouse=True, scope='module')
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures('one_thread')
 
 
 def build(**kw):

@@ -77,6 +77,15 @@ def load_config(path: str | Path, cfg_options: dict | None = None) -> Any:
     return cfg
 
 
+def shape_arg(parser: Any, values: Sequence[int] | None) -> tuple[int, int] | None:
+    """A tool's `--shape H [W]` -> (H, W) (None when not given); `parser.error` for other lengths."""
+    if values is None:
+        return None
+    if len(values) not in (1, 2):
+        parser.error(f'--shape takes H or H W, got {len(values)} numbers')
+    return values[0], values[-1]
+
+
 def init_scope(cfg: Any) -> str:
     """Import mmrecvit (registration) and make the config's framework the default registry scope."""
     from mmengine.registry import init_default_scope

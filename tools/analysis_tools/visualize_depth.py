@@ -49,6 +49,7 @@ from mmrecvit.utils.analysis import (  # noqa: E402
     init_scope,
     load_config,
     prepare_inputs,
+    shape_arg,
 )
 
 # Axis names of tables whose meaning is documented by the backbones (rows, columns, values);
@@ -226,9 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> list[Path]:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.shape is not None and len(args.shape) not in (1, 2):
-        parser.error(f'--shape takes H or H W, got {len(args.shape)} numbers')
-    shape = None if args.shape is None else (args.shape[0], args.shape[-1])
+    shape = shape_arg(parser, args.shape)
     cfg = load_config(args.config, args.cfg_options)
     scope = init_scope(cfg)
     checkpoint = None if args.checkpoint.lower() == 'none' else args.checkpoint
