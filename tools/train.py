@@ -20,7 +20,7 @@ from mmengine.runner import Runner
 
 import mmrecvit  # noqa: F401  (compat fixes + registration)
 from mmrecvit.mm.checkpoint import check_checkpoint_to_load
-from mmrecvit.mm.dist import setup_cpu_distributed
+from mmrecvit.mm.dist import exit_distributed_process, setup_cpu_distributed
 
 
 def parse_args(argv=None):
@@ -86,3 +86,4 @@ def main(argv=None) -> Runner:
 
 if __name__ == '__main__':
     main()
+    exit_distributed_process()  # after a torchrun launch (see its docstring); else nothing
