@@ -228,3 +228,10 @@ def test_every_config_is_indexed_with_a_known_collection():
         named = set(re.findall(r"type='(\w+)'", config.read_text())) & set(BACKBONES)
         assert named, f'{config.name} names no backbone'
         assert named <= set(gen_metafile.COLLECTIONS), f'{config.name}: add {named} to COLLECTIONS'
+
+
+def test_gen_metafile_refuses_negative_latency_repeats(tiny_configs, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        gen_metafile.main(['--configs', str(tiny_configs['PlainViT']), '--out', str(tmp_path / 'm.yml'),
+                           '--latency-repeats', '-1'])
+    assert '--latency-repeats must be >= 0' in capsys.readouterr().err

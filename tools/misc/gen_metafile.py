@@ -284,6 +284,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument('--skip-errors', action='store_true',
                         help='leave out (and list) configs that fail to build or run, instead of stopping')
     args = parser.parse_args(argv)
+    if args.latency_repeats < 0:
+        parser.error(f'--latency-repeats must be >= 0 (0 skips the timing), got {args.latency_repeats}')
     configs = [Path(c).resolve() for c in args.configs] if args.configs else discover(REPO)
     scores = find_scores(args.scores)
     measured, entries, failed = {}, [], []
