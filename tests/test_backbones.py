@@ -27,6 +27,7 @@ def test_output_shapes(name, hw):
     assert isinstance(outs, tuple) and len(outs) == len(model.out_indices)
     for o in outs:
         assert o.shape == (2, model.embed_dim, *grid)
+        assert o.is_contiguous()  # NCHW in memory: mmcv's RoIAlign misreads other layouts (test_mmcv_ops.py)
         assert torch.isfinite(o).all()
     assert model.stats is not None and model.stats.grid == grid
 

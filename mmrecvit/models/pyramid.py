@@ -62,7 +62,10 @@ class SimplePyramid(nn.Module):
         if len(inputs) != len(self.stages):
             raise ValueError(f'SimplePyramid expects {len(self.stages)} input maps (one per scale factor '
                              f'{list(self.scale_factors)}), got {len(inputs)}')
-        return tuple(stage(norm(x)) for stage, norm, x in zip(self.stages, self.norms, inputs))
+        # timm's LayerNorm2d returns a channels-last view and convolutions keep that layout;
+        # .contiguous() hands the next neck/head NCHW maps, which mmcv's RoIAlign requires
+        # (it reads other layouts as scrambled features; see ViTBackbone.to_maps).
+        return tuple(stage(norm(x)).contiguous() for stage, norm, x in zip(self.stages, self.norms, inputs))
 
     def init_weights(self) -> None:
         """Nothing to load; PyTorch's default init (kept so mmengine's init pass is explicit)."""

@@ -306,11 +306,17 @@ class ViTBackbone(nn.Module):
         raise NotImplementedError
 
     def to_maps(self, states: Sequence[Tensor], grid: tuple[int, int]) -> tuple[Tensor, ...]:
-        """Drop prefix tokens: (B, N, D) -> (B, D, h, w)."""
+        """Drop prefix tokens: (B, N, D) -> (B, D, h, w), contiguous in NCHW order.
+
+        The transposed view is channels-last in memory, and convolutions keep that layout, so the
+        neck's and FPN's maps would be too. mmcv's RoIAlign (CPU and CUDA) indexes its input as
+        contiguous NCHW and silently reads a channels-last map as scrambled features: the RoI heads
+        then see noise (tests/test_mmcv_ops.py shows it). One copy per map here prevents that.
+        """
         maps = []
         for s in states:
             s = s[:, self.num_prefix_tokens:]
-            maps.append(s.transpose(1, 2).reshape(s.shape[0], s.shape[2], *grid))
+            maps.append(s.transpose(1, 2).reshape(s.shape[0], s.shape[2], *grid).contiguous())
         return tuple(maps)
 
     def get_intermediate_states(self, x: Tensor, indices: Sequence) -> tuple[list[Tensor], tuple[int, int]]:
