@@ -192,7 +192,7 @@ def test_gen_metafile_writes_a_valid_model_index(tiny_configs, tmp_path, capsys)
     configs = [str(tiny_configs['PlainViT']), str(tiny_configs['EdgeRecViT'])]
     (tmp_path / 'demo' / 'seg_plain').mkdir(parents=True)  # a saved demo score for the PlainViT config only
     (tmp_path / 'demo' / 'seg_plain' / 'scores.json').write_text(json.dumps(
-        {'config': configs[0], 'trained': {'mIoU': 31.25, 'aAcc': 80.0}, 'untrained': {'mIoU': 0.1}}))
+        {'config': configs[0], 'iters': 150, 'trained': {'mIoU': 31.25, 'aAcc': 80.0}, 'untrained': {'mIoU': 0.1}}))
     entries = gen_metafile.main(['--configs', *configs, '--out', str(out), '--scores', str(tmp_path / 'demo'),
                                  '--latency-repeats', '2'])
     printed = capsys.readouterr().out
@@ -211,7 +211,8 @@ def test_gen_metafile_writes_a_valid_model_index(tiny_configs, tmp_path, capsys)
     plain, edge = doc['Models']
     assert plain['Results'][0]['Metrics'] == {'mIoU': 31.25} and edge['Results'][0]['Metrics'] == {'mIoU': None}
     assert plain['Metadata'][gen_metafile.LATENCY_KEY] == 1.0 and edge['Metadata'][gen_metafile.LATENCY_KEY] > 0
-    assert '| mIoU 31.2 |' in printed or '| mIoU 31.3 |' in printed
+    assert plain['Metadata']['Toy Training Iterations'] == 150 and edge['Metadata']['Toy Training Iterations'] is None
+    assert '| mIoU 31.2 (150 it.) |' in printed or '| mIoU 31.3 (150 it.) |' in printed
 
 
 def test_gen_metafile_refuses_a_scores_folder_without_scores(tiny_configs, tmp_path):

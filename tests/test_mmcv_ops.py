@@ -3,7 +3,13 @@ torchvision's independent implementations compute: the ops Mask R-CNN depends on
 import pytest
 import torch
 import torchvision
+from conftest import REPO
 from mmcv.ops import batched_nms, nms, roi_align
+from mmdet.registry import MODELS
+from mmengine.config import Config
+from mmengine.registry import init_default_scope
+
+import mmrecvit  # noqa: F401
 
 
 def random_boxes(n: int, size: float, generator: torch.Generator) -> torch.Tensor:
@@ -61,12 +67,6 @@ def test_detector_roi_features_are_the_features_at_the_boxes(config):
     """End to end through our backbone, SimplePyramid and mmdet's FPN: the RoI head's features equal
     torchvision's RoIAlign of the right FPN level at each box (this caught the channels-last bug,
     under which the toy Mask R-CNN could not learn to classify)."""
-    from mmengine.config import Config
-    from mmengine.registry import init_default_scope
-    from mmdet.registry import MODELS
-
-    import mmrecvit  # noqa: F401
-    from conftest import REPO
     cfg = Config.fromfile(f'{REPO}/configs/det/{config}')
     init_default_scope('mmdet')
     model = MODELS.build(cfg.model).eval()

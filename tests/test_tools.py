@@ -115,6 +115,22 @@ def test_demo_trains_evaluates_and_draws_both_tasks(toy_root, tmp_path, capsys):
     assert 'untrained' in out and 'bbox mAP' in out and 'mIoU' in out and 'total time' in out
 
 
+@pytest.mark.parametrize('iters', [2, 40, 300])
+def test_demo_iters_stretches_the_schedule_to_its_end(iters):
+    """--iters N: the decay that ended at the config's last iteration ends at N (the warm-up stays)."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(osp.join(REPO, 'configs/det/mask-rcnn_plainvit_fpn_toy-coco.py'))
+    warmup, decay = (dict(p) for p in cfg.param_scheduler)
+    demo_tool.stretch_schedule(cfg, iters)
+    assert cfg.train_cfg.max_iters == iters
+    assert dict(cfg.param_scheduler[0]) == warmup
+    if iters > decay['begin']:
+        assert cfg.param_scheduler[1]['end'] == iters
+        assert cfg.param_scheduler[1]['T_max'] == iters - decay['begin']
+    else:  # shorter than the warm-up: the decay phase never starts and is left as it was
+        assert dict(cfg.param_scheduler[1]) == decay
+
+
 def test_demo_refuses_a_data_root_without_toy_sets(tmp_path):
     with pytest.raises(SystemExit, match='no toy set at toy_coco.*make_toy_data.py --out'):
         demo_tool.main(['--data-root', str(tmp_path), '--work-dir', str(tmp_path / 'w')])

@@ -202,6 +202,22 @@ def test_coco_annotations_are_the_visible_masks_and_occlusion_happens(coco_root)
     assert occluded >= 3, f'only {occluded} occluded instances in {COUNTS["coco_train"]} images'
 
 
+def test_coco_instances_have_their_class_colour(coco_root):
+    """Each instance is painted in its class's palette colour: the nearest palette colour to an
+    instance's mean visible colour is its own class's (for nearly all instances: shading and noise)."""
+    coco = COCO(str(coco_root / 'annotations' / 'instances_train2017.json'))
+    palette = np.asarray(TOY_COCO_PALETTE, float)
+    hits = total = 0
+    for img_id in coco.getImgIds():
+        info = coco.imgs[img_id]
+        img = cv2.imread(str(coco_root / 'train2017' / info['file_name']))[..., ::-1].astype(float)
+        for ann in coco.loadAnns(coco.getAnnIds(imgIds=img_id)):
+            mean = img[coco.annToMask(ann).astype(bool)].mean(0)
+            hits += int(np.abs(palette - mean).sum(1).argmin() == ann['category_id'] - 1)
+            total += 1
+    assert total >= 20 and hits >= 0.9 * total, f'{hits} of {total} instances nearest their class colour'
+
+
 def test_coco_ground_truth_scores_perfectly_in_cocoeval(coco_root):
     """pycocotools' evaluator reads the set; the ground truth as detections gives AP 1."""
     coco = COCO(str(coco_root / 'annotations' / 'instances_val2017.json'))

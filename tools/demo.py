@@ -95,6 +95,20 @@ def as_png(paths: list[str]) -> list[str]:
     return pngs
 
 
+def stretch_schedule(cfg: Config, iters: int) -> None:
+    """Train for `iters` iterations: the schedule phases that end at the config's last iteration
+    (e.g. the cosine decay after the warm-up) are stretched or shortened to end at `iters`."""
+    old = cfg.train_cfg.max_iters
+    for phase in cfg.get('param_scheduler', None) or []:
+        begin = phase.get('begin', 0)
+        if phase.get('by_epoch', True) or phase.get('end') != old or begin >= iters:
+            continue
+        phase['end'] = iters
+        if phase.get('T_max') == old - begin:
+            phase['T_max'] = iters - begin
+    cfg.train_cfg.max_iters = iters
+
+
 def run_task(task: str, model: str, work_root: str, data_root: str, iters: int | None) -> dict:
     config = osp.join(ROOT, CONFIGS[task].format(model=model))
     if not osp.isfile(config):
@@ -106,7 +120,7 @@ def run_task(task: str, model: str, work_root: str, data_root: str, iters: int |
     work_dir = osp.join(work_root, f'{task}_{model}')
     cfg.work_dir = work_dir
     if iters is not None:
-        cfg.train_cfg.max_iters = iters
+        stretch_schedule(cfg, iters)
     cfg.train_cfg.val_interval = cfg.train_cfg.max_iters + 1  # evaluated below, once per weights
     cfg.default_hooks.checkpoint.interval = cfg.train_cfg.max_iters
     os.makedirs(work_dir, exist_ok=True)

@@ -89,7 +89,7 @@ HEADER = """\
 # random ranker/router) and, as "dense", every token through every application.
 # Metadata also holds the CPU latency ratio of the backbone vs the PlainViT of the same recipe, timed
 # interleaved in the run that wrote this file. Results are toy-demo scores saved by tools/demo.py
-# (trained 150 iterations on the embedded toy set); null where no saved score was given.
+# (trained on the embedded toy set for Toy Training Iterations); null where no saved score was given.
 # Paper numbers are not in this file: see the README model table (quoted from SPEC.md).
 """
 
@@ -196,6 +196,7 @@ def model_entry(config: Path, m: dict[str, Any], latency: float | None = None,
             'Backbone FLOPs (G, test size)': r2(m['test']['backbone_gflops']),
             'Backbone FLOPs dense (G, test size)': r2(m['test']['backbone_dense_gflops']),
             LATENCY_KEY: None if latency is None else round(latency, 3),
+            'Toy Training Iterations': None if score is None else int(score['iters']),
         },
         'Results': [{'Task': task, 'Dataset': m['dataset'], 'Metrics': results}],
     }
@@ -245,7 +246,7 @@ def markdown_table(entries: list[dict[str, Any]]) -> str:
              '= GMACs; backbone FLOPs as active tokens / dense; toy scores filled in from tools/demo.py runs):', '',
              '| config | backbone | params (M) | backbone params (M) | backbone GFLOPs 224² | GFLOPs 224² '
              '| test size | backbone GFLOPs test size (active / dense) | GFLOPs test size '
-             '| CPU latency vs PlainViT | toy score (trained, 150 it.) |',
+             '| CPU latency vs PlainViT | toy score (trained, iterations) |',
              '|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|:--|']
     for e in entries:
         md = e['Metadata']
@@ -254,6 +255,8 @@ def markdown_table(entries: list[dict[str, Any]]) -> str:
         metrics = e['Results'][0]['Metrics']
         score = ', '.join(f'{k} {v:.3f}' if k != 'mIoU' else f'{k} {v:.1f}'
                           for k, v in metrics.items() if v is not None) or '–'
+        if md['Toy Training Iterations'] is not None:
+            score += f" ({md['Toy Training Iterations']} it.)"
         lines.append(f"| [{e['Name']}]({e['Config']}) | {md['Backbone']} | {md['Parameters (M)']} "
                      f"| {md['Backbone Parameters (M)']} | {md['Backbone FLOPs (G, 224x224)']} "
                      f"| {md['FLOPs (G, 224x224)']} | {md['Test Size']} | {act} / {dense} "

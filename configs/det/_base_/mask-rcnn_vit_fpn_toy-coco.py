@@ -25,9 +25,12 @@ model = dict(
         bbox_roi_extractor=dict(out_channels=fpn_channels),
         bbox_head=dict(in_channels=fpn_channels, fc_out_channels=256, num_classes=num_classes),
         mask_roi_extractor=dict(out_channels=fpn_channels),
-        mask_head=dict(in_channels=fpn_channels, conv_out_channels=fpn_channels, num_classes=num_classes)),
+        mask_head=dict(num_convs=2, in_channels=fpn_channels, conv_out_channels=fpn_channels,
+                       num_classes=num_classes)),
     # 256x256 images hold a handful of objects: fewer proposals and sampled RoIs than COCO's.
-    train_cfg=dict(rpn_proposal=dict(nms_pre=1000, max_per_img=300), rcnn=dict(sampler=dict(num=128))),
+    # Fewer RoIs and 2 mask convs (COCO: 512 and 4) make an iteration ~40 % cheaper on a CPU, and
+    # more, smaller steps learn faster from scratch than fewer, larger ones (README "The demo").
+    train_cfg=dict(rpn_proposal=dict(nms_pre=1000, max_per_img=300), rcnn=dict(sampler=dict(num=64))),
     test_cfg=dict(rpn=dict(nms_pre=1000, max_per_img=300)))
 
 train_pipeline = [
@@ -44,7 +47,7 @@ test_pipeline = [
     dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
 ]
 train_dataloader = dict(
-    batch_size=4, num_workers=1,
+    batch_size=2, num_workers=1,
     dataset=dict(data_root=data_root, metainfo=metainfo, pipeline=train_pipeline))
 val_dataloader = dict(
     batch_size=4, num_workers=1,
@@ -53,14 +56,14 @@ test_dataloader = val_dataloader
 val_evaluator = dict(ann_file=data_root + 'annotations/instances_val2017.json')
 test_evaluator = val_evaluator
 
-max_iters = 150
+max_iters = 800
 train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters, val_interval=max_iters)
-optim_wrapper = dict(optimizer=dict(lr=4e-4))
+optim_wrapper = dict(optimizer=dict(lr=1e-3))
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=20),
     dict(type='CosineAnnealingLR', T_max=max_iters - 20, eta_min=1e-6, by_epoch=False, begin=20, end=max_iters),
 ]
-auto_scale_lr = dict(base_batch_size=4)
+auto_scale_lr = dict(base_batch_size=2)
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=10),
     checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
