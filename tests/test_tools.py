@@ -111,6 +111,9 @@ def test_demo_trains_evaluates_and_draws_both_tasks(toy_root, tmp_path, capsys):
         assert len(r['pngs']) == 4 and all(p.endswith('.png') and osp.isfile(p) for p in r['pngs'])
         with open(osp.join(r['work_dir'], 'scores.json')) as f:  # what gen_metafile --scores reads
             assert json.load(f) == json.loads(json.dumps(r))
+        (train_log,) = glob.glob(osp.join(r['work_dir'], '2*', '2*.log'))  # the training run's log
+        with open(train_log) as f:
+            assert 'Saving checkpoint' in (text := f.read()) and 'Iter(val)' not in text  # evaluated once, after
     out = capsys.readouterr().out
     assert 'untrained' in out and 'bbox mAP' in out and 'mIoU' in out and 'total time' in out
 

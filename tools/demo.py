@@ -121,7 +121,6 @@ def run_task(task: str, model: str, work_root: str, data_root: str, iters: int |
     cfg.work_dir = work_dir
     if iters is not None:
         stretch_schedule(cfg, iters)
-    cfg.train_cfg.val_interval = cfg.train_cfg.max_iters + 1  # evaluated below, once per weights
     cfg.default_hooks.checkpoint.interval = cfg.train_cfg.max_iters
     os.makedirs(work_dir, exist_ok=True)
     init_ckpt = osp.join(work_dir, 'initial_weights.pth')
@@ -129,7 +128,11 @@ def run_task(task: str, model: str, work_root: str, data_root: str, iters: int |
     print(f'\n=== [{task}] training {osp.relpath(config, ROOT)} for {cfg.train_cfg.max_iters} iterations on '
           f'{torch.get_num_threads()} CPU threads ===', flush=True)
     t0 = time.time()
-    runner = Runner.from_cfg(cfg)
+    # No validation during training (mmengine's loop would validate after the last iteration
+    # whatever val_interval says): both weights are evaluated below, once each, through `test`.
+    fit_cfg = cfg.copy()
+    fit_cfg.val_dataloader = fit_cfg.val_cfg = fit_cfg.val_evaluator = None
+    runner = Runner.from_cfg(fit_cfg)
     runner.register_hook(SaveInitialWeights(init_ckpt))
     runner.train()
     train_s = time.time() - t0
