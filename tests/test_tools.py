@@ -134,6 +134,13 @@ def test_demo_iters_stretches_the_schedule_to_its_end(iters):
         assert dict(cfg.param_scheduler[1]) == decay
 
 
+@pytest.mark.parametrize('iters', ['0', '-3'])
+def test_demo_refuses_a_non_positive_iters(iters, capsys):
+    with pytest.raises(SystemExit):
+        demo_tool.main(['--iters', iters])
+    assert f'--iters must be >= 1 (training iterations), got {iters}' in capsys.readouterr().err
+
+
 def test_demo_refuses_a_data_root_without_toy_sets(tmp_path):
     with pytest.raises(SystemExit, match='no toy set at toy_coco.*make_toy_data.py --out'):
         demo_tool.main(['--data-root', str(tmp_path), '--work-dir', str(tmp_path / 'w')])

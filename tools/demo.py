@@ -181,6 +181,8 @@ def main(argv=None) -> list[dict]:
                         help='toy data folder (default: data/ of the repository, written when absent or outdated); '
                         'another folder must already hold toy sets, e.g. from tools/misc/make_toy_data.py --out DIR')
     args = parser.parse_args(argv)
+    if args.iters is not None and args.iters < 1:
+        parser.error(f'--iters must be >= 1 (training iterations), got {args.iters}')
     start = time.time()
     work_dir, data_root = osp.abspath(args.work_dir), osp.abspath(args.data_root)
     os.chdir(ROOT)  # the toy configs' data roots (data/toy_coco, data/toy_ade) are relative to the repo
