@@ -34,6 +34,7 @@ from mmrecvit.datasets.toy import (
     make_toy_data,
     render_coco_image,
 )
+from mmrecvit.datasets.toy.draw import rng_for
 
 REPO = Path(__file__).resolve().parents[1]
 SIZE = 256
@@ -190,7 +191,7 @@ def test_coco_annotations_are_the_visible_masks_and_occlusion_happens(coco_root)
     coco = COCO(str(coco_root / 'annotations' / 'instances_train2017.json'))
     occluded = 0
     for i, img_id in enumerate(sorted(coco.getImgIds())):
-        sample = render_coco_image(toy._rng_for(0, 'coco', 'train', i), SIZE)
+        sample = render_coco_image(rng_for(0, 'coco', 'train', i), SIZE)
         anns = coco.loadAnns(coco.getAnnIds(imgIds=img_id))
         assert [a['category_id'] - 1 for a in anns] == sample.labels
         for k, (ann, full, vis) in enumerate(zip(anns, sample.full_masks, sample.visible_masks)):

@@ -1,12 +1,12 @@
-"""Write the embedded toy COCO / ADE20K sets (issue 3) that the toy configs and the demo use.
+"""Write the embedded toy COCO / ADE20K sets that the toy configs and the demo use.
 
     python tools/misc/make_toy_data.py                      # data/toy_coco + data/toy_ade/ADEChallengeData2016
     python tools/misc/make_toy_data.py --which coco --coco-train 400 --seed 1
     python tools/misc/make_toy_data.py --force               # regenerate even if complete
 
 Idempotent: a set whose manifest records the same generator version and arguments, and whose
-files are all present, is skipped. The generator is `mmrecvit.datasets.toy`; see its docstring
-for the layouts.
+files are all present, is skipped. The generator is the `mmrecvit.datasets.toy` package; see its
+modules' docstrings for the layouts.
 """
 from __future__ import annotations
 
@@ -21,18 +21,22 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def load_toy() -> ModuleType:
-    """Load `mmrecvit/datasets/toy.py` by path.
+    """Load the `mmrecvit/datasets/toy/` package by path, under a private name.
 
     ``import mmrecvit.datasets.toy`` would run ``mmrecvit/__init__``, which imports torch and
     registers into mmdet/mmseg (seconds, and it needs the full stack installed). The generator
-    only needs numpy, OpenCV and pycocotools, so the data can be made before or without the rest.
+    only needs numpy, OpenCV, pycocotools and tqdm, and imports its own modules relatively, so
+    registering the package alone (with its folder as the search path for those modules) lets
+    the data be made before or without the rest.
     """
     name = 'mmrecvit_toy_data'
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / 'mmrecvit' / 'datasets' / 'toy.py')
+    package = REPO / 'mmrecvit' / 'datasets' / 'toy'
+    spec = importlib.util.spec_from_file_location(name, package / '__init__.py',
+                                                  submodule_search_locations=[str(package)])
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the file executes
+    sys.modules[name] = module  # the relative imports and the dataclasses look the package up here
     spec.loader.exec_module(module)
     return module
 
