@@ -26,7 +26,7 @@ which=${1:-all}
 
 # Issue 4: SR-ViT eval peak memory is flat in T (batch 8, 512^2; memory only).
 [[ $which == all || $which == srvit ]] && bench srvit_memory \
-  T1='SRViT(arch="small", num_steps=1)' T4='SRViT(arch="small", num_steps=4)' \
+  T1='SRViT(arch="small", num_recursions=1)' T4='SRViT(arch="small", num_recursions=4)' \
   --batch 8 --size 512 --repeats 0 --reference T1
 
 # Issue 5: online reViT (cached merged experts) vs its folded twin (a PlainViT of the same size);
@@ -56,8 +56,8 @@ which=${1:-all}
 # Issue 8: recursive backbones at equal block applications (12) vs PlainViT-S.
 [[ $which == all || $which == equal ]] && bench equal_applications \
   plainvit-s='PlainViT(arch="small")' \
-  naive-s='NaiveRecursiveViT(arch="small", num_unique_blocks=3)' \
-  srvit-s-T1='SRViT(arch="small", num_steps=1)' \
+  naive-s='NaiveRecursiveViT(arch="small", num_blocks=3)' \
+  srvit-s-T1='SRViT(arch="small", num_recursions=1)' \
   revit-s='ReViT(arch="small")' \
   edge-s-full='EdgeRecViT(arch="small", forced_mean_depth=12)' \
   mor-s-full='MoRViT(arch="small", capacities=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])' \

@@ -238,7 +238,7 @@ def test_cli_end_to_end_on_tiny_models(tmp_path, capsys):
     tool = load_tool()
     threads = torch.get_num_threads()
     out, table = tmp_path / 'b.md', tmp_path / 'b.csv'
-    argv = ["ours=PlainViT(arch='tiny', depth=1)", 'rec=NaiveRecursiveViT(arch="tiny", depth=2, num_unique_blocks=1)',
+    argv = ["ours=PlainViT(arch='tiny', depth=1)", 'rec=NaiveRecursiveViT(arch="tiny", depth=2, num_blocks=1)',
             'timm:vit_tiny_patch16_224(depth=1)', '--batch', '1', '2', '--size', '32', '48', '--warmup', '1',
             '--repeats', '1', '--threads', '1', '--peak-size', '64', '--no-progress',
             '--out', str(out), '--csv', str(table)]

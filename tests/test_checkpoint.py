@@ -144,7 +144,7 @@ def test_deit3_and_distilled_layouts(tmp_path, caplog):
 @pytest.mark.parametrize('mode', ['pick', 'average'])
 def test_naive_recursive_timm_init(tmp_path, mode):
     ref = timm_vit(depth=6)
-    model = NaiveRecursiveViT(**{**SMALL, 'depth': 6}, num_unique_blocks=2, timm_init=mode,
+    model = NaiveRecursiveViT(**{**SMALL, 'depth': 6}, num_blocks=2, timm_init=mode,
                               pretrained=save(ref.state_dict(), tmp_path))
     model.init_weights()
     w = [ref.blocks[i].attn.qkv.weight for i in range(6)]
@@ -152,5 +152,5 @@ def test_naive_recursive_timm_init(tmp_path, mode):
     for j in range(2):
         torch.testing.assert_close(model.blocks[j].attn.qkv.weight, expect[j])
     with pytest.raises(ValueError, match='must be a multiple of 4'):
-        NaiveRecursiveViT(**{**SMALL, 'depth': 6}, num_unique_blocks=4,
+        NaiveRecursiveViT(**{**SMALL, 'depth': 6}, num_blocks=4,
                           pretrained=save(ref.state_dict(), tmp_path)).init_weights()

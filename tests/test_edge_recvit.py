@@ -60,7 +60,7 @@ def test_fast_path_equals_masked_reference(case):
     assert 1 < depth.float().mean() < 12
     # the engine really skipped work: queries per step are the active tokens, not N
     N = 35 + model.num_prefix_tokens
-    queries = [s.queries for s in stats.steps]
+    queries = [s.queries for s in stats.blocks]
     expected = [((depth > s).sum().item() + 3 * model.num_prefix_tokens * (s < model.cls_depth)) / 3
                 for s in range(12)]
     assert queries == pytest.approx(expected) and sum(queries) < 12 * N
@@ -71,8 +71,8 @@ def test_cls_always_runs_full_depth():
     tokens = model.embed(torch.randn(2, 3, 64, 64))
     with torch.no_grad():
         states = model.forward_states(tokens, ALL_STEPS)
-    assert [s.queries for s in model.stats.steps] == [17] + [1] * 11  # CLS alone after step 0
-    assert model.stats.steps[-1].new_kv == 16  # the tail needs the frozen tokens' keys/values
+    assert [s.queries for s in model.stats.blocks] == [17] + [1] * 11  # CLS alone after step 0
+    assert model.stats.blocks[-1].new_kv == 16  # the tail needs the frozen tokens' keys/values
     for s in range(1, 11):  # patch tokens frozen, CLS moves (the last state is normed, skip it)
         assert torch.equal(states[s][:, 1:], states[0][:, 1:])
         assert not torch.allclose(states[s][:, 0], states[s - 1][:, 0])
@@ -91,7 +91,7 @@ def test_training_uses_gumbel_straight_through_to_the_ranker():
     outs = model(torch.randn(2, 3, 64, 64))
     sum(o.square().mean() for o in outs).backward()  # no aux loss: the gradient comes through a_s
     assert model.ranker.fc2.weight.grad.abs().sum() > 0
-    assert model.stats.steps[0].queries == 17  # the reference path: every token at every step
+    assert model.stats.blocks[0].queries == 17  # the reference path: every token at every step
     depths = []
     for seed in (5, 6):
         torch.manual_seed(seed)
@@ -129,7 +129,7 @@ def test_inference_knobs_change_processed_tokens():
         model = build(**kw)
         with torch.no_grad():
             model(images)
-        work[name] = [s.queries for s in model.stats.steps]
+        work[name] = [s.queries for s in model.stats.blocks]
         if name == 'forced':
             assert model.stats.scalars['depth/mean'].item() == pytest.approx(8.3, abs=1 / 16)
     assert work['capped'][4:] == [0] * 8 and max(work['capped'][:4]) > 0
@@ -139,7 +139,7 @@ def test_inference_knobs_change_processed_tokens():
     model.max_depth = 2
     with torch.no_grad():
         model(images)
-    assert [s.queries for s in model.stats.steps][2:] == [0] * 10
+    assert [s.queries for s in model.stats.blocks][2:] == [0] * 10
 
 
 def test_analytic_flops_count_the_tokens_really_processed():

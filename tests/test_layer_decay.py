@@ -149,9 +149,10 @@ def test_custom_lr_mult_multiplies_with_the_layer_scale():
 def test_srvit_layer_scale_does_not_depend_on_the_recursion_steps():
     """T is a test-time knob: the optimizer groups of the shared parameters are those of T=1 (DeiT's)."""
     kwargs = dict(BACKBONE_CASES['SRViT'])
-    t1 = BACKBONES['SRViT'](**{**kwargs, 'num_steps': 1})
-    t4 = BACKBONES['SRViT'](**{**kwargs, 'num_steps': 4})
-    plain = BACKBONES['PlainViT'](**{k: v for k, v in kwargs.items() if k != 'num_steps'})
+    t1 = BACKBONES['SRViT'](**{**kwargs, 'num_recursions': 1})
+    t4 = BACKBONES['SRViT'](**{**kwargs, 'num_recursions': 4})
+    plain_kwargs = {('depth' if k == 'num_blocks' else k): v for k, v in kwargs.items() if k != 'num_recursions'}
+    plain = BACKBONES['PlainViT'](**plain_kwargs)
     for name, _ in t1.named_parameters():
         assert t1.layer_depth(name) == t4.layer_depth(name) == plain.layer_depth(name), name
     assert t1.num_layers == t4.num_layers == plain.num_layers == 7
@@ -189,7 +190,7 @@ def test_toy_detector_config_trains_with_the_constructor():
     """The usage shown in configs/det/_base_/mask-rcnn_vit_fpn_1x_coco.py, on the toy Mask R-CNN."""
     from mmengine.config import Config
 
-    from mmrecvit.utils.analysis import REPO, build_model
+    from mmrecvit.mm.tooling import REPO, build_model
 
     cfg = Config.fromfile(f'{REPO}/configs/det/mask-rcnn_plainvit_fpn_toy-coco.py')
     cfg.merge_from_dict({'optim_wrapper.constructor': 'LayerDecayOptimWrapperConstructor',

@@ -4,6 +4,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from backbone_cases import masked_attention
 from timm.models.vision_transformer import VisionTransformer
 
 from mmrecvit.models import MoRViT
@@ -30,8 +31,7 @@ def build(**kw):
 
 def masked_block(block, x, chosen):
     """The dense block with attention restricted to the `chosen` (B, N) keys."""
-    q, k, v = block.attn.project_qkv(block.norm1(x))
-    h = x + block.attn.attend(q, k, v, attn_mask=chosen[:, None, None, :])
+    h = x + masked_attention(block, x, chosen[:, None, None, :])
     return h + block.mlp(block.norm2(h))
 
 
@@ -138,11 +138,11 @@ def test_engine_equals_masked_dense_reference(case, monkeypatch):
         assert all(torch.equal(m, mask) for m in seen[r * u: (r + 1) * u])  # the engine ran those rows
     # StepWork: the first and last block see every token, recursion steps only the chosen ones
     N = tokens.shape[1]
-    queries = [s.queries for s in model.stats.steps]
+    queries = [s.queries for s in model.stats.blocks]
     expected = [N] + [m.sum().item() / 3 for m in masks for _ in range(u)] + [N]
     assert queries == pytest.approx(expected) and sum(queries) < model.depth * N
     if model.routing == 'expert_choice':
-        assert [s.keys for s in model.stats.steps[1:-1]] == queries[1:-1]  # keys = the chosen tokens
+        assert [s.keys for s in model.stats.blocks[1:-1]] == queries[1:-1]  # keys = the chosen tokens
         assert 'loss_router_bce' not in model.stats.aux_losses  # eval: the training term is not computed
         with torch.no_grad():
             model.train().forward_states(tokens, steps)  # the same selection (no drop path here)
@@ -150,7 +150,7 @@ def test_engine_equals_masked_dense_reference(case, monkeypatch):
     else:
         counts = {m.sum().item() for m in masks[1]}
         assert len(counts) > 1, 'token-choice case must give different counts per image'
-    depth = model.stats.token_maps['depth']
+    depth = model.stats.token_maps['recursions']
     P = model.num_prefix_tokens
     assert torch.equal(depth, torch.stack(masks).sum(0)[:, P:])
 
@@ -167,8 +167,8 @@ def test_expert_choice_hierarchy_capacities_and_cls(monkeypatch):
     assert all(m[:, 0].all() for m in seen)  # CLS always continues
     scalars = model.stats.scalars
     assert [scalars[f'sel/r{r}'].item() for r in range(10)] == pytest.approx([k / 20 for k in ks])
-    assert scalars['depth/mean'].item() == pytest.approx(sum(ks) / 20)
-    assert model.stats.token_maps['depth'].shape == (2, 4, 5)
+    assert scalars['recursions/mean'].item() == pytest.approx(sum(ks) / 20)
+    assert model.stats.token_maps['recursions'].shape == (2, 4, 5)
 
 
 def test_cls_continues_even_when_the_router_ranks_it_last(monkeypatch):
@@ -185,7 +185,7 @@ def test_cls_continues_even_when_the_router_ranks_it_last(monkeypatch):
         states = model.forward_states(tokens, list(range(12)))
         scores = [model.routers[0](states[s][0]).squeeze(-1) for s in range(11)]
     assert all(sc.argmin() == 0 for sc in scores)  # the router ranks CLS last before every recursion
-    assert [s.queries for s in model.stats.steps] == [17] + [3] * 10 + [17]  # 1 CLS + ceil(0.1 * 16)
+    assert [s.queries for s in model.stats.blocks] == [17] + [3] * 10 + [17]  # 1 CLS + ceil(0.1 * 16)
     assert all(m[0, 0] for m in seen)
     for s in range(1, 11):
         assert not torch.allclose(states[s][:, 0], states[s - 1][:, 0])
@@ -211,7 +211,7 @@ def test_capacity_knob_at_inference_without_retraining():
         model.capacities = caps  # what --cfg-options model.backbone.capacities=[...] sets
         with torch.no_grad():
             outs[name] = model(images)
-        work[name] = sum(s.queries for s in model.stats.steps)
+        work[name] = sum(s.queries for s in model.stats.blocks)
         assert all(o.shape == (2, 32, 4, 4) and torch.isfinite(o).all() for o in outs[name])
     assert work['full'] == 12 * 17 and work['full'] > work['default'] > work['half']
     assert not torch.allclose(outs['full'][-1], outs['half'][-1])
@@ -222,7 +222,7 @@ def test_capacity_knob_at_inference_without_retraining():
         model.capacities = caps
         with torch.no_grad():
             model(images)
-        flops[name] = model.analytic_flops()
+        flops[name] = model.stats.flops
     D, N = 32, 17
     fixed = 2 * 16 * (3 * 16 * 16 * D)  # patch embedding
     dense_step = 2 * (N * 12 * D * D + 2 * N * N * D)  # qkv, proj, MLP + q.k, attn.v
@@ -239,13 +239,13 @@ def test_token_choice_depths_losses_and_gradients():
         model(images)
     depth = z.argmax(-1) + 1
     stats = model.stats
-    assert torch.equal(stats.token_maps['depth'].flatten(1), depth) and 1 < depth.float().mean() < 10
+    assert torch.equal(stats.token_maps['recursions'].flatten(1), depth) and 1 < depth.float().mean() < 10
     f = F.one_hot(depth - 1, 10).float().mean((0, 1))
     torch.testing.assert_close(stats.aux_losses['loss_balance'], 0.2 * 10 * (z.softmax(-1).mean((0, 1)) * f).sum())
     torch.testing.assert_close(stats.aux_losses['loss_z'], 1e-3 * torch.logsumexp(z, -1).square().mean())
     assert [stats.scalars[f'sel/r{r}'].item() for r in range(10)] == pytest.approx(
         [(depth > r).float().mean().item() for r in range(10)])
-    assert [s.queries for s in stats.steps[1:-1]] == pytest.approx(
+    assert [s.queries for s in stats.blocks[1:-1]] == pytest.approx(
         [((depth > r).sum().item() + 2) / 2 for r in range(10)])  # + CLS of each image
     # training: every parameter gets a gradient, the router through the gate alone as well
     model.train()

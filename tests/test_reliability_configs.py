@@ -78,9 +78,9 @@ SPECIFIC = {
     'PlainViT': [*DEPTH, *OUT_INDICES],
     'NaiveRecursiveViT': [
         *DEPTH, *OUT_INDICES,
-        ('num_unique_blocks', 0, ValueError, ['num_unique_blocks', '[1, 6]']),
-        ('num_unique_blocks', 7, ValueError, ['num_unique_blocks', '[1, 6]']),
-        ('num_unique_blocks', '2', TypeError, ['num_unique_blocks', INT]),
+        ('num_blocks', 0, ValueError, ['num_blocks', '[1, 6]']),
+        ('num_blocks', 7, ValueError, ['num_blocks', '[1, 6]']),
+        ('num_blocks', '2', TypeError, ['num_blocks', INT]),
         ('timm_init', 'mean', ValueError, ['timm_init', "['pick', 'average']"]),
     ],
     'SRViT': [

@@ -29,7 +29,7 @@ NUM_EXAMPLES, MIN_DISTINCT_SIZES = 270, 200
 # units with T >= 2, two experts, a shared middle step, two routed recursions) and drop path on.
 FEWER_BLOCKS = {
     'PlainViT': dict(depth=2),
-    'NaiveRecursiveViT': dict(depth=3, num_unique_blocks=2),
+    'NaiveRecursiveViT': dict(depth=3, num_blocks=2),
     'SRViT': dict(depth=2, unit_sizes=[1, 1], num_steps=[2, 1]),
     'ReViT': dict(depth=3, num_experts=2),
     'EdgeRecViT': dict(depth=3),

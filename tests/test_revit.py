@@ -87,7 +87,7 @@ def test_router_runs_once_per_forward_not_per_token():
 
 def test_one_expert_is_plain_weight_tying():
     revit = tiny(num_experts=1).eval()
-    tied = NaiveRecursiveViT(**TINY, depth=6, num_unique_blocks=1).eval()
+    tied = NaiveRecursiveViT(**TINY, depth=6, num_blocks=1).eval()
     sd = {}
     for k, v in revit.state_dict().items():
         if k.startswith('block.mlp.'):
@@ -154,7 +154,7 @@ def test_step_dropout_runs_each_image_as_a_shorter_revit():
     K = kept.sum(1)
     assert kept.shape == (6, 8) and (K >= 2).all() and (K < 8).any() and len(set(K.tolist())) > 1
     n = 10  # tokens: 3x3 patches + CLS
-    for t, work in enumerate(model.stats.steps):
+    for t, work in enumerate(model.stats.blocks):
         assert work.queries == pytest.approx(n * kept[:, t].float().mean().item())
     model.eval()
     with torch.no_grad():
@@ -184,7 +184,7 @@ def test_depth_is_elastic_at_inference():
         g9 = deeper.stats.tables['gates']
         trained(x)
         g6 = trained.stats.tables['gates']
-    assert len(outs) == 4 and g9.shape == (9, 3) and len(deeper.stats.steps) == 9
+    assert len(outs) == 4 and g9.shape == (9, 3) and len(deeper.stats.blocks) == 9
     torch.testing.assert_close(g9[[0, -1]], g6[[0, -1]])  # same program, resampled grid
     assert not torch.allclose(g9[1], g6[1])
     trained.depth = 9  # the setter: same as building with depth=9

@@ -13,7 +13,7 @@ TINY = dict(arch='tiny', embed_dim=32, num_heads=2, img_size=64)
 
 
 def build(**kwargs):
-    return SRViT(**{**TINY, 'depth': 6, **kwargs})
+    return SRViT(**{**TINY, 'num_blocks': 6, **kwargs})
 
 
 def randomize_method_parameters(model, seed=3):
@@ -31,7 +31,7 @@ def randomize_method_parameters(model, seed=3):
 def reference(model, img, steps=None):
     """SPEC §1 written out naively: keep every step state, then mix. Returns the unit outputs as
     maps (B, D, h, w) and the readout weights (B, T', h, w) of every unit."""
-    steps = steps or model.unit_steps
+    steps = steps or model.num_recursions
     x, grid = model.embed(img), model.patch_grid(img)
     outs, weights = [], []
     for u, blocks in enumerate(model.unit_blocks):
@@ -70,10 +70,10 @@ def test_t1_reproduces_timm_block_outputs_at_unit_ends(tmp_path):
     path = tmp_path / 'deit.pth'
     torch.save({'model': vit.state_dict()}, path)  # DeiT's layout, classifier included
 
-    model = SRViT(**TINY, num_steps=1, init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    model = SRViT(**TINY, num_recursions=1, init_cfg=dict(type='Pretrained', checkpoint=str(path)))
     model.init_weights()
     model.eval()
-    assert model.unit_sizes == (4, 4, 2, 2) and not list(model.routers) and model.num_steps == 12
+    assert model.unit_sizes == (4, 4, 2, 2) and not list(model.routers) and model.depth == 12
     img = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
         ours = model(img)
@@ -83,7 +83,7 @@ def test_t1_reproduces_timm_block_outputs_at_unit_ends(tmp_path):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
 
     # The same checkpoint initialises T = 4: blocks copied, step transforms and routers kept at zero.
-    model4 = SRViT(**TINY, num_steps=4, pretrained=str(path))
+    model4 = SRViT(**TINY, num_recursions=4, pretrained=str(path))
     model4.init_weights()
     torch.testing.assert_close(model4.blocks[7].mlp.fc1.weight, vit.blocks[7].mlp.fc1.weight, rtol=0, atol=0)
     assert all(not p.any() for n, p in model4.named_parameters() if n.startswith(('routers', 'step_transforms')))
@@ -92,8 +92,8 @@ def test_t1_reproduces_timm_block_outputs_at_unit_ends(tmp_path):
 def test_checkpoint_of_another_depth_is_an_error(tmp_path):
     vit = VisionTransformer(img_size=64, patch_size=16, embed_dim=32, depth=6, num_heads=2, num_classes=0)
     torch.save(vit.state_dict(), tmp_path / 'six.pth')
-    model = SRViT(**TINY, num_steps=2, pretrained=str(tmp_path / 'six.pth'))
-    with pytest.raises(ValueError, match='6-block checkpoint onto SRViT with depth=12'):
+    model = SRViT(**TINY, num_recursions=2, pretrained=str(tmp_path / 'six.pth'))
+    with pytest.raises(ValueError, match='6-block checkpoint onto SRViT with num_blocks=12'):
         model.init_weights()
 
 
@@ -102,7 +102,7 @@ def test_parameter_overhead_over_deit_small_is_step_transforms_and_routers():
     with torch.device('meta'):
         deit = VisionTransformer(img_size=224, patch_size=16, embed_dim=384, depth=12, num_heads=6)
     deit_backbone = sum(p.numel() for n, p in deit.named_parameters() if not n.startswith(('norm.', 'head.')))
-    srvit = SRViT('small', num_steps=4)
+    srvit = SRViT('small', num_recursions=4)
     D, T = 384, 4
     step_transforms = 4 * (T - 1) * (D * D + D)  # 12 (D^2 + D) = 1.774M
     routers = 4 * (D * T + T)
@@ -114,23 +114,23 @@ def test_parameter_overhead_over_deit_small_is_step_transforms_and_routers():
 
 
 def test_parameters_depend_on_t_only_not_on_how_the_model_runs():
-    keys = set(build(num_steps=3).state_dict())
-    for kwargs in (dict(eval_steps=1), dict(router_input='step_states'), dict(readout='hard')):
-        assert set(build(num_steps=3, **kwargs).state_dict()) == keys, kwargs
-    assert not [k for k in build(num_steps=3, readout='final').state_dict() if k.startswith('routers')]
+    keys = set(build(num_recursions=3).state_dict())
+    for kwargs in (dict(eval_recursions=1), dict(router_input='recursion_states'), dict(readout='hard')):
+        assert set(build(num_recursions=3, **kwargs).state_dict()) == keys, kwargs
+    assert not [k for k in build(num_recursions=3, readout='final').state_dict() if k.startswith('routers')]
     # Units with a single step have neither a router nor step transforms.
-    one = set(build(num_steps=[3, 1, 2, 1]).state_dict())
+    one = set(build(num_recursions=[3, 1, 2, 1]).state_dict())
     assert {k.split('.')[1] for k in one if k.startswith('routers')} == {'0', '2'}
     assert not [k for k in one if k.startswith(('step_transforms.1.', 'step_transforms.3.'))]
 
 
 # ---- the readouts against the naive reference --------------------------------------------------------------------
 @pytest.mark.parametrize('readout, router_input', [
-    ('soft', 'unit_input'), ('soft', 'step_states'), ('hard', 'unit_input'), ('hard', 'step_states'),
+    ('soft', 'unit_input'), ('soft', 'recursion_states'), ('hard', 'unit_input'), ('hard', 'recursion_states'),
     ('final', 'unit_input'),
 ])
 def test_outputs_and_weights_match_the_naive_reference(readout, router_input):
-    model = randomize_method_parameters(build(num_steps=[3, 2, 4, 1], readout=readout, router_input=router_input))
+    model = randomize_method_parameters(build(num_recursions=[3, 2, 4, 1], readout=readout, router_input=router_input))
     model.eval()
     img = torch.randn(2, 3, 48, 80)
     with torch.no_grad():
@@ -140,18 +140,18 @@ def test_outputs_and_weights_match_the_naive_reference(readout, router_input):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     for u, w in enumerate(ref_weights):
         got = model.stats.token_maps[f'mixture/unit{u}']
-        assert got.shape == (2, model.unit_steps[u], 3, 5)
+        assert got.shape == (2, model.num_recursions[u], 3, 5)
         torch.testing.assert_close(got, w, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(got.sum(1), torch.ones(2, 3, 5))  # weights sum to 1 per token
-    if readout != 'final' and model.unit_steps[0] > 1:  # the router really mixes (not a uniform/one-step case)
+    if readout != 'final' and model.num_recursions[0] > 1:  # the router really mixes (not a uniform/one-step case)
         w0 = model.stats.token_maps['mixture/unit0']
         assert (w0.amax(1) - w0.amin(1)).mean() > 0.05
         assert len({int(i) for i in w0.argmax(1).flatten()}) > 1
 
 
 def test_final_readout_is_the_unit_run_t_times_with_no_router():
-    soft = randomize_method_parameters(build(num_steps=3)).eval()
-    final = build(num_steps=3, readout='final').eval()
+    soft = randomize_method_parameters(build(num_recursions=3)).eval()
+    final = build(num_recursions=3, readout='final').eval()
     final.load_state_dict({k: v for k, v in soft.state_dict().items() if not k.startswith('routers')}, strict=True)
     img = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
@@ -172,8 +172,8 @@ def test_final_readout_is_the_unit_run_t_times_with_no_router():
 
 
 def test_hard_readout_picks_one_step_and_trains_the_router_straight_through():
-    hard = randomize_method_parameters(build(num_steps=4, readout='hard', out_indices=(0,))).train()
-    soft = build(num_steps=4, out_indices=(0,)).train()
+    hard = randomize_method_parameters(build(num_recursions=4, readout='hard', out_units=(0,))).train()
+    soft = build(num_recursions=4, out_units=(0,)).train()
     soft.load_state_dict(hard.state_dict())
     img = torch.randn(2, 3, 64, 64)
     target = torch.randn(2, 32, 4, 4)
@@ -208,12 +208,12 @@ def test_hard_readout_picks_one_step_and_trains_the_router_straight_through():
 
 
 # ---- test-time steps T' <= T -------------------------------------------------------------------------------------
-def test_fewer_eval_steps_load_strictly_and_renormalise_the_router(tmp_path):
-    trained = randomize_method_parameters(build(num_steps=4))
+def test_fewer_eval_recursions_load_strictly_and_renormalise_the_router(tmp_path):
+    trained = randomize_method_parameters(build(num_recursions=4))
     torch.save({'state_dict': {f'backbone.{k}': v for k, v in trained.state_dict().items()}}, tmp_path / 'det.pth')
     cfg = dict(type='Pretrained', checkpoint=str(tmp_path / 'det.pth'), prefix='backbone.')
-    short = build(num_steps=4, eval_steps=[2, 1, 3, 4], init_cfg=cfg)
-    short.init_weights()  # strict: the keys do not depend on eval_steps
+    short = build(num_recursions=4, eval_recursions=[2, 1, 3, 4], init_cfg=cfg)
+    short.init_weights()  # strict: the keys do not depend on eval_recursions
     short.eval()
     img = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
@@ -226,22 +226,22 @@ def test_fewer_eval_steps_load_strictly_and_renormalise_the_router(tmp_path):
     w = short.stats.token_maps['mixture/unit0']
     assert w.shape[1] == 2  # the truncated softmax is the full one renormalised over the first T' steps
     torch.testing.assert_close(w, full_weights[:, :2] / full_weights[:, :2].sum(1, keepdim=True))
-    assert len(short.stats.steps) == 2 * 2 + 1 * 2 + 3 * 1 + 4 * 1
+    assert len(short.stats.blocks) == 2 * 2 + 1 * 2 + 3 * 1 + 4 * 1
     # Training always runs T; the knob can be changed on a built model.
     short.train()
     short(img)
-    assert short.stats.token_maps['mixture/unit1'].shape[1] == 4 and len(short.stats.steps) == 4 * 6
-    short.eval_steps = 1
-    assert short.eval_steps == (1, 1, 1, 1)
-    with pytest.raises(ValueError, match=r'eval_steps\[2\]'):
-        short.eval_steps = [4, 4, 5, 4]
+    assert short.stats.token_maps['mixture/unit1'].shape[1] == 4 and len(short.stats.blocks) == 4 * 6
+    short.eval_recursions = 1
+    assert short.eval_recursions == (1, 1, 1, 1)
+    with pytest.raises(ValueError, match=r'eval_recursions\[2\]'):
+        short.eval_recursions = [4, 4, 5, 4]
 
 
 # ---- schedule, statistics, memory --------------------------------------------------------------------------------
 def test_applications_are_scheduled_and_indexed_by_step(monkeypatch):
-    model = build(num_steps=[2, 3, 1, 2], drop_path_rate=0.1).train()
-    assert model.num_steps == len(model.schedule) == len(model.drop_path_rates) == 2 * 2 + 3 * 2 + 1 + 2
-    assert model.schedule[:6] == [(0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1), (1, 0, 2), (1, 0, 3)]
+    model = build(num_recursions=[2, 3, 1, 2], drop_path_rate=0.1).train()
+    assert model.depth == len(model.schedule) == len(model.drop_path_rates) == 2 * 2 + 3 * 2 + 1 + 2
+    assert model.schedule[:6] == [0, 1, 0, 1, 2, 3]  # unit 0 (blocks 0, 1) twice, then unit 1 (blocks 2, 3)
     calls = []
     run_block = model.run_block
 
@@ -251,31 +251,32 @@ def test_applications_are_scheduled_and_indexed_by_step(monkeypatch):
 
     monkeypatch.setattr(model, 'run_block', spy)
     model(torch.randn(1, 3, 32, 32))
-    assert calls == [(i, b) for i, (_, _, b) in enumerate(model.schedule)]
-    assert len(model.stats.steps) == len(calls)
+    assert calls == list(enumerate(model.schedule))
+    assert len(model.stats.blocks) == len(calls)
 
 
 def test_statistics():
-    model = randomize_method_parameters(build(num_steps=3)).eval()
+    model = randomize_method_parameters(build(num_recursions=3)).eval()
     with torch.no_grad():
         model(torch.randn(2, 3, 64, 96))
     stats = model.stats
     assert sorted(stats.token_maps) == [f'mixture/unit{u}' for u in range(4)]
     assert stats.grid == (4, 6) and not stats.aux_losses
     for u in range(4):
-        mean = [stats.scalars[f'w/u{u}s{t}'] for t in (1, 2, 3)]
+        mean = [stats.scalars[f'w/u{u}r{t}'] for t in (1, 2, 3)]
         torch.testing.assert_close(sum(mean), torch.tensor(1.0))
-        torch.testing.assert_close(stats.scalars[f'depth/u{u}'], sum(t * m for t, m in zip((1, 2, 3), mean)))
+        torch.testing.assert_close(stats.scalars[f'recursions/u{u}'], sum(t * m for t, m in zip((1, 2, 3), mean)))
         assert not any(v.requires_grad for v in stats.scalars.values())
 
 
-@pytest.mark.parametrize('kwargs', [dict(), dict(router_input='step_states'), dict(readout='hard')])
+@pytest.mark.parametrize('kwargs', [dict(), dict(router_input='recursion_states'), dict(readout='hard')])
 def test_eval_memory_stays_flat_in_the_number_of_steps(kwargs):
     # Patch 8 makes block activations, not the image, dominate the peak (as at 512^2 with patch 16).
     img = torch.randn(2, 3, 64, 64)
     peaks = {}
     for T in (1, 4):
-        model = SRViT(**{**TINY, 'embed_dim': 64}, patch_size=8, num_steps=T, **kwargs).eval()  # units [4, 4, 2, 2]
+        # units [4, 4, 2, 2]
+        model = SRViT(**{**TINY, 'embed_dim': 64}, patch_size=8, num_recursions=T, **kwargs).eval()
         with PeakMemoryTracker() as tracker, torch.no_grad():
             model(img)
         peaks[T] = tracker.peak_bytes
@@ -290,16 +291,16 @@ def test_eval_memory_stays_flat_in_the_number_of_steps(kwargs):
     (dict(unit_sizes=[4, 4, 2]), ValueError, ['unit_sizes', 'sum', '12', '10']),
     (dict(unit_sizes=[4, 4, 0, 4]), ValueError, ['unit_sizes[2]']),
     (dict(unit_sizes=4), TypeError, ['unit_sizes', 'list']),
-    (dict(depth=8), ValueError, ['unit_sizes', 'depth=8']),
-    (dict(num_steps=0), ValueError, ['num_steps', '[1, inf]']),
-    (dict(num_steps=[4, 4]), ValueError, ['num_steps', '4 ints']),
-    (dict(num_steps=2.0), TypeError, ['num_steps', 'an int or a list of 4 ints']),
-    (dict(num_steps=[2, 2, 0, 2]), ValueError, ['num_steps[2]']),
-    (dict(num_steps=2, eval_steps=3), ValueError, ['eval_steps', '[1, 2]']),
-    (dict(eval_steps=0), ValueError, ['eval_steps']),
+    (dict(num_blocks=8), ValueError, ['unit_sizes', 'num_blocks=8']),
+    (dict(num_recursions=0), ValueError, ['num_recursions', '[1, inf]']),
+    (dict(num_recursions=[4, 4]), ValueError, ['num_recursions', '4 ints']),
+    (dict(num_recursions=2.0), TypeError, ['num_recursions', 'an int or a list of 4 ints']),
+    (dict(num_recursions=[2, 2, 0, 2]), ValueError, ['num_recursions[2]']),
+    (dict(num_recursions=2, eval_recursions=3), ValueError, ['eval_recursions', '[1, 2]']),
+    (dict(eval_recursions=0), ValueError, ['eval_recursions']),
     (dict(readout='mean'), ValueError, ['readout', 'soft', 'final', 'hard']),
-    (dict(router_input='x'), ValueError, ['router_input', 'unit_input', 'step_states']),
-    (dict(out_indices=[4]), ValueError, ['out_indices', '[-4, 3]']),
+    (dict(router_input='x'), ValueError, ['router_input', 'unit_input', 'recursion_states']),
+    (dict(out_units=[4]), ValueError, ['out_units', '[-4, 3]']),
 ])
 def test_bad_arguments(kwargs, exc, words):
     with pytest.raises(exc) as info:
@@ -309,8 +310,8 @@ def test_bad_arguments(kwargs, exc, words):
 
 
 def test_wrong_checkpoint_keys_are_listed(tmp_path):
-    state = build(num_steps=2).state_dict()
+    state = build(num_recursions=2).state_dict()
     torch.save(state, tmp_path / 't2.pth')
-    model = build(num_steps=3, pretrained=str(tmp_path / 't2.pth'))
+    model = build(num_recursions=3, pretrained=str(tmp_path / 't2.pth'))
     with pytest.raises(CheckpointError, match=r'missing keys .*step_transforms\.0\.2\.proj\.bias'):
         model.init_weights()

@@ -1,9 +1,10 @@
 """The token-adaptive engine (mmrecvit/models/token_adaptive.py) against dense references."""
 import pytest
 import torch
+from backbone_cases import masked_attention
 
 from mmrecvit.models.layers import Block
-from mmrecvit.models.token_adaptive import DepthPlan, KVCache, TokenSubset, project_kv_rows, run_subset
+from mmrecvit.models.token_adaptive import DepthPlan, KVCache, TokenSubset, run_subset
 
 D, H = 32, 2
 
@@ -27,9 +28,8 @@ def varied_mask(B=4, N=11, seed=1):
 
 def dense_masked_attention_block(block, x, mask):
     """Reference for attention among the active tokens: the dense block with a key mask."""
-    q, k, v = block.attn.project_qkv(block.norm1(x))
     allowed = mask[:, None, None, :].expand(-1, 1, x.shape[1], -1)  # (B, 1, Nq, Nk)
-    h = x + block.attn.attend(q, k, v, attn_mask=allowed)
+    h = x + masked_attention(block, x, allowed)
     h = h + block.mlp(block.norm2(h))
     return torch.where(mask[..., None], h, x)
 
@@ -163,7 +163,7 @@ def test_kv_cache_projects_each_frozen_token_once_per_weight_set():
         # the cache holds the tail's keys/values of the final frozen states
         frozen = plan.frozen(L - 1)
         torch.testing.assert_close(frozen.gather(cache.kv.view(B, N, 2 * D)),
-                                   project_kv_rows(tail, frozen.gather(x)), atol=1e-6, rtol=1e-6)
+                                   tail.project_kv(frozen.gather(x)), atol=1e-6, rtol=1e-6)
     shared_exits = int(((depth >= 1) & (depth <= L - 2)).sum())  # frozen during the shared steps
     tail_frozen = int((depth <= L - 1).sum())
     assert cache.projected == shared_exits + tail_frozen

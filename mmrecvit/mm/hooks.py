@@ -70,8 +70,6 @@ class RecursionHook(Hook):
 
         model.loss = loss_with_backbone_terms
         model._mmrecvit_loss_wrapped = True
-        for bb in backbones:
-            bb.aux_losses_collected = True
 
 
 # ---- exact resume ---------------------------------------------------------------------------------

@@ -49,3 +49,13 @@ def check_sequence(name: str, value: Any, *, min_len: int = 1) -> list:
     if len(value) < min_len:
         raise ValueError(f'{name} must have at least {min_len} element(s), got {list(value)}')
     return list(value)
+
+
+def check_renamed(owner: str, kwargs: dict[str, Any], renamed: dict[str, str]) -> None:
+    """An old argument spelling is an error naming the new one, never a silent change of meaning.
+
+    renamed: old name -> what to pass instead (a name, or a sentence).
+    """
+    for old, new in renamed.items():
+        if old in kwargs:
+            raise TypeError(f'{owner}: the argument {old!r} is no longer accepted; use {new} instead')

@@ -19,7 +19,7 @@ Two executions of the same function (attribute `execution`):
 """
 from __future__ import annotations
 
-import functools
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +29,9 @@ import torch.nn.functional as F
 from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
+from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
 from .checks import check_bool, check_choice, check_float, check_int
+from .flops import linear_work
 from .stats import ForwardStats
 from .token_adaptive import DepthPlan, KVCache, run_subset, subset_work
 from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, resolve_arch, stage_ends
@@ -44,44 +46,6 @@ def still_active_gates(y: Tensor) -> Tensor:
     `a_s = 1 - cumsum(y)_s + y_s`: 1 for steps s <= d-1 (the token still runs), 0 afterwards.
     """
     return 1.0 - y.cumsum(-1) + y
-
-
-def _mean_depth_of(beta: float, levels: int) -> float:
-    w = torch.softmax(beta * torch.arange(1, levels + 1, dtype=torch.float64), 0)
-    return float((w * torch.arange(1, levels + 1, dtype=torch.float64)).sum())
-
-
-@functools.lru_cache(maxsize=16)
-def forced_depths(batch: int, tokens: int, mean: float, levels: int, seed: int) -> Tensor:
-    """A fixed, seeded depth pattern (B, tokens) in 1..levels whose per-image mean is `mean`.
-
-    The benchmark knob `forced_mean_depth` (decision): depths are drawn i.i.d. per token from the
-    tilted distribution p_l ~ exp(beta l) whose mean is `mean` (a spread of depths, as a trained
-    ranker gives, rather than one value), then single tokens are moved by +-1 until each image's
-    depth sum is round(mean * tokens). Images get different patterns (so their active-token counts
-    differ, as with a real ranker) with the same mean. CPU tensor; deterministic in `seed`.
-    """
-    if mean >= levels:
-        return torch.full((batch, tokens), levels, dtype=torch.long)
-    if mean <= 1:
-        return torch.ones(batch, tokens, dtype=torch.long)
-    lo, hi = -60.0, 60.0
-    for _ in range(100):  # bisection: the tilted mean grows with beta
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if _mean_depth_of(mid, levels) < mean else (lo, mid)
-    probs = torch.softmax(0.5 * (lo + hi) * torch.arange(1, levels + 1, dtype=torch.float64), 0)
-    gen = torch.Generator().manual_seed(seed)
-    depth = torch.multinomial(probs.expand(batch, levels), tokens, replacement=True, generator=gen) + 1
-    target = round(mean * tokens)
-    for b in range(batch):
-        diff = target - int(depth[b].sum())
-        while diff:
-            step = 1 if diff > 0 else -1
-            movable = ((depth[b] < levels) if step > 0 else (depth[b] > 1)).nonzero().squeeze(1)
-            pick = movable[torch.randperm(len(movable), generator=gen)[: abs(diff)]]
-            depth[b, pick] += step
-            diff -= step * len(pick)
-    return depth
 
 
 class EarrRanker(nn.Module):
@@ -121,10 +85,6 @@ class EdgeRecViT(ViTBackbone):
             see below). None: L.
         depth_shift: inference knob: add this to every patch token's depth (clipped to
             [1, max_depth]); negative values save compute, positive ones spend more.
-        forced_mean_depth: benchmark knob: ignore the ranker's choice and use a fixed, seeded
-            depth pattern with this mean per image (see `forced_depths`); `forced_mean_depth=L`
-            is the same model at full depth. `depth_shift`/`max_depth` still apply after it.
-        forced_depth_seed: seed of that pattern.
         final_norm: timm's final LayerNorm `norm` on the state after the last step L-1 (as in
             the authors' model, whose tail output goes through it; decision: the other levels stay
             un-normalised, as mmseg's ViT `final_norm`). It is part of the paper's parameter
@@ -149,26 +109,23 @@ class EdgeRecViT(ViTBackbone):
     Statistics (`self.stats`): `aux_losses` `loss_stb`, `loss_du` (weighted); `scalars`
     `depth/mean` (patch tokens), `depth/d{l}` (fraction of patch tokens with depth l, the
     histogram), `depth/conf` (mean ranker confidence); `token_maps` `depth` (B, h, w) int64 and
-    `confidence` (B, h, w); one `StepWork` per executed step (the tokens really processed).
+    `confidence` (B, h, w); `work`: the ranker and every executed block application with the tokens really processed.
     """
 
     def __init__(self, arch: str = 'small', embed_dim: int | None = None, depth: int | None = None,
                  num_heads: int | None = None, out_indices: Sequence[int] | None = None,
                  shared_init_block: int = 6, stb_loss_weight: float = 1e-3, du_loss_weight: float = 0.1,
                  gumbel_tau: float = 1.0, max_depth: int | None = None, depth_shift: int = 0,
-                 forced_mean_depth: float | None = None, forced_depth_seed: int = 0,
                  execution: str = 'adaptive', final_norm: bool = True, **kwargs: Any) -> None:
         sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
         depth = check_int('depth (head + shared steps + tail, so at least 3)', sizes['depth'], 3)
-        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], num_steps=depth, **kwargs)
-        self.depth = depth
+        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], depth=depth, **kwargs)
         self.out_indices = check_out_indices(stage_ends(depth) if out_indices is None else out_indices, depth)
         self.shared_init_block = check_int('shared_init_block', shared_init_block, 0)
         self.stb_loss_weight = check_float('stb_loss_weight', stb_loss_weight, 0.0, math.inf)
         self.du_loss_weight = check_float('du_loss_weight', du_loss_weight, 0.0, math.inf)
         self.gumbel_tau = check_float('gumbel_tau', gumbel_tau, 0.0, math.inf, low_open=True)
         self.max_depth, self.depth_shift, self.execution = max_depth, depth_shift, execution
-        self.forced_mean_depth, self.forced_depth_seed = forced_mean_depth, forced_depth_seed
         self.check_knobs()
         check_bool('final_norm', final_norm)
 
@@ -186,9 +143,6 @@ class EdgeRecViT(ViTBackbone):
         if self.max_depth is not None:
             check_int('max_depth', self.max_depth, 1, L)
         check_int('depth_shift', self.depth_shift, 1 - L, L - 1)
-        if self.forced_mean_depth is not None:
-            check_float('forced_mean_depth', self.forced_mean_depth, 1.0, float(L))
-        check_int('forced_depth_seed', self.forced_depth_seed, 0)
         check_choice('execution', self.execution, EXECUTIONS)
 
     @property
@@ -197,10 +151,11 @@ class EdgeRecViT(ViTBackbone):
         return self.depth if self.max_depth is None else self.max_depth
 
     def assign_depths(self, chosen: Tensor) -> Tensor:
-        """Ranker depths (B, Np) in 1..L -> executed depths after the forcing/shift/cap knobs."""
-        if self.forced_mean_depth is not None:
-            chosen = forced_depths(chosen.shape[0], chosen.shape[1], float(self.forced_mean_depth), self.depth,
-                                   int(self.forced_depth_seed)).to(chosen.device)
+        """Ranker depths (B, Np) in 1..L -> executed depths after the shift/cap knobs.
+
+        The one place a depth assignment is made: the benchmark harness overrides it on an
+        instance to run fixed depth patterns (`mmrecvit.benchmark`).
+        """
         return (chosen + self.depth_shift).clamp(1, self.cls_depth)
 
     # ---- forward ------------------------------------------------------------------------------
@@ -229,7 +184,9 @@ class EdgeRecViT(ViTBackbone):
             states, steps = self._forward_adaptive(x, torch.cat([prefix_depth, depth], 1), indices)
         states = [self.norm(h) if i == L - 1 else h for h, i in zip(states, indices)]
 
-        self.stats = ForwardStats(steps=steps, aux_losses=self._aux_losses(logits, probs, depth),
+        ranker = [linear_work(f'ranker.{name}', N - P, fc.in_features, fc.out_features)
+                  for name, fc in (('fc1', self.ranker.fc1), ('fc2', self.ranker.fc2))]
+        self.stats = ForwardStats(work=[*ranker, *steps], aux_losses=self._aux_losses(logits, probs, depth),
                                   scalars=self._scalars(depth, confidence),
                                   token_maps={'depth': depth, 'confidence': confidence})
         return states
@@ -243,7 +200,7 @@ class EdgeRecViT(ViTBackbone):
             x = x + a * (self.run_block(self.blocks[self.schedule[s]], x, s) - x)
             if s in wanted:
                 wanted[s] = x
-        return [wanted[i] for i in indices], self.dense_stats(x.shape[1], num_steps).steps
+        return [wanted[i] for i in indices], self.dense_stats(x.shape[1], num_steps).work
 
     def _forward_adaptive(self, x: Tensor, depth: Tensor, indices: Sequence[int]) -> tuple[list[Tensor], list]:
         """The engine: step s runs only tokens with depth > s; frozen keys/values are cached."""
@@ -259,7 +216,7 @@ class EdgeRecViT(ViTBackbone):
                 new = cache.update(block, x, plan.exited(s), plan.frozen(s))
                 x, work = run_subset(block, x, active, kv_cache=cache, drop_path_rate=self.drop_path_rates[s],
                                      inplace=inplace)
-                work.new_kv = new.total / x.shape[0]
+                work = dataclasses.replace(work, new_kv=new.total / x.shape[0])
             else:
                 work = subset_work(block, active, cached_keys=True)
             steps.append(work)
@@ -282,26 +239,10 @@ class EdgeRecViT(ViTBackbone):
         scalars.update({f'depth/d{level}': f for level, f in enumerate(hist.unbind(), start=1)})
         return scalars
 
-    def analytic_flops(self) -> float:
-        """FLOPs per image of the last forward (2 x MACs of matmuls and convolutions; the convention
-        of `StepWork.flops`): the block applications really executed (`stats.steps`), the patch
-        embedding and the ranker (D -> 2D -> L on every patch token, which the dense ViT lacks)."""
-        if self.stats is None:
-            raise RuntimeError('analytic_flops() describes the last forward: run the model first')
-        h, w = self.stats.grid
-        patches = h * w
-        proj = self.patch_embed.proj
-        patch_embed = 2.0 * proj.in_channels * proj.kernel_size[0] * proj.kernel_size[1] * proj.out_channels * patches
-        ranker = 2.0 * patches * (self.ranker.fc1.in_features * self.ranker.fc1.out_features
-                                  + self.ranker.fc2.in_features * self.ranker.fc2.out_features)
-        return self.stats.block_flops(self.embed_dim) + patch_embed + ranker
-
     # ---- weights ------------------------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """head <- timm block 0, shared <- block `shared_init_block`, tail <- the last block (SPEC §6);
         the ranker and `norm` keep their initialisation (logged)."""
-        from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
-
         rest, blocks = split_timm_blocks(state_dict)
         if not blocks:
             raise ValueError('the timm checkpoint has no blocks.<i>.* keys to initialise Edge-RecViT from')

@@ -2,19 +2,28 @@
 
 `Block`, `Attention` and `Mlp` hold exactly the parameters of timm's `VisionTransformer` blocks
 (`norm1`, `attn.qkv`, `attn.proj`, `norm2`, `mlp.fc1`, `mlp.fc2`, optional `ls1.gamma`/`ls2.gamma`),
-so a timm/DeiT block's state dict loads into ours unchanged. Two things differ from timm on purpose:
+so a timm/DeiT block's state dict loads into ours unchanged. What differs from timm, on purpose:
 
 * the stochastic-depth rate is an argument of `forward`, not a property of the module, because a
   recursive model applies one block at several depths with different rates (STYLE 3);
-* `Attention` exposes its projection and attention halves (`project_qkv`, `project_kv`, `attend`)
-  so the token-adaptive engine can run queries for a subset of tokens against cached keys/values.
+* `Block` takes an `mlp_layer` (as timm and DINOv2 do): reViT's block is a `Block` whose MLP is a
+  bank of experts merged per step, whose weights `forward` passes through (`**mlp_kwargs`);
+* `Block.forward` and `Attention.forward` also run on the rows (T, D) of a token subset
+  (`rows`, a `token_adaptive.TokenRows`): the token-adaptive engine runs this same block on the
+  active tokens only, with attention among them or over a key/value cache. `Attention` provides
+  the pieces that engine needs (`project_qkv`, `project_kv`, `attend_rows`).
 """
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from timm.layers import drop_path, trunc_normal_
 from torch import Tensor, nn
+
+from .flops import BlockWork
 
 
 def init_linear_norm(module: nn.Module) -> None:
@@ -51,31 +60,51 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
         self.proj = nn.Linear(dim, dim)
 
-    def _split_heads(self, x: Tensor, parts: int) -> tuple[Tensor, ...]:
-        B, N, _ = x.shape
-        # (B, N, parts*D) -> (parts, B, heads, N, D/heads)
-        x = x.reshape(B, N, parts, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        return x.unbind(0)
+    def forward(self, x: Tensor, rows: Any = None) -> Tensor:
+        """(B, N, D) -> (B, N, D); with `rows`, the (T, D) rows of a token subset -> (T, D)."""
+        if rows is not None:
+            return rows.attend(self, x)
+        B, N, D = x.shape
+        # (B, N, 3D) -> (3, B, heads, N, D/heads)
+        q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        x = F.scaled_dot_product_attention(q, k, v)
+        return self.proj(x.transpose(1, 2).reshape(B, N, D))  # (B, heads, N, D/heads) -> (B, N, D)
 
-    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """(B, N, D) -> q, k, v, each (B, heads, N, D/heads)."""
-        return self._split_heads(self.qkv(x), 3)
+    def project_qkv(self, x: Tensor) -> Tensor:
+        """(..., D) -> (..., 3D): queries, keys and values, token-major."""
+        return self.qkv(x)
 
-    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """Keys and values only (the last 2/3 of `qkv`): for tokens that are never queried."""
+    def project_kv(self, x: Tensor) -> Tensor:
+        """(..., D) -> (..., 2D): keys then values only (the last 2/3 of `qkv`), for tokens that are
+        attended over but not queried (a key/value cache)."""
         dim = self.qkv.in_features
         bias = self.qkv.bias[dim:] if self.qkv.bias is not None else None
-        return self._split_heads(F.linear(x, self.qkv.weight[dim:], bias), 2)
+        return F.linear(x, self.qkv.weight[dim:], bias)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None) -> Tensor:
-        """Scaled dot-product attention of q (B, h, Nq, d) over k, v (B, h, Nk, d), then `proj`."""
-        x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-        B, _, Nq, _ = x.shape
-        # (B, heads, Nq, D/heads) -> (B, Nq, D)
-        return self.proj(x.transpose(1, 2).reshape(B, Nq, -1))
+    def attend_rows(self, q: Tensor, k: Tensor, v: Tensor, q_counts: Sequence[int],
+                    k_counts: Sequence[int]) -> Tensor:
+        """Per-image attention of query rows q (Tq, D) over key/value rows k, v (Tk, D), both
+        grouped by image (`q_counts`/`k_counts` rows each, every count > 0), then `proj` -> (Tq, D).
 
-    def forward(self, x: Tensor) -> Tensor:
-        return self.attend(*self.project_qkv(x))
+        One batched call when all images have the same counts (always at batch 1), else one call
+        per image: exact and wasting nothing (a key-padding mask would leave the fused kernel).
+        """
+        H, d = self.num_heads, self.head_dim
+        if len(set(q_counts)) == 1 and len(set(k_counts)) == 1:
+            B, nq, nk = len(q_counts), q_counts[0], k_counts[0]
+            # (B*n, D) -> (B, heads, n, D/heads)
+            out = F.scaled_dot_product_attention(q.view(B, nq, H, d).transpose(1, 2),
+                                                 k.reshape(B, nk, H, d).transpose(1, 2),
+                                                 v.reshape(B, nk, H, d).transpose(1, 2))
+            return self.proj(out.transpose(1, 2).reshape(B * nq, H * d))
+        outs, qo, ko = [], 0, 0
+        for nq, nk in zip(q_counts, k_counts):
+            # (n, D) -> (1, heads, n, D/heads)
+            qb, kb, vb = (t.reshape(1, -1, H, d).transpose(1, 2)
+                          for t in (q[qo: qo + nq], k[ko: ko + nk], v[ko: ko + nk]))
+            outs.append(F.scaled_dot_product_attention(qb, kb, vb)[0].transpose(0, 1).reshape(nq, H * d))
+            qo, ko = qo + nq, ko + nk
+        return self.proj(torch.cat(outs))
 
 
 class LayerScale(nn.Module):
@@ -98,20 +127,33 @@ class Block(nn.Module):
         mlp_ratio: MLP hidden width / D.
         qkv_bias: bias in the fused qkv projection (timm/DeiT: True).
         init_values: LayerScale init (DeiT III); None for no LayerScale.
+        mlp_layer: `mlp_layer(dim, hidden_dim)` builds the MLP (default `Mlp`).
     """
 
     def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0, qkv_bias: bool = True,
-                 init_values: float | None = None) -> None:
+                 init_values: float | None = None, mlp_layer: Callable[[int, int], nn.Module] = Mlp) -> None:
         super().__init__()
+        self.dim, self.mlp_hidden = dim, int(dim * mlp_ratio)
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
         self.attn = Attention(dim, num_heads, qkv_bias)
         self.ls1 = LayerScale(dim, init_values) if init_values else nn.Identity()
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio))
+        self.mlp = mlp_layer(dim, self.mlp_hidden)
         self.ls2 = LayerScale(dim, init_values) if init_values else nn.Identity()
-        self.apply(init_linear_norm)
+        self.apply(init_linear_norm)  # modules that are not nn.Linear (expert banks) initialise themselves
 
-    def forward(self, x: Tensor, drop_path_rate: float = 0.0) -> Tensor:
-        x = x + drop_path(self.ls1(self.attn(self.norm1(x))), drop_path_rate, self.training)
-        x = x + drop_path(self.ls2(self.mlp(self.norm2(x))), drop_path_rate, self.training)
+    def forward(self, x: Tensor, drop_path_rate: float = 0.0, rows: Any = None, **mlp_kwargs: Any) -> Tensor:
+        """x: tokens (B, N, D), or with `rows` the (T, D) rows of a token subset (stochastic depth
+        then per image of the rows). `mlp_kwargs` go to the MLP (reViT: the merged expert weights)."""
+        drop = drop_path if rows is None else rows.drop_path  # the same signature (x, rate, training)
+        x = x + drop(self.ls1(self.attn(self.norm1(x), rows)), drop_path_rate, self.training)
+        x = x + drop(self.ls2(self.mlp(self.norm2(x), **mlp_kwargs)), drop_path_rate, self.training)
         return x
+
+    def project_kv(self, x: Tensor) -> Tensor:
+        """(..., D) states -> (..., 2D) keys then values under this block (a key/value cache entry)."""
+        return self.attn.project_kv(self.norm1(x))
+
+    def work(self, queries: float, keys: float, new_kv: float = 0.0, attn_pairs: float | None = None) -> BlockWork:
+        """The `BlockWork` of one application of this block on that many tokens (per image)."""
+        return BlockWork(self.dim, self.mlp_hidden, queries, keys, new_kv, attn_pairs)

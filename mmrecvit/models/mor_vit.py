@@ -47,7 +47,7 @@ Decisions (SPEC §4 leaves them open; constructor arguments where cheap):
 * (decision) with a unit of u > 1 blocks the chosen set and the gate are fixed per recursion and
   the gated update is applied at every block application of the unit (so every application step
   has a well-defined state for `out_indices`).
-* (decision) depth of a token (`token_maps['depth']`, `scalars['depth/mean']`) = the number of
+* (decision) a token's `token_maps['recursions']` (mean: `scalars['recursions/mean']`) = the number of
   recursions it ran (0..N_r; every token also runs the first and last block).
 * (decision, SPEC §6) from a timm/DeiT checkpoint of n blocks: first <- block 0, last <- block n-1;
   shared unit block j <- mean of the middle blocks i = 1..n-2 with (i-1) % u == j (`timm_init=
@@ -68,8 +68,10 @@ from timm.layers import trunc_normal_
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from .checks import check_choice, check_float, check_int, check_sequence
-from .stats import ForwardStats, StepWork
+from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
+from .checks import check_choice, check_float, check_int, check_renamed, check_sequence
+from .flops import OpWork, linear_work
+from .stats import ForwardStats
 from .token_adaptive import DepthPlan, TokenSubset, run_subset, subset_work
 from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, resolve_arch, stage_ends
 
@@ -112,12 +114,12 @@ class ExpertChoice:
         self.prefix = torch.arange(P, device=device).expand(B, P)
         self.candidates = torch.arange(P, N, device=device).expand(B, N - P)
         self.capacities = model.capacity_schedule
-        self.depth = torch.zeros(B, N - P, dtype=torch.long, device=device)  # recursions run, patch tokens
+        self.recursions = torch.zeros(B, N - P, dtype=torch.long, device=device)  # recursions run, patch tokens
         self.bce: list[Tensor] = []
         self.fractions: list[float] = []
         self.gate_means: list[Tensor] = []
         self.everything: TokenSubset | None = None  # the all-tokens subset, made once per forward
-        self.router_rows = 0  # per image, for `analytic_flops`
+        self.work: list[OpWork] = []  # the routers' (flops.py)
 
     def select(self, r: int, x: Tensor) -> tuple[TokenSubset, Tensor]:
         """Tokens that run recursion r and their gates (in the subset's row order)."""
@@ -144,15 +146,15 @@ class ExpertChoice:
             self.bce.append(F.binary_cross_entropy_with_logits(patch_logits.float(), target))
         self.candidates = chosen
         self.fractions.append(k / self.num_patches)
-        self.router_rows += P + k_prev
+        self.work.append(linear_work(f'routers.{r}', P + k_prev, D, 1))
         if k == self.num_patches:  # every token, in order: no index or concatenation needed
-            self.depth.fill_(r + 1)
+            self.recursions.fill_(r + 1)
             gate = self.model.alpha * torch.sigmoid(logits)  # (B, N)
             self.gate_means.append(gate.detach().float().mean())
             if self.everything is None:
                 self.everything = TokenSubset.everything(B, N, x.device)
             return self.everything, gate.reshape(-1).to(x.dtype)
-        self.depth.scatter_(1, chosen - P, r + 1)  # nested sets: the last write is the deepest
+        self.recursions.scatter_(1, chosen - P, r + 1)  # nested sets: the last write is the deepest
         gate = self.model.alpha * torch.sigmoid(torch.cat([logits[:, :P], chosen_logits], 1))  # (B, P + k)
         self.gate_means.append(gate.detach().float().mean())
         return TokenSubset.from_positions(torch.cat([self.prefix, chosen], 1), N), gate.reshape(-1).to(x.dtype)
@@ -163,9 +165,9 @@ class ExpertChoice:
             losses['loss_router_bce'] = self.model.bce_loss_weight * torch.stack(self.bce).mean()
         if self.gate_means:
             scalars['gate/mean'] = torch.stack(self.gate_means).mean()
-        device = self.depth.device
+        device = self.recursions.device
         scalars.update({f'sel/r{r}': torch.tensor(f, device=device) for r, f in enumerate(self.fractions)})
-        scalars['depth/mean'] = self.depth.float().mean()
+        scalars['recursions/mean'] = self.recursions.float().mean()
         return losses, scalars
 
 
@@ -176,8 +178,8 @@ class TokenChoice:
         B, N, _ = x.shape
         self.model, self.B, self.N, self.P = model, B, N, model.num_prefix_tokens
         self.plan: DepthPlan | None = None
-        self.depth = torch.zeros(B, N - self.P, dtype=torch.long, device=x.device)  # recursions, patch tokens
-        self.router_rows = 0
+        self.recursions = torch.zeros(B, N - self.P, dtype=torch.long, device=x.device)  # patch tokens
+        self.work: list[OpWork] = []
 
     def select(self, r: int, x: Tensor) -> tuple[TokenSubset, Tensor]:
         model, P, R = self.model, self.P, self.model.num_recursions
@@ -186,12 +188,12 @@ class TokenChoice:
                                              model.router(x))  # (B, N, N_r)
             probs = self.logits.softmax(-1)
             self.probs = probs[:, P:]
-            self.depth = self.logits[:, P:].detach().argmax(-1) + 1  # (B, Np) in 1..N_r
-            depth = torch.cat([self.depth.new_full((self.B, P), R), self.depth], 1)  # CLS: every recursion
+            self.recursions = self.logits[:, P:].detach().argmax(-1) + 1  # (B, Np) in 1..N_r
+            depth = torch.cat([self.recursions.new_full((self.B, P), R), self.recursions], 1)  # CLS: every one
             gate = model.alpha * probs.gather(-1, (depth - 1).unsqueeze(-1))  # (B, N, 1)
             self.gate = gate.reshape(-1).to(x.dtype)
             self.plan = DepthPlan(depth, R)
-            self.router_rows = self.N * R  # a Linear(D -> N_r) on every token, as N_r rows of D
+            self.work.append(linear_work('router', self.N, x.shape[-1], R))
         active = self.plan.active(r)
         return active, self.gate.index_select(0, active.index)
 
@@ -199,13 +201,13 @@ class TokenChoice:
         if self.plan is None:
             return {}, {}
         model, R = self.model, self.model.num_recursions
-        patch_logits, depth = self.logits[:, self.P:], self.depth
+        patch_logits, depth = self.logits[:, self.P:], self.recursions
         P_i = self.probs.float().mean((0, 1))  # mean router probability of depth i
         f_i = F.one_hot(depth - 1, R).float().mean((0, 1))  # fraction of tokens given depth i
         losses = {'loss_balance': model.balance_loss_weight * R * (P_i * f_i).sum(),
                   'loss_z': model.z_loss_weight * torch.logsumexp(patch_logits.float(), -1).square().mean()}
         scalars = {f'sel/r{r}': (depth > r).float().mean() for r in range(R)}
-        scalars['depth/mean'] = depth.float().mean()
+        scalars['recursions/mean'] = depth.float().mean()
         scalars['gate/mean'] = self.gate.detach().float().mean()
         return losses, scalars
 
@@ -242,8 +244,8 @@ class MoRViT(ViTBackbone):
 
     Statistics (`self.stats`): `aux_losses` (weighted) `loss_router_bce` (expert-choice, training mode only) or
     `loss_balance` and `loss_z` (token-choice); `scalars` `sel/r{r}` (fraction of patch tokens
-    running recursion r), `depth/mean` (mean recursions per patch token), `gate/mean`;
-    `token_maps['depth']` (B, h, w) int64 recursions per patch token; one `StepWork` per block
+    running recursion r), `recursions/mean` (mean recursions per patch token), `gate/mean`;
+    `token_maps['recursions']` (B, h, w) int64 recursions per patch token; `work`: the routers and every block
     application with the tokens really processed.
     """
 
@@ -253,12 +255,14 @@ class MoRViT(ViTBackbone):
                  bce_loss_weight: float = 1e-3, balance_loss_weight: float = 0.1, z_loss_weight: float = 1e-5,
                  out_indices: Sequence[int] | None = None, timm_init: str = 'average', shared_init_block: int = 6,
                  **kwargs: Any) -> None:
+        check_renamed('MoRViT', kwargs, {'depth': 'num_recursions (the depth is 2 + unit_size * num_recursions '
+                                                  'block applications)'})
         sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, num_heads=num_heads)
         R = check_int('num_recursions (N_r)', num_recursions, 1)
         u = check_int('unit_size', unit_size, 1)
         depth = 2 + u * R
-        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], num_steps=depth, **kwargs)
-        self.num_recursions, self.unit_size, self.depth = R, u, depth
+        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], depth=depth, **kwargs)
+        self.num_recursions, self.unit_size = R, u
         self.routing = check_choice('routing', routing, ROUTINGS)
         if router_alpha is None:
             router_alpha = DEFAULT_ALPHA[routing]
@@ -280,7 +284,6 @@ class MoRViT(ViTBackbone):
             self.routers = nn.ModuleList(_make_router(self.embed_dim, 1) for _ in range(R))
         else:
             self.router = _make_router(self.embed_dim, R)
-        self._router_rows = 0
 
     # ---- knobs ---------------------------------------------------------------------------------
     def check_knobs(self) -> None:
@@ -318,13 +321,12 @@ class MoRViT(ViTBackbone):
         num_steps = max(indices) + 1
         routing = (ExpertChoice if self.routing == 'expert_choice' else TokenChoice)(self, x)
         inplace = not torch.is_grad_enabled()  # inference: update rows in place, clone what is kept
-        hidden = int(self.embed_dim * self.mlp_ratio)
-        steps, selection = [], None
+        steps, selection = routing.work, None  # the routers record their work as they run
         for s in range(num_steps):
             block, r = self.blocks[self.schedule[s]], self.recursion_of_step[s]
             if r is None:  # first / last block: every token
                 x = self.run_block(block, x, s)
-                steps.append(StepWork(queries=x.shape[1], keys=x.shape[1], mlp_hidden=hidden))
+                steps.append(block.work(x.shape[1], x.shape[1]))
             else:
                 if self.recursion_of_step[s - 1] != r:  # the first application of recursion r
                     selection = routing.select(r, x)
@@ -334,9 +336,8 @@ class MoRViT(ViTBackbone):
             if s in wanted:
                 wanted[s] = x.clone() if inplace and s < num_steps - 1 else x
         losses, scalars = routing.finish()
-        self._router_rows = routing.router_rows
-        self.stats = ForwardStats(steps=steps, aux_losses=losses, scalars=scalars,
-                                  token_maps={'depth': routing.depth})
+        self.stats = ForwardStats(work=steps, aux_losses=losses, scalars=scalars,
+                                  token_maps={'recursions': routing.recursions})
         return [wanted[i] for i in indices]
 
     def run_gated(self, block: nn.Module, x: Tensor, active: TokenSubset, gate: Tensor, step: int,
@@ -348,23 +349,10 @@ class MoRViT(ViTBackbone):
             return checkpoint(_gated_states, block, x, active, gate, rate, use_reentrant=False)
         return run_subset(block, x, active, gate=gate, drop_path_rate=rate, inplace=inplace)[0]
 
-    def analytic_flops(self) -> float:
-        """FLOPs per image of the last forward (2 x MACs, the `StepWork.flops` convention): the block
-        applications really executed (`stats.steps`), the patch embedding and the routers (a D-wide
-        dot product per scored token and output: the rows the routers saw)."""
-        if self.stats is None:
-            raise RuntimeError('analytic_flops() describes the last forward: run the model first')
-        h, w = self.stats.grid
-        proj = self.patch_embed.proj
-        patch_embed = 2.0 * proj.in_channels * proj.kernel_size[0] * proj.kernel_size[1] * proj.out_channels * h * w
-        return self.stats.block_flops(self.embed_dim) + patch_embed + 2.0 * self.embed_dim * self._router_rows
-
     # ---- weights ------------------------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """first <- timm block 0, last <- the last block, shared unit <- the mean of the tied middle
         layers or a picked block (`timm_init`, SPEC §6); routers keep their initialisation (logged)."""
-        from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
-
         rest, blocks = split_timm_blocks(state_dict)
         n, u = len(blocks), self.unit_size
         if self.timm_init == 'average':

@@ -1,4 +1,4 @@
-"""Finiteness guards for router logits and auxiliary losses (issue 9, numerics).
+"""Finiteness guards for router logits and auxiliary losses.
 
 A NaN or inf in a router's logits (SR-ViT's soft routers, reViT's depth router, Edge-RecViT's
 ranker, MoR-ViT's routers) or in an auxiliary loss does not crash anything by itself: softmax,

@@ -60,6 +60,7 @@ Decisions (SPEC §2 leaves them open or marks them; each is a constructor argume
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Sequence
@@ -68,15 +69,15 @@ from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
-from timm.layers import drop_path, trunc_normal_
+from timm.layers import trunc_normal_
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from .checkpoint import average_blocks, fresh_parameters, load_state_dict_strict, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_sequence
-from .layers import Attention, LayerScale, init_linear_norm
+from .flops import OpWork
 from .numerics import sanitize
-from .stats import ForwardStats, StepWork
+from .stats import ForwardStats
 from .vit import ARCH_SETTINGS, PlainViT, ViTBackbone, check_out_indices, resolve_arch
 
 DEFAULT_OUT_DEPTHS = (0.25, 0.5, 0.75, 1.0)
@@ -129,6 +130,7 @@ class ExpertMlp(nn.Module):
 
     def __init__(self, dim: int, hidden_dim: int, num_experts: int) -> None:
         super().__init__()
+        self.num_experts = num_experts
         self.fc1 = ExpertLinear(num_experts, dim, hidden_dim)
         self.act = nn.GELU()
         self.fc2 = ExpertLinear(num_experts, hidden_dim, dim)
@@ -137,29 +139,13 @@ class ExpertMlp(nn.Module):
         """gates (..., E) -> the convex combination of the experts' W1, b1, W2, b2 (SPEC §2)."""
         return MergedFfn(*self.fc1.merge(gates), *self.fc2.merge(gates))
 
+    def merge_macs(self) -> int:
+        """Multiply-accumulates of one merge (one gate row): E per FFN parameter."""
+        return self.num_experts * sum(p[0].numel() for p in self.parameters())
+
     def forward(self, x: Tensor, ffn: MergedFfn) -> Tensor:
         """Run one merged FFN, (B, N, D) -> (B, N, D)."""
         return F.linear(self.act(F.linear(x, ffn.fc1_weight, ffn.fc1_bias)), ffn.fc2_weight, ffn.fc2_bias)
-
-
-class ReViTBlock(nn.Module):
-    """The shared pre-norm block; its FFN weights for the current step are an argument."""
-
-    def __init__(self, dim: int, num_heads: int, mlp_ratio: float, qkv_bias: bool, init_values: float | None,
-                 num_experts: int) -> None:
-        super().__init__()
-        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
-        self.attn = Attention(dim, num_heads, qkv_bias)
-        self.ls1 = LayerScale(dim, init_values) if init_values else nn.Identity()
-        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
-        self.mlp = ExpertMlp(dim, int(dim * mlp_ratio), num_experts)
-        self.ls2 = LayerScale(dim, init_values) if init_values else nn.Identity()
-        self.apply(init_linear_norm)  # attention and norms as timm; experts initialise themselves
-
-    def forward(self, x: Tensor, ffn: MergedFfn, drop_path_rate: float = 0.0) -> Tensor:
-        x = x + drop_path(self.ls1(self.attn(self.norm1(x))), drop_path_rate, self.training)
-        x = x + drop_path(self.ls2(self.mlp(self.norm2(x), ffn)), drop_path_rate, self.training)
-        return x
 
 
 class DepthRouter(nn.Module):
@@ -236,8 +222,7 @@ class ReViT(ViTBackbone):
                  step_drop_rate: float = 0.3, balance_loss_weight: float = 1e-2, z_loss_weight: float = 1e-3,
                  diversity_loss_weight: float = 1e-3, timm_init: str = 'average', **kwargs: Any) -> None:
         sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
-        num_steps = check_int('depth', sizes['depth'], 2)
-        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], num_steps=num_steps, **kwargs)
+        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], depth=sizes['depth'], **kwargs)
         self.num_experts = check_int('num_experts', num_experts, 1)
         check_int('router_hidden_dim', router_hidden_dim, 1)
         self.router_temperature = check_float('router_temperature', router_temperature, 0.0, math.inf,
@@ -249,10 +234,9 @@ class ReViT(ViTBackbone):
                              (('balance', balance_loss_weight), ('z', z_loss_weight),
                               ('diversity', diversity_loss_weight))}
         self.timm_init = check_choice('timm_init', timm_init, ['average', 'middle'])
-        self._max_drop_path_rate = self.drop_path_rates[-1]
 
-        self.block = ReViTBlock(self.embed_dim, self.num_heads, self.mlp_ratio, self.qkv_bias, self.init_values,
-                                self.num_experts)
+        # The one shared block: a `Block` whose MLP is the expert bank (attention and norms as timm).
+        self.block = self.make_block(functools.partial(ExpertMlp, num_experts=self.num_experts))
         self.router = DepthRouter(self.num_experts, router_hidden_dim)
         self._ffn_cache: tuple[tuple, tuple[Tensor, Tensor, MergedFfn]] | None = None
 
@@ -260,17 +244,26 @@ class ReViT(ViTBackbone):
     @property
     def depth(self) -> int:
         """L, the number of block applications; setting it re-spreads the depth grid."""
-        return self.num_steps
+        return self._depth
 
     @depth.setter
     def depth(self, value: int) -> None:
-        self.num_steps = check_int('depth', value, 2)
-        self.drop_path_rates = torch.linspace(0, self._max_drop_path_rate, self.num_steps).tolist()
+        self._depth = check_int('depth', value, 2)
+        self.drop_path_rates = torch.linspace(0, self.drop_path_rate, self._depth).tolist()
+
+    @property
+    def num_blocks(self) -> int:
+        return 1
+
+    @property
+    def schedule(self) -> list[int]:
+        """Every application step runs the one block."""
+        return [0] * self.depth
 
     @property
     def out_indices(self) -> tuple[int, ...]:
         """Step indices of `out_depths` at the current depth L."""
-        return tuple(out_depth_to_step(d, self.num_steps) for d in self.out_depths)
+        return tuple(out_depth_to_step(d, self.depth) for d in self.out_depths)
 
     # ---- router and merged FFNs -------------------------------------------------------------
     def route(self, coords: Sequence[float]) -> tuple[Tensor, Tensor]:
@@ -290,26 +283,28 @@ class ReViT(ViTBackbone):
 
     def merged_ffns(self, depth: int | None = None) -> tuple[Tensor, Tensor, MergedFfn]:
         """Gates (L, E), logits (L, E) and the L merged FFNs on the grid `s_t = t/(L-1)`."""
-        num_steps = self.num_steps if depth is None else check_int('depth', depth, 2)
+        num_steps = self.depth if depth is None else check_int('depth', depth, 2)
         gates, logits = self.route(depth_coordinates(num_steps))
         return gates, logits, self.block.mlp.merge(gates)
 
     def _cache_key(self) -> tuple:
         params = (*self.router.parameters(), *self.block.mlp.parameters())
-        return (self.num_steps, self.router_temperature, params[0].device,
+        return (self.depth, self.router_temperature, params[0].device,
                 tuple((p.data_ptr(), p._version, p.dtype) for p in params))
 
-    def _inference_ffns(self) -> tuple[Tensor, Tensor, MergedFfn]:
-        """Eval mode: the merged FFNs of the current L, cached while autograd is off (module docstring)."""
+    def _inference_ffns(self) -> tuple[Tensor, Tensor, MergedFfn, bool]:
+        """Eval mode: the merged FFNs of the current L, cached while autograd is off (module docstring);
+        the last value says whether they were computed now (False: from the cache)."""
         if torch.is_grad_enabled():
-            return self.merged_ffns()
+            return (*self.merged_ffns(), True)
         key = self._cache_key()
-        if self._ffn_cache is None or self._ffn_cache[0] != key:
+        fresh = self._ffn_cache is None or self._ffn_cache[0] != key
+        if fresh:
             device_type = self.router.fc1.weight.device.type
             # Plain tensors (not inference tensors) in the parameters' dtype, whatever the caller's mode.
             with torch.inference_mode(False), torch.no_grad(), torch.autocast(device_type, enabled=False):
                 self._ffn_cache = (key, self.merged_ffns())
-        return self._ffn_cache[1]
+        return (*self._ffn_cache[1], fresh)
 
     def invalidate_cache(self) -> None:
         """Drop the eval cache of merged FFNs.
@@ -328,7 +323,7 @@ class ReViT(ViTBackbone):
     # ---- elastic depth ----------------------------------------------------------------------
     def sample_kept_steps(self, batch: int, depth: int | None = None) -> Tensor:
         """(B, L) bool: per image, the steps that survive step dropout (at least 2, module docstring)."""
-        num_steps = self.num_steps if depth is None else depth
+        num_steps = self.depth if depth is None else depth
         keep = torch.rand(batch, num_steps) >= self.step_drop_rate
         # Kept steps rank first, then the dropped ones in random order: top-2 tops up short rows.
         top2 = (torch.rand(batch, num_steps) + keep.float()).topk(2, dim=1).indices
@@ -337,7 +332,7 @@ class ReViT(ViTBackbone):
         return keep
 
     def _schedule(self, batch: int, indices: Sequence[int]) -> _Schedule:
-        num_steps = self.num_steps
+        num_steps = self.depth
         coords = depth_coordinates(num_steps)
         if not (self.training and self.step_drop_rate > 0):
             last = max(indices)
@@ -376,7 +371,7 @@ class ReViT(ViTBackbone):
 
     # ---- forward ----------------------------------------------------------------------------
     def _merge_and_apply(self, x: Tensor, gate: Tensor, drop_path_rate: float) -> Tensor:
-        return self.block(x, self.block.mlp.merge(gate), drop_path_rate)
+        return self.block(x, drop_path_rate, ffn=self.block.mlp.merge(gate))
 
     def _apply_step(self, x: Tensor, step: int, gate: Tensor, ffn: MergedFfn | None) -> Tensor:
         """One application of the shared block as step `step` (its drop-path rate).
@@ -386,24 +381,26 @@ class ReViT(ViTBackbone):
         """
         rate = self.drop_path_rates[step]
         if ffn is not None:
-            return self.block(x, ffn, rate)
+            return self.block(x, rate, ffn=ffn)
         if self.with_cp and self.training and torch.is_grad_enabled():
             return checkpoint(self._merge_and_apply, x, gate, rate, use_reentrant=False)
         return self._merge_and_apply(x, gate, rate)
 
     def forward_states(self, x: Tensor, indices: Sequence[int]) -> list[Tensor]:
         """Token states (B, N, D) after the requested application steps of the current L."""
-        indices = check_out_indices(indices, self.num_steps, 'indices')
+        indices = check_out_indices(indices, self.depth, 'indices')
         plan = self._schedule(x.shape[0], indices)
-        labels = [f'step {u} (s={c:.3g})' if u < self.num_steps else f'a kept step at s={c:.3g}'
+        labels = [f'step {u} (s={c:.3g})' if u < self.depth else f'a kept step at s={c:.3g}'
                   for u, c in enumerate(plan.coords)]
         if self.training:
             # Once per distinct coordinate, never per token; gates from the checked logits.
             logits = self.guard_finite('router logits', labels, self.router_logits(plan.coords))
             gates, ffns = self.gates_of(logits), None
+            merges = sum(len(runs) for runs in plan.runs)  # one merge per (step, coordinate) run
         else:
-            gates, logits, ffns = self._inference_ffns()
+            gates, logits, ffns, fresh = self._inference_ffns()
             logits = self.guard_finite('router logits', labels, logits)
+            merges = self.depth if fresh else 0
 
         def index(images: list[int] | None) -> Tensor | None:
             return None if images is None else torch.tensor(images, device=x.device)
@@ -418,19 +415,22 @@ class ReViT(ViTBackbone):
                 idx = index(images)
                 states[j] = _put(states[j], idx, _take(x, idx))
         self.stats = self._statistics(plan, gates, logits, x.shape[0], x.shape[1])
+        B, fc = x.shape[0], self.router.fc1
+        if merges:  # work done once for the batch, counted per image (flops.py)
+            routed = len(plan.coords) if self.training else self.depth
+            self.stats.work += [OpWork('router', routed * fc.out_features * (1 + self.num_experts) / B),
+                                OpWork('block.mlp (expert merge)', merges * self.block.mlp.merge_macs() / B)]
         return states
 
     # ---- statistics and auxiliary losses ----------------------------------------------------
     def _statistics(self, plan: _Schedule, gates: Tensor, logits: Tensor, batch: int, tokens: int) -> ForwardStats:
-        hidden = int(self.embed_dim * self.mlp_ratio)
         ran = [sum(batch if imgs is None else len(imgs) for _, imgs in runs) / batch for runs in plan.runs]
         last = max(t for t, r in enumerate(ran) if r > 0)
-        steps = [StepWork(queries=tokens * r, keys=tokens * r, mlp_hidden=hidden, attn_pairs=tokens * tokens * r)
-                 for r in ran[: last + 1]]
+        work = [self.block.work(tokens * r, tokens * r, attn_pairs=tokens * tokens * r) for r in ran[: last + 1]]
         weights = torch.tensor(plan.counts, dtype=gates.dtype, device=gates.device)
         weights = weights / weights.sum()  # share of the (image, step) applications per coordinate
         usage = (weights @ gates).detach()
-        stats = ForwardStats(steps=steps, tables={'gates': gates[: self.num_steps].detach()},
+        stats = ForwardStats(work=work, tables={'gates': gates[: self.depth].detach()},
                              scalars={f'revit_gate_e{e}': usage[e] for e in range(self.num_experts)})
         if plan.kept is not None:
             stats.tables['kept_steps'] = plan.kept
@@ -458,7 +458,7 @@ class ReViT(ViTBackbone):
     def layer_positions(self) -> dict[str, list[int]]:
         """The shared block (attention, norms, expert bank) runs at positions 1..L, so its layer
         depth is (L + 1) / 2 (`ViTBackbone.layer_depth`); the router ψ is fresh (lr scale 1)."""
-        return {'block': list(range(1, self.num_steps + 1))}
+        return {'block': list(range(1, self.depth + 1))}
 
     # ---- checkpoints and folding ------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -484,7 +484,7 @@ class ReViT(ViTBackbone):
 
         Only arguments that differ from `ViTBackbone`'s defaults are listed besides the sizes.
         """
-        num_steps = self.num_steps if depth is None else check_int('depth', depth, 2)
+        num_steps = self.depth if depth is None else check_int('depth', depth, 2)
         grid = self.pretrain_grid
         img_size = grid[0] * self.patch_size if grid[0] == grid[1] else [g * self.patch_size for g in grid]
         cfg: dict[str, Any] = dict(embed_dim=self.embed_dim, num_heads=self.num_heads, depth=num_steps,

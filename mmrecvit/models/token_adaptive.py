@@ -10,13 +10,12 @@ does the same arithmetic only where it is needed, so skipped tokens become real 
   active tokens only (`kv_cache=None`, SPEC §4: MoR's attention among the selected tokens);
 * an optional per-token residual gate gives `h <- h + g * (Block(h) - h)` (MoR, SPEC §4).
 
-Data layout (decision, measured): position-wise work runs on the active tokens of the *whole batch*
+Data layout (decision): position-wise work runs on the active tokens of the *whole batch*
 flattened to (T, D) rows, so images with different numbers of active tokens cost exactly their
 tokens. Attention runs as one batched call when every image has the same number of active tokens
-(always at batch 1) and otherwise as one call per image, which is exact and wastes nothing. On the
-2-core CPU (ViT-S, 1025 tokens, batch 4, one thread) the per-image loop costs within 2% of one
-batched call, while padding with a boolean key mask was 8-14% slower before counting the padded
-queries (a masked SDPA leaves the fused flash kernel). The frozen keys/values are stored
+(always at batch 1) and otherwise as one call per image (`Attention.attend_rows`), which is exact
+and wastes nothing; padding to a common count with a key mask would pay for the padded queries and
+leave the fused SDPA kernel. The frozen keys/values are stored
 token-major (B*N, 2D), so "fresh keys for the active tokens, cached keys for the rest" is a single
 `index_copy`. Without autograd the cache and (if asked) the states are written in place.
 
@@ -27,10 +26,13 @@ Public pieces:
                      with one device sync: active(s), exited(s), frozen(s).
     KVCache          frozen tokens' keys/values for one weight set, refreshed only when tokens
                      freeze or the weight set changes; counts projections and reuses.
-    run_subset       one block application for a subset -> (new x, StepWork).
+    TokenRows        the (T, D) rows `Block.forward(x, rows=...)` runs on: attention among the
+                     active tokens or over a `KVCache`, stochastic depth per image.
+    run_subset       one block application for a subset -> (new x, BlockWork).
 
-Everything is differentiable (out-of-place index ops), so MoR can train through it; stochastic
-depth is drawn per image, as in `Block.forward`.
+The block itself is the model's own `layers.Block` (one block path); this module only decides which
+rows it runs on and where their keys/values come from. Everything is differentiable (out-of-place
+index ops), so MoR can train through it; stochastic depth is drawn per image, as in `Block.forward`.
 """
 from __future__ import annotations
 
@@ -38,11 +40,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from .layers import Block
-from .stats import StepWork
+from .flops import BlockWork
+from .layers import Attention, Block
 
 
 @dataclass(frozen=True)
@@ -164,18 +165,6 @@ class DepthPlan:
         return self._slices(now, [self.num_tokens if n else n for n in now])
 
 
-def project_kv_rows(block: Block, rows: Tensor) -> Tensor:
-    """(M, D) token states -> (M, 2D) keys then values under `block`'s weights.
-
-    The last 2/3 of timm's fused `qkv` after `norm1` (what `Attention.project_kv` computes), kept
-    un-split because the cache is stored token-major.
-    """
-    qkv = block.attn.qkv
-    dim = qkv.in_features
-    bias = qkv.bias[dim:] if qkv.bias is not None else None
-    return F.linear(block.norm1(rows), qkv.weight[dim:], bias)
-
-
 class KVCache:
     """Keys/values of frozen tokens under one weight set, (B*N, 2D) token-major.
 
@@ -204,8 +193,7 @@ class KVCache:
             self.kv, self.owner = x.new_zeros(B * N, 2 * D), None
         new = exited if self.owner is block else frozen
         if new.total:
-            kv = project_kv_rows(block, new.gather(x))
-            self.kv = _write_rows(self.kv, new.index, kv, not torch.is_grad_enabled())
+            self.kv = _write_rows(self.kv, new.index, block.project_kv(new.gather(x)), not torch.is_grad_enabled())
         self.owner = block
         self.projected += new.total
         self.reused += frozen.total - new.total
@@ -218,58 +206,64 @@ def _write_rows(target: Tensor, index: Tensor, rows: Tensor, inplace: bool) -> T
     return target.index_copy_(0, index, rows) if inplace else target.index_copy(0, index, rows)
 
 
-def _attend(q: Tensor, k: Tensor, v: Tensor, q_counts: Sequence[int], k_counts: Sequence[int]) -> Tensor:
-    """Per-image attention of q (Tq, H, d) over k, v (Tk, H, d), rows grouped by image -> (Tq, H*d).
+class TokenRows:
+    """The rows (T, D) of the `active` tokens that one block application runs on (`Block.forward`).
 
-    Every image listed has at least one query and one key.
+    kv_cache: keys/values of every other token, already `update`d for this block: attention is
+        then over all N tokens of each image (SPEC §3). None: attention among the active tokens
+        only (SPEC §4, MoR).
     """
-    _, H, d = q.shape
-    B = len(q_counts)
-    if len(set(q_counts)) == 1 and len(set(k_counts)) == 1:  # one batched call (always at B = 1)
-        nq, nk = q_counts[0], k_counts[0]
-        # (B*n, H, d) -> (B, H, n, d)
-        out = F.scaled_dot_product_attention(q.view(B, nq, H, d).transpose(1, 2), k.view(B, nk, H, d).transpose(1, 2),
-                                             v.view(B, nk, H, d).transpose(1, 2))
-        return out.transpose(1, 2).reshape(B * nq, H * d)  # (B, H, n, d) -> (B*n, H*d)
-    outs, qo, ko = [], 0, 0
-    for nq, nk in zip(q_counts, k_counts):
-        # (n, H, d) -> (1, H, n, d)
-        qb, kb, vb = (t.transpose(0, 1).unsqueeze(0) for t in (q[qo: qo + nq], k[ko: ko + nk], v[ko: ko + nk]))
-        outs.append(F.scaled_dot_product_attention(qb, kb, vb)[0].transpose(0, 1).reshape(nq, H * d))
-        qo, ko = qo + nq, ko + nk
-    return torch.cat(outs)
+
+    def __init__(self, active: TokenSubset, kv_cache: KVCache | None = None) -> None:
+        self.active, self.kv_cache = active, kv_cache
+        self._images: Tensor | None = None
+
+    def attend(self, attn: Attention, x: Tensor) -> Tensor:
+        """Attention of the active rows x (T, D), already normalised -> (T, D)."""
+        active, D = self.active, x.shape[-1]
+        qkv = attn.project_qkv(x)  # (T, 3D)
+        q_counts = tuple(n for n in active.counts if n)  # images without active tokens do not attend
+        if self.kv_cache is None:
+            return attn.attend_rows(qkv[:, :D], qkv[:, D: 2 * D], qkv[:, 2 * D:], q_counts, q_counts)
+        # Fresh keys/values for the active rows, cached ones for the frozen rows.
+        kv = _write_rows(self.kv_cache.kv, active.index, qkv[:, D:], not torch.is_grad_enabled())  # (B*N, 2D)
+        N = active.num_tokens
+        if len(q_counts) < active.batch_size:  # keep the keys of the images that attend
+            keep = torch.cat([torch.arange(b * N, (b + 1) * N, device=x.device)
+                              for b, n in enumerate(active.counts) if n])
+            kv = kv.index_select(0, keep)
+        k, v = kv[:, :D].to(qkv.dtype), kv[:, D:].to(qkv.dtype)
+        return attn.attend_rows(qkv[:, :D], k, v, q_counts, (N,) * len(q_counts))
+
+    def drop_path(self, delta: Tensor, rate: float, training: bool) -> Tensor:
+        """Stochastic depth per image (timm's `drop_path`) on rows (T, D)."""
+        if rate == 0.0 or not training:
+            return delta
+        if self._images is None:
+            self._images = self.active.image_of_rows()
+        keep = 1.0 - rate
+        scale = delta.new_empty(self.active.batch_size).bernoulli_(keep).div_(keep)
+        return delta * scale[self._images].unsqueeze(-1)
 
 
-def _drop_rows(delta: Tensor, rate: float, training: bool, images: Tensor | None, batch_size: int) -> Tensor:
-    """Stochastic depth per image (timm's `drop_path`) on rows (T, D) whose image ids are `images`."""
-    if rate == 0.0 or not training:
-        return delta
-    keep = 1.0 - rate
-    scale = delta.new_empty(batch_size).bernoulli_(keep).div_(keep)
-    return delta * scale[images].unsqueeze(-1)
-
-
-def subset_work(block: Block, active: TokenSubset, cached_keys: bool) -> StepWork:
+def subset_work(block: Block, active: TokenSubset, cached_keys: bool) -> BlockWork:
     """What `run_subset` computes, per image (means over the batch); `new_kv` is the caller's."""
     N = active.num_tokens
     keys = [N if cached_keys and n else n for n in active.counts]
     pairs = sum(n * k for n, k in zip(active.counts, keys)) / active.batch_size
-    return StepWork(queries=active.mean_count, keys=sum(keys) / active.batch_size,
-                    mlp_hidden=block.mlp.fc1.out_features, attn_pairs=pairs)
+    return block.work(active.mean_count, sum(keys) / active.batch_size, attn_pairs=pairs)
 
 
 def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCache | None = None,
                gate: Tensor | None = None, drop_path_rate: float = 0.0,
-               inplace: bool = False) -> tuple[Tensor, StepWork]:
+               inplace: bool = False) -> tuple[Tensor, BlockWork]:
     """One application of `block` to the `active` tokens of x (B, N, D); the others are untouched.
 
     Args:
         block: the block (its `training` flag decides stochastic depth, as in `Block.forward`).
         x: token states (B, N, D).
         active: the tokens whose queries, norms and MLP run.
-        kv_cache: keys/values of every other token, already `update`d for this block: attention
-            is then over all N tokens (SPEC §3). None: attention among the active tokens only
-            (SPEC §4, MoR).
+        kv_cache: see `TokenRows` (None: attention among the active tokens).
         gate: (T,) per-active-token residual gate in `active`'s row order:
             `h <- h + g * (Block(h) - h)`. None means g = 1 (the block's output).
         drop_path_rate: stochastic depth of this application (per image).
@@ -282,7 +276,7 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
     `KVCache.update` projects them again when they freeze.
 
     Returns:
-        The new states (B, N, D) and the `StepWork` of this call.
+        The new states (B, N, D) and the `BlockWork` of this call (`new_kv` left to the caller).
     """
     work = subset_work(block, active, kv_cache is not None)
     if active.total == 0:
@@ -302,35 +296,12 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
             return x + g * (out - x), work
         return out.sub_(x).mul_(g).add_(x), work  # the same ops in `out`'s memory (a fresh tensor)
 
-    H = block.attn.num_heads
-    d = D // H
-    T = active.total
+    if kv_cache is not None and kv_cache.owner is not block:
+        raise RuntimeError('kv_cache was last updated for another block: call kv_cache.update(block, ...) '
+                           'before run_subset')
     rows = x.reshape(B * N, D)
     h = rows.index_select(0, active.index)  # (T, D)
-    qkv = block.attn.qkv(block.norm1(h))  # (T, 3D)
-    q_counts = tuple(n for n in active.counts if n)  # images without active tokens do not attend
-    if kv_cache is None:
-        q, k, v = qkv.view(T, 3, H, d).unbind(1)  # (T, 3D) -> 3 x (T, H, d)
-        k_counts = q_counts
-    else:
-        if kv_cache.owner is not block:
-            raise RuntimeError('kv_cache was last updated for another block: call kv_cache.update(block, ...) '
-                               'before run_subset')
-        q = qkv[:, :D].view(T, H, d)
-        # Fresh keys/values for the active rows, cached ones for the frozen rows.
-        kv = _write_rows(kv_cache.kv, active.index, qkv[:, D:], not torch.is_grad_enabled())
-        k, v = kv.view(B * N, 2, H, d).unbind(1)  # (B*N, 2D) -> 2 x (B*N, H, d)
-        if len(q_counts) < B:  # keep the keys of the images that attend
-            keep = torch.cat([torch.arange(b * N, (b + 1) * N, device=x.device)
-                              for b, n in enumerate(active.counts) if n])
-            k, v = k.index_select(0, keep), v.index_select(0, keep)
-        k, v, k_counts = k.to(q.dtype), v.to(q.dtype), (N,) * len(q_counts)
-    attn = block.attn.proj(_attend(q, k, v, q_counts, k_counts))  # (T, D)
-
-    training = block.training and drop_path_rate > 0.0
-    images = active.image_of_rows() if training else None
-    out = h + _drop_rows(block.ls1(attn), drop_path_rate, training, images, B)
-    out = out + _drop_rows(block.ls2(block.mlp(block.norm2(out))), drop_path_rate, training, images, B)
+    out = block(h, drop_path_rate, rows=TokenRows(active, kv_cache))
     if gate is not None:
         out = h + gate.unsqueeze(-1) * (out - h)
     if inplace and torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):

@@ -19,10 +19,12 @@ from timm.layers import resample_abs_pos_embed, trunc_normal_
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from .checks import check_bool, check_choice, check_float, check_int, check_sequence
-from .layers import Block
+from .checkpoint import load_pretrained, pick_or_average_blocks, split_timm_blocks
+from .checks import check_bool, check_choice, check_float, check_int, check_renamed, check_sequence
+from .flops import conv_work, dense_work
+from .layers import Block, Mlp
 from .numerics import NONFINITE_MODES, FiniteGuard, sanitize
-from .stats import ForwardStats, StepWork
+from .stats import ForwardStats
 
 # DeiT sizes (SPEC "Notation"); `depth` is the number of block applications L.
 ARCH_SETTINGS: dict[str, dict[str, int]] = {
@@ -44,25 +46,38 @@ def resolve_arch(arch: str, table: dict[str, dict[str, Any]], **overrides: Any) 
     return settings
 
 
-def stage_ends(num_steps: int, num_stages: int = 4) -> tuple[int, ...]:
-    """0-based index of the last step of each of `num_stages` equal stages (12 -> 2, 5, 8, 11)."""
-    return tuple(max(0, num_steps * (i + 1) // num_stages - 1) for i in range(num_stages))
+def stage_ends(depth: int, num_stages: int = 4) -> tuple[int, ...]:
+    """0-based index of the last application step of each of `num_stages` equal stages (12 -> 2, 5, 8, 11)."""
+    return tuple(max(0, depth * (i + 1) // num_stages - 1) for i in range(num_stages))
 
 
-def check_out_indices(value: Any, num_steps: int, name: str = 'out_indices') -> tuple[int, ...]:
-    """Integer step indices in [-num_steps, num_steps); negatives count from the end."""
+def check_out_indices(value: Any, depth: int, name: str = 'out_indices') -> tuple[int, ...]:
+    """Application step indices in [-depth, depth); negatives count from the end."""
     indices = check_sequence(name, value)
     out = []
     for i in indices:
-        check_int(f'{name} entry', i, -num_steps, num_steps - 1)
-        out.append(i % num_steps)
+        check_int(f'{name} entry', i, -depth, depth - 1)
+        out.append(i % depth)
     return tuple(out)
 
 
 class ViTBackbone(nn.Module):
     """Base class: embeddings, outputs, checkpointing and pretrained loading.
 
+    Vocabulary (the same in every backbone, config and tool):
+
+    * **block**: one unique set of block parameters (`blocks.{i}`); `num_blocks` counts them.
+    * **application** (or **step**): one run of a block; application steps are numbered
+      t = 0..L-1 in execution order, and `depth` = L is their number in the full schedule.
+      Stochastic depth, `out_indices` and activation checkpointing are indexed by step;
+      `schedule[t]` is the block that step t runs.
+    * **recursion**: one pass of a recursion unit (a group of consecutive blocks that is applied
+      again); `num_recursions` counts the passes (SR-ViT's T per unit, MoR-ViT's N_r).
+    * a token's **depth** (Edge-RecViT's token map) is the number of steps it ran; MoR-ViT's
+      token map `recursions` is the number of recursions it took part in.
+
     Args:
+        depth: L, the number of block applications (each subclass derives it from its arguments).
         embed_dim, num_heads, mlp_ratio, qkv_bias, init_values: block sizes (see `Block`).
         patch_size: patch (and output stride) of the patch embedding.
         img_size: pretraining image size; `pos_embed` is stored for its grid and resampled
@@ -83,7 +98,7 @@ class ViTBackbone(nn.Module):
             with a logged warning and goes on. A plain attribute: may be changed on a built model.
     """
 
-    def __init__(self, *, embed_dim: int, num_heads: int, num_steps: int, mlp_ratio: float = 4.0,
+    def __init__(self, *, embed_dim: int, num_heads: int, depth: int, mlp_ratio: float = 4.0,
                  qkv_bias: bool = True, init_values: float | None = None, patch_size: int = 16,
                  img_size: int | Sequence[int] = 224, in_channels: int = 3,
                  with_cls_token: bool = True, drop_path_rate: float = 0.0, with_cp: bool = False,
@@ -102,7 +117,6 @@ class ViTBackbone(nn.Module):
             check_float('init_values', init_values, 0.0, math.inf, low_open=True)
         self.init_values = init_values
         self.patch_size = check_int('patch_size', patch_size, 1)
-        self.num_steps = check_int('depth (number of block applications)', num_steps, 1)
         if isinstance(img_size, (str, bytes)) or not isinstance(img_size, (int, Sequence)):
             raise TypeError(f'img_size must be an int or (H, W), ints >= patch_size, got '
                             f'{type(img_size).__name__} {img_size!r}')
@@ -115,8 +129,9 @@ class ViTBackbone(nn.Module):
         check_int('in_channels', in_channels, 1)
         self.with_cls_token = check_bool('with_cls_token', with_cls_token)
         self.num_prefix_tokens = int(with_cls_token)
-        check_float('drop_path_rate', drop_path_rate, 0.0, 1.0, high_open=True)
-        self.drop_path_rates = torch.linspace(0, drop_path_rate, self.num_steps).tolist()
+        self.drop_path_rate = check_float('drop_path_rate', drop_path_rate, 0.0, 1.0, high_open=True)
+        self.depth = check_int('depth (number of block applications)', depth, 1)
+        self.drop_path_rates = torch.linspace(0, drop_path_rate, self.depth).tolist()
         self.with_cp = check_bool('with_cp', with_cp)
         self.init_cfg = self._resolve_init_cfg(pretrained, init_cfg)
         self.nonfinite = check_choice('nonfinite', nonfinite, NONFINITE_MODES)
@@ -133,8 +148,17 @@ class ViTBackbone(nn.Module):
             nn.init.normal_(self.cls_token, std=1e-6)
 
     # ---- construction helpers -----------------------------------------------------------------
-    def make_block(self) -> Block:
-        return Block(self.embed_dim, self.num_heads, self.mlp_ratio, self.qkv_bias, self.init_values)
+    def make_block(self, mlp_layer: Any = Mlp) -> Block:
+        return Block(self.embed_dim, self.num_heads, self.mlp_ratio, self.qkv_bias, self.init_values, mlp_layer)
+
+    @property
+    def mlp_hidden(self) -> int:
+        return int(self.embed_dim * self.mlp_ratio)
+
+    @property
+    def num_blocks(self) -> int:
+        """The number of unique blocks (`blocks.{i}`)."""
+        return len(self.blocks)
 
     @staticmethod
     def _resolve_init_cfg(pretrained: str | None, init_cfg: dict | None) -> dict | None:
@@ -168,8 +192,6 @@ class ViTBackbone(nn.Module):
         built in plain PyTorch is ready to use without calling this.
         """
         if self.init_cfg is not None:
-            from .checkpoint import load_pretrained
-
             load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
                             map_location=self.init_cfg.get('map_location', 'cpu'))
         self.is_init = True  # mmengine's BaseModule convention: do not initialise twice
@@ -191,18 +213,11 @@ class ViTBackbone(nn.Module):
         positions is shared across depths. Modules not listed (and not embeddings) are "above all
         blocks": routers, rankers, step transforms, a final norm.
 
-        Default: application step t sits at position t + 1 and runs `blocks[schedule[t]]`, where
-        `self.schedule` is a list of unique-block indices (as `NaiveRecursiveViT` and `EdgeRecViT`
-        keep); a model without `schedule` runs block t at step t (`PlainViT`). A model whose
-        recursion is not such a list (`SRViT`, `ReViT`) overrides this method.
+        Default: application step t sits at position t + 1 and runs `blocks[schedule[t]]`. A model
+        whose layer scale is not its schedule (`SRViT`, `ReViT`) overrides this method.
         """
-        schedule = getattr(self, 'schedule', None)
-        schedule = range(len(self.blocks)) if schedule is None else schedule
         positions: dict[str, list[int]] = {}
-        for step, b in enumerate(schedule):
-            if not isinstance(b, int):
-                raise TypeError(f'{type(self).__name__}.schedule must list unique-block indices (ints) for the '
-                                f'default layer_positions(); got {b!r} at step {step}: override layer_positions()')
+        for step, b in enumerate(self.schedule):
             positions.setdefault(f'blocks.{b}', []).append(step + 1)
         return positions
 
@@ -299,11 +314,19 @@ class ViTBackbone(nn.Module):
         return block(x, rate)
 
     def forward_states(self, x: Tensor, indices: Sequence) -> list[Tensor]:
-        """The method: token states (B, N, D) after each requested step, in `indices` order.
+        """The method: token states (B, N, D) after each requested step, in `indices` order, and
+        `self.stats` set.
 
-        Subclasses implement this and set `self.stats`.
+        This default runs `blocks[schedule[t]]` on every token for steps t = 0 .. max(indices)
+        (`PlainViT`, `NaiveRecursiveViT`); the recursive methods override it.
         """
-        raise NotImplementedError
+        wanted = {i: None for i in indices}
+        for step in range(max(indices) + 1):
+            x = self.run_block(self.blocks[self.schedule[step]], x, step)
+            if step in wanted:
+                wanted[step] = x
+        self.stats = self.dense_stats(x.shape[1], max(indices) + 1)
+        return [wanted[i] for i in indices]
 
     def to_maps(self, states: Sequence[Tensor], grid: tuple[int, int]) -> tuple[Tensor, ...]:
         """Drop prefix tokens: (B, N, D) -> (B, D, h, w), contiguous in NCHW order.
@@ -343,6 +366,7 @@ class ViTBackbone(nn.Module):
             guard.finish()
         if self.stats is not None:
             self.stats.grid = grid
+            self.stats.work.insert(0, conv_work('patch_embed', self.patch_embed.proj, grid))
             maps = self.stats.token_maps
             for k, m in maps.items():
                 maps[k] = m.reshape(*m.shape[:-1], *grid)
@@ -353,11 +377,9 @@ class ViTBackbone(nn.Module):
         states, grid = self.get_intermediate_states(x, self.out_indices)
         return self.to_maps(states, grid)
 
-    def dense_stats(self, tokens: int, num_steps: int) -> ForwardStats:
-        """Statistics of a forward that ran all `tokens` through `num_steps` block applications."""
-        hidden = int(self.embed_dim * self.mlp_ratio)
-        return ForwardStats(steps=[StepWork(queries=tokens, keys=tokens, mlp_hidden=hidden)
-                                   for _ in range(num_steps)])
+    def dense_stats(self, tokens: int, num_applications: int) -> ForwardStats:
+        """Statistics of a forward that ran all `tokens` through `num_applications` block applications."""
+        return ForwardStats(work=list(dense_work(self.embed_dim, self.mlp_hidden, tokens, num_applications)))
 
 
 class PlainViT(ViTBackbone):
@@ -366,8 +388,9 @@ class PlainViT(ViTBackbone):
     Args:
         arch: 'tiny' | 'small' | 'base' (aliases 'ti', 's', 'b'); `embed_dim`, `depth` and
             `num_heads` override the table.
-        out_indices: 0-based block indices whose outputs are returned (default: the ends of 4
-            equal stages, (2, 5, 8, 11) for 12 blocks).
+        depth: L, blocks = block applications (default from `arch`: 12).
+        out_indices: application steps (= block indices) whose outputs are returned (default:
+            the ends of 4 equal stages, (2, 5, 8, 11) for 12 blocks).
         Other arguments: see `ViTBackbone`.
     """
 
@@ -375,20 +398,11 @@ class PlainViT(ViTBackbone):
                  num_heads: int | None = None, out_indices: Sequence[int] | None = None,
                  **kwargs: Any) -> None:
         sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
-        depth = check_int('depth', sizes['depth'], 1)
-        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], num_steps=depth, **kwargs)
-        self.depth = depth
-        self.out_indices = check_out_indices(stage_ends(depth) if out_indices is None else out_indices, depth)
-        self.blocks = nn.ModuleList(self.make_block() for _ in range(depth))
-
-    def forward_states(self, x: Tensor, indices: Sequence[int]) -> list[Tensor]:
-        wanted = {i: None for i in indices}
-        for step, block in enumerate(self.blocks[: max(indices) + 1]):
-            x = self.run_block(block, x, step)
-            if step in wanted:
-                wanted[step] = x
-        self.stats = self.dense_stats(x.shape[1], max(indices) + 1)
-        return [wanted[i] for i in indices]
+        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], depth=sizes['depth'], **kwargs)
+        self.out_indices = check_out_indices(stage_ends(self.depth) if out_indices is None else out_indices,
+                                             self.depth)
+        self.blocks = nn.ModuleList(self.make_block() for _ in range(self.depth))
+        self.schedule = list(range(self.depth))
 
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """Identity: our names are timm's (block i <- timm block i)."""
@@ -402,43 +416,31 @@ class NaiveRecursiveViT(ViTBackbone):
     the "naive recursion" reference that degrades as recursion grows.
 
     Args:
-        num_unique_blocks: k.
+        num_blocks: k, the unique blocks (default 3).
         depth: L, number of block applications (default from `arch`: 12).
-        out_indices: 0-based application steps to return (default: ends of 4 equal stages).
+        out_indices: application steps to return (default: ends of 4 equal stages).
         timm_init: how unique block j is initialised from an L-block timm checkpoint:
             'pick' (decision, SPEC §6): timm block j*(L/k); 'average': mean of its group of L/k blocks.
     """
 
     def __init__(self, arch: str = 'small', embed_dim: int | None = None, depth: int | None = None,
-                 num_heads: int | None = None, num_unique_blocks: int = 3,
+                 num_heads: int | None = None, num_blocks: int = 3,
                  out_indices: Sequence[int] | None = None, timm_init: str = 'pick', **kwargs: Any) -> None:
+        check_renamed('NaiveRecursiveViT', kwargs, {'num_unique_blocks': 'num_blocks'})
         sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
-        depth = check_int('depth', sizes['depth'], 1)
-        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], num_steps=depth, **kwargs)
-        self.num_unique_blocks = check_int('num_unique_blocks', num_unique_blocks, 1, depth)
+        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], depth=sizes['depth'], **kwargs)
+        k = check_int('num_blocks', num_blocks, 1, self.depth)
         self.timm_init = check_choice('timm_init', timm_init, ['pick', 'average'])
-        self.depth = depth
-        self.out_indices = check_out_indices(stage_ends(depth) if out_indices is None else out_indices, depth)
-        self.blocks = nn.ModuleList(self.make_block() for _ in range(self.num_unique_blocks))
-        # The recursion schedule: which unique block runs at each application step.
-        self.schedule = [t % self.num_unique_blocks for t in range(depth)]
-
-    def forward_states(self, x: Tensor, indices: Sequence[int]) -> list[Tensor]:
-        wanted = {i: None for i in indices}
-        for step in range(max(indices) + 1):
-            x = self.run_block(self.blocks[self.schedule[step]], x, step)
-            if step in wanted:
-                wanted[step] = x
-        self.stats = self.dense_stats(x.shape[1], max(indices) + 1)
-        return [wanted[i] for i in indices]
+        self.out_indices = check_out_indices(stage_ends(self.depth) if out_indices is None else out_indices,
+                                             self.depth)
+        self.blocks = nn.ModuleList(self.make_block() for _ in range(k))
+        self.schedule = [t % k for t in range(self.depth)]
 
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
-        from .checkpoint import pick_or_average_blocks, split_timm_blocks
-
         rest, blocks = split_timm_blocks(state_dict)
-        k, src_depth = self.num_unique_blocks, len(blocks)
+        k, src_depth = self.num_blocks, len(blocks)
         if src_depth % k:
-            raise ValueError(f'cannot map a {src_depth}-block checkpoint onto num_unique_blocks={k}: '
+            raise ValueError(f'cannot map a {src_depth}-block checkpoint onto num_blocks={k}: '
                              f'{src_depth} must be a multiple of {k}')
         group = src_depth // k
         groups = [list(range(j * group, (j + 1) * group)) for j in range(k)]

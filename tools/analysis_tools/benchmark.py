@@ -17,8 +17,8 @@ Examples (issue numbers as in the tracker; see the report for the targets):
   python tools/analysis_tools/benchmark.py ours='PlainViT(arch="small")' timm=timm:vit_small_patch16_224 \\
       --batch 1 8 --size 224 --reference timm --out bench.md --csv bench.csv
   # 4: SR-ViT eval memory flat in T (memory ratio column; --repeats 0 for memory only)
-  python tools/analysis_tools/benchmark.py T1='SRViT(arch="small", num_steps=1)' \\
-      T4='SRViT(arch="small", num_steps=4)' --batch 8 --size 512 --repeats 5
+  python tools/analysis_tools/benchmark.py T1='SRViT(arch="small", num_recursions=1)' \\
+      T4='SRViT(arch="small", num_recursions=4)' --batch 8 --size 512 --repeats 5
   # 5: reViT online merge vs its folded twin (a PlainViT of the same size: same work)
   python tools/analysis_tools/benchmark.py folded='PlainViT(arch="small")' \\
       online='ReViT(arch="small", num_experts=4)' --batch 1 8 --size 224

@@ -4,19 +4,19 @@
     python tools/analysis_tools/get_flops.py CONFIG --shape 224 224 --per-step
     python tools/analysis_tools/get_flops.py CONFIG --image my.jpg --checkpoint work_dirs/x/iter_150.pth
 
-mmengine's counter (`FlopAnalyzer`, the base of mmdet's and mmseg's own get_flops) counts the neck,
-the heads and the backbone's non-block modules; the backbone's block applications are counted from
-its statistics (`backbone.stats.steps`: the tokens each application really processed), so
-token-adaptive backbones (Edge-RecViT, MoR-ViT) are charged for the work they did, next to the dense
-count (every token through every application). For a dense backbone both equal mmengine's own trace.
-See `mmrecvit/utils/analysis.py` for the exact rules.
+The backbone is counted by its own analytic FLOP model (`backbone.stats.work`: the work its forward
+really did, so token-adaptive backbones are charged for the tokens they processed, next to the dense
+count); the neck and heads by mmengine's counter (`FlopAnalyzer`, the base of mmdet's and mmseg's own
+get_flops). For a static backbone mmengine's trace of the backbone is printed too and equals the
+analytic count. See `mmrecvit/mm/complexity.py` for the exact rules.
 
 Input: one real image (default: a toy val image of the config's framework from data/, written by
 `make_toy_data` if absent) through the config's test pipeline and data preprocessor, batch 1;
 `--shape H W` resizes it to exactly H x W instead. Token-adaptive models route by their weights:
 pass `--checkpoint` for the numbers of a trained model (default: random initialisation).
 
-Convention: mmengine/fvcore, 1 multiply-accumulate = 1 FLOP (GFLOPs = GMACs); papers count 2 x MACs.
+Convention (`mmrecvit/models/flops.py`): FLOPs = 2 x multiply-accumulates of the matrix products, as
+the papers count; mmdet's and mmseg's get_flops print GMACs (about half, plus norms).
 """
 from __future__ import annotations
 
@@ -31,18 +31,8 @@ if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without 
 
 from mmengine.config import DictAction  # noqa: E402
 
-from mmrecvit.utils.analysis import (  # noqa: E402
-    FLOP_CONVENTION,
-    ComplexityReport,
-    build_model,
-    count_complexity,
-    default_image,
-    format_report,
-    init_scope,
-    load_config,
-    prepare_inputs,
-    shape_arg,
-)
+from mmrecvit.mm.complexity import FLOP_CONVENTION, ComplexityReport, count_complexity, format_report  # noqa: E402
+from mmrecvit.mm.tooling import build_model, default_image, init_scope, load_config, prepare_inputs, shape_arg  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,10 +8,11 @@ Everything comes from the statistics of one forward of the backbone (`backbone.s
 the training log and get_flops read too), and the tool iterates over whatever the backbone reports,
 so a new backbone needs no change here:
 
-* every `token_maps[key]` (B, ..., h, w) becomes an overlay on the image: Edge-RecViT's and MoR-ViT's
-  `depth` (integers: a discrete colour scale), Edge-RecViT's ranker `confidence`, SR-ViT's
-  `mixture/unit{u}` (T, h, w): one panel per recursion step with the weight w_t of every token, and,
-  because the T weights of a token sum to one, a panel with the expected step sum_t t w_t;
+* every `token_maps[key]` (B, ..., h, w) becomes an overlay on the image: Edge-RecViT's `depth`
+  (block applications per token) and MoR-ViT's `recursions` (integers: a discrete colour scale),
+  Edge-RecViT's ranker `confidence`, SR-ViT's `mixture/unit{u}` (T, h, w): one panel per recursion
+  with the weight w_t of every token, and, because the T weights of a token sum to one, a panel
+  with the expected recursion sum_t t w_t;
 * every `tables[key]` becomes a heat map plus one line per column, e.g. reViT's `gates` (L, E): the
   gate of each expert at each depth step;
 * `scalars` are printed.
@@ -42,7 +43,7 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import BoundaryNorm, Normalize  # noqa: E402
 from mmengine.config import DictAction  # noqa: E402
 
-from mmrecvit.utils.analysis import (  # noqa: E402
+from mmrecvit.mm.tooling import (  # noqa: E402
     build_model,
     default_image,
     forward_backbone,
@@ -69,7 +70,7 @@ def _panels(value: np.ndarray) -> tuple[list[tuple[str, np.ndarray]], bool]:
     """(…, h, w) map of one image -> titled (h, w) panels, and whether they are a distribution.
 
     A (K, h, w) map whose K values per token are non-negative and sum to one (mixture weights) gets
-    one panel per k (1-based, as the papers number steps) and the expected index sum_k k w_k.
+    one panel per k (1-based, as the papers number recursions) and the expected index sum_k k w_k.
     """
     if value.ndim == 2:
         return [('', value)], False

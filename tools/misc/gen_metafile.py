@@ -5,10 +5,10 @@
 
 Params and FLOPs are computed here, every run, so the file stays true: each config's model is built
 through mmdet's/mmseg's registry with random weights (seed 0) and counted by
-`mmrecvit.utils.analysis.count_complexity` (mmengine's counter + the backbones' statistics, batch 1)
-on the toy val image at two sizes: resized to 224x224, and through the config's test pipeline
-("test size"). FLOPs are in mmengine's convention, 1 multiply-accumulate = 1 FLOP (papers count
-2 x MACs). Token-adaptive backbones are given both counts: the tokens really processed (which, with
+`mmrecvit.mm.complexity.count_complexity` (the backbones' analytic count + mmengine's counter for
+neck and heads, batch 1) on the toy val image at two sizes: resized to 224x224, and through the
+config's test pipeline ("test size"). FLOPs are 2 x multiply-accumulates, the papers' convention
+(`mmrecvit/models/flops.py`). Token-adaptive backbones are given both counts: the tokens really processed (which, with
 random weights, reflects a random ranker/router) and dense.
 
 CPU latency: each backbone's forward (224x224, batch 1, random weights) is timed interleaved with the
@@ -35,15 +35,8 @@ if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without 
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from mmrecvit.utils.analysis import (  # noqa: E402
-    REPO,
-    build_model,
-    count_complexity,
-    default_image,
-    init_scope,
-    load_config,
-    prepare_inputs,
-)
+from mmrecvit.mm.complexity import count_complexity  # noqa: E402
+from mmrecvit.mm.tooling import REPO, build_model, default_image, init_scope, load_config, prepare_inputs  # noqa: E402
 from mmrecvit.utils.benchmark import interleaved_order, time_call  # noqa: E402
 
 # One collection per backbone type. Paper titles/links as far as our notes (SPEC.md, papers/) give them;

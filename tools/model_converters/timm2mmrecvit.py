@@ -1,7 +1,7 @@
 """Convert a timm/DeiT ViT checkpoint into initial weights for one of our backbones (SPEC §6).
 
     python tools/model_converters/timm2mmrecvit.py deit_small_patch16_224-cd65a155.pth out.pth \\
-        --model 'SRViT(arch="small", num_steps=4)'
+        --model 'SRViT(arch="small", num_recursions=4)'
     python tools/model_converters/timm2mmrecvit.py SRC DST --config configs/det/mask-rcnn_edgerecvit-s_fpn_1x_coco.py
 
 SRC: a timm/DeiT checkpoint (raw state dict, DeiT's `{'model': ...}`, `.safetensors`). The target
@@ -96,7 +96,7 @@ def parity_plan(model: nn.Module) -> tuple[dict[str, Any], list[int], list[int]]
     """(twin kwargs overrides, our output indices, timm block indices) where the model computes DeiT."""
     if isinstance(model, SRViT):
         ends = [sum(model.unit_sizes[: u + 1]) - 1 for u in range(len(model.unit_sizes))]
-        return dict(num_steps=1, eval_steps=None), list(range(len(ends))), ends
+        return dict(num_recursions=1, eval_recursions=None), ends, ends  # at T = 1 unit u ends at DeiT block ends[u]
     if isinstance(model, PlainViT):
         return {}, list(range(model.depth)), list(range(model.depth))
     return None
@@ -183,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument('src', help='timm/DeiT checkpoint')
     parser.add_argument('dst', help='output file (a state dict for init_cfg=dict(type="Pretrained", ...))')
     target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument('--model', help="backbone spec, e.g. 'SRViT(arch=\"small\", num_steps=4)'")
+    target.add_argument('--model', help="backbone spec, e.g. 'SRViT(arch=\"small\", num_recursions=4)'")
     target.add_argument('--config', help="a config whose model.backbone is the target")
     parser.add_argument('--tolerance', type=float, default=1e-5, help='parity tolerance (default 1e-5)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the random parity input')

@@ -1,0 +1,93 @@
+"""The one analytic FLOP model (mmrecvit/models/flops.py) against mmengine's counter and a hand count."""
+import pytest
+import torch
+
+from backbone_cases import BACKBONE_CASES
+from mmrecvit.mm.complexity import traced_flops
+from mmrecvit.models import BACKBONES, EdgeRecViT, MoRViT
+from mmrecvit.models.flops import BlockWork, OpWork
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+# Static forwards (the same work for every input): every backbone, token-adaptive ones at full depth/capacity.
+STATIC = {
+    **{name: {} for name in ('PlainViT', 'NaiveRecursiveViT', 'SRViT', 'ReViT')},
+    'SRViT (recursion states)': dict(router_input='recursion_states'),
+    'EdgeRecViT (masked)': dict(execution='masked'),
+    'MoRViT (full capacity)': dict(capacities=[1.0, 1.0, 1.0]),
+}
+
+
+def build_static(case):
+    name = case.split(' ')[0]
+    return BACKBONES[name](**{**BACKBONE_CASES[name], **STATIC[case]}).eval()
+
+
+@pytest.mark.parametrize('case', sorted(STATIC))
+@pytest.mark.parametrize('warm', [False, True], ids=['first forward', 'later forward'])
+def test_analytic_count_equals_mmengine_on_static_backbones(case, warm):
+    """mmengine's FlopAnalyzer (1 MAC = 1 FLOP, norms set to 0) x 2 == the backbone's own count of
+    the same forward. `warm`: reViT merges its experts only in the first eval forward (then cached)."""
+    model = build_static(case)
+    x = torch.randn(1, 3, 80, 64)
+    if warm:
+        with torch.no_grad():
+            model(x)
+    traced = traced_flops(model, (x,))  # the traced forward also fills model.stats
+    assert traced > 0
+    assert model.stats.flops == pytest.approx(traced, rel=1e-12)
+
+
+def test_every_kind_of_work_is_reported():
+    """Patch embedding always; routers, step transforms, rankers and expert merges by the method that has them."""
+    names = {}
+    for name in BACKBONES:
+        model = BACKBONES[name](**BACKBONE_CASES[name]).train()
+        model(torch.randn(2, 3, 64, 64))
+        names[name] = {w.name.split('.')[0] for w in model.stats.work if isinstance(w, OpWork)}
+    assert names['PlainViT'] == names['NaiveRecursiveViT'] == {'patch_embed'}
+    assert names['SRViT'] == {'patch_embed', 'routers', 'step_transforms'}
+    assert names['ReViT'] == {'patch_embed', 'router', 'block'}  # ψ and the merge of the expert bank
+    assert names['EdgeRecViT'] == {'patch_embed', 'ranker'}
+    assert names['MoRViT'] == {'patch_embed', 'routers'}
+
+
+def test_hand_count_of_a_token_adaptive_forward():
+    """Edge-RecViT with a known depth per token (eval, adaptive execution), counted by hand."""
+    D, H, L = 32, 128, 5
+    model = EdgeRecViT(**BACKBONE_CASES['EdgeRecViT']).eval()
+    assert (model.embed_dim, model.mlp_hidden, model.depth) == (D, H, L)
+    # 16 patch tokens (64 x 64 px) + CLS: half the patches stop after 2 steps, half run all 5.
+    depth = torch.tensor([[2] * 8 + [5] * 8])
+    model.assign_depths = lambda chosen: depth
+    with torch.no_grad():
+        model(torch.randn(1, 3, 64, 64))
+    N = 17
+
+    def block(q, k, new_kv=0):  # 2 x MACs: qkv + k/v of cached tokens + q.k and attn.v + proj + MLP
+        return 2 * (3 * D * D * q + 2 * D * D * new_kv + 2 * q * k * D + D * D * q + 2 * D * H * q)
+
+    expected = (2 * 3 * 16 * 16 * D * 16                 # patch embedding, 16 patches
+                + 2 * 16 * (D * 2 * D + 2 * D * L)       # ranker on the patch tokens
+                + 2 * block(N, N)                        # steps 0, 1: every token
+                + block(9, N, new_kv=8)                  # step 2: shared block, 8 tokens enter the cache
+                + block(9, N)                            # step 3: same block, cached keys reused
+                + block(9, N, new_kv=8))                 # step 4: the tail, the cache is re-projected
+    assert model.stats.flops == expected
+    blocks = model.stats.blocks
+    assert [b.queries for b in blocks] == [17, 17, 9, 9, 9] and [b.new_kv for b in blocks] == [0, 0, 8, 0, 8]
+
+
+def test_mor_capacity_count_and_routers():
+    """MoR-ViT expert choice: every recursion's block on its chosen tokens, attention among them, and
+    a router Linear(D -> 1) on the candidates."""
+    model = MoRViT(**BACKBONE_CASES['MoRViT'], capacities=[1.0, 0.5, 0.25]).eval()
+    with torch.no_grad():
+        model(torch.randn(1, 3, 64, 64))
+    D, H, N = 32, 128, 17
+    queries = [b.queries for b in model.stats.blocks]
+    assert queries == [N, N, 1 + 8, 1 + 4, N]  # CLS + ceil(cap * 16) patch tokens
+    assert all(b.keys == b.queries for b in model.stats.blocks)
+    routers = [w for w in model.stats.work if isinstance(w, OpWork) and w.name.startswith('routers')]
+    assert [w.macs for w in routers] == [N * D, N * D, (1 + 8) * D]  # scored: the previous recursion's tokens
+    assert isinstance(model.stats.work[0], OpWork) and isinstance(model.stats.work[1], BlockWork)
