@@ -35,6 +35,7 @@ if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without 
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
+from mmrecvit.benchmark import interleaved_order, time_call  # noqa: E402
 from mmrecvit.utils.analysis import (  # noqa: E402
     REPO,
     build_model,
@@ -44,7 +45,6 @@ from mmrecvit.utils.analysis import (  # noqa: E402
     load_config,
     prepare_inputs,
 )
-from mmrecvit.utils.benchmark import interleaved_order, time_call  # noqa: E402
 
 # One collection per backbone type. Paper titles/links as far as our notes (SPEC.md, papers/) give them;
 # `paper` is what the paper reports, quoted from SPEC.md (ImageNet-1k classification, not dense tasks).

@@ -1,0 +1,47 @@
+"""The benchmark harness: side-by-side latency, throughput, memory and FLOP efficiency.
+
+The one harness behind every performance figure in the README. `tools/analysis_tools/benchmark.py`
+is its command line; this package holds the parts, so tests and other tools can reuse them. One
+job per module, in the order a run uses them:
+
+    specs.py    command-line model specs -> `ModelSpec` (literal kwargs only)
+    build.py    `ModelSpec` -> `BenchModel` (our backbones, timm models, config models)
+    flops.py    analytic FLOPs per image
+    memory.py   `PeakMemoryTracker`, peak tensor memory on the CPU
+    timing.py   the measuring run (`run_benchmark`): interleaving, matmul probe, rows and ratios
+    report.py   Markdown and CSV
+
+Model specs (`specs.py`) name a backbone of ours `ClassName(kw=literal, ...)`, a timm model
+`timm:name(...)` or a config `path/to/config.py(...)`; how each is built and timed: `build.py`.
+"""
+from .build import WHOLE_MODES, BenchModel, build_config, build_model, build_timm
+from .flops import backbone_flops, conv_flops, conv_out_hw, dense_vit_flops, timm_vit_flops
+from .memory import PeakMemoryTracker
+from .report import CSV_FIELDS, csv_rows, format_markdown, write_csv
+from .specs import ModelSpec, SpecError, parse_kwargs, parse_spec, parse_specs
+from .timing import (
+    DTYPES,
+    STATISTICS,
+    BenchConfig,
+    BenchResult,
+    MatmulProbe,
+    Row,
+    add_ratios,
+    cpu_model,
+    environment,
+    interleaved_order,
+    peak_memory,
+    percentile,
+    physical_cores,
+    run_benchmark,
+    time_call,
+)
+
+__all__ = [
+    'CSV_FIELDS', 'DTYPES', 'STATISTICS', 'WHOLE_MODES', 'BenchConfig', 'BenchModel',
+    'BenchResult', 'MatmulProbe', 'ModelSpec', 'PeakMemoryTracker', 'Row', 'SpecError', 'add_ratios',
+    'backbone_flops', 'build_config', 'build_model', 'build_timm', 'conv_flops', 'conv_out_hw', 'cpu_model',
+    'csv_rows', 'dense_vit_flops', 'environment', 'format_markdown',
+    'interleaved_order', 'parse_kwargs', 'parse_spec', 'parse_specs', 'peak_memory', 'percentile',
+    'physical_cores', 'run_benchmark', 'time_call', 'timm_vit_flops', 'write_csv',
+]
