@@ -14,7 +14,8 @@ import torch
 
 from mmrecvit import benchmark as bm
 from mmrecvit.benchmark import BenchConfig, BenchResult, Row, SpecError, parse_spec, parse_specs
-from mmrecvit.models import PlainViT
+from mmrecvit.models import EdgeRecViT, PlainViT
+from mmrecvit.models.edge_recvit import forced_depths as model_side_forced_depths
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / 'tools' / 'analysis_tools' / 'benchmark.py'
@@ -94,6 +95,75 @@ def test_library_does_not_import_mmdet_or_mmseg_at_module_level(module):
     names = [a.name for n in top if isinstance(n, ast.Import) for a in n.names]
     names += [n.module or '' for n in top if isinstance(n, ast.ImportFrom)]
     assert not [n for n in names if n.split('.')[0] in ('mmdet', 'mmseg', 'timm', 'mmengine')]
+
+
+# ---- depth forcing --------------------------------------------------------------------------------
+EDGE_TINY = dict(arch='tiny', embed_dim=32, num_heads=2, img_size=64)  # L = 12
+EDGE_SPEC = "EdgeRecViT(arch='tiny', embed_dim=32, num_heads=2, img_size=64"
+
+
+def edge_forward(module, images):
+    with torch.inference_mode():
+        maps = module(images)
+    return maps, module.stats.token_maps['depth'].flatten(1)  # (B, Np)
+
+
+@pytest.mark.parametrize('knobs', [{}, dict(depth_shift=-1, max_depth=10)])
+def test_harness_forcing_equals_the_model_side_knob(knobs):
+    """Same pattern, weights, outputs and FLOPs as `EdgeRecViT(forced_mean_depth=...)`: the published
+    tables were measured with that knob, and reruns through the harness must reproduce them."""
+    images = torch.randn(3, 3, 128, 160)  # 8 x 10 = 80 patch tokens per image
+    extra = ''.join(f', {k}={v!r}' for k, v in knobs.items())
+    torch.manual_seed(0)
+    bench = bm.build_model(parse_spec(f'{EDGE_SPEC}, forced_mean_depth=8.3, forced_depth_seed=1{extra})'), (128, 160))
+    assert getattr(bench.module, 'forced_mean_depth', None) is None  # the constructor never saw it
+    assert 'assign_depths' in vars(bench.module)  # an override of this instance only
+    maps, depth = edge_forward(bench.module, images)
+
+    pattern = bm.forced_depths(3, 80, 8.3, 12, 1)
+    assert torch.equal(pattern, model_side_forced_depths(3, 80, 8.3, 12, 1))
+    if knobs:  # the model's own shift and cap still apply after the pattern
+        assert torch.equal(depth, (pattern - 1).clamp(1, 10))
+    else:
+        assert torch.equal(depth, pattern)
+        assert depth.float().mean(1).tolist() == pytest.approx([8.3] * 3)  # 664 / 80 per image
+
+    torch.manual_seed(0)
+    old = EdgeRecViT(**EDGE_TINY, forced_mean_depth=8.3, forced_depth_seed=1, **knobs).eval()
+    old_maps, old_depth = edge_forward(old, images)
+    assert torch.equal(depth, old_depth)
+    assert all(torch.equal(a, b) for a, b in zip(maps, old_maps))
+    assert bench.flops() == old.analytic_flops()  # the benchmark numbers stay comparable
+
+
+@pytest.mark.parametrize('args', [(4, 1024, 8.3, 12, 0), (2, 35, 3.5, 12, 1), (3, 16, 6.0, 5, 2),
+                                  (1, 10, 12.0, 12, 0), (2, 7, 1.0, 12, 3)])
+def test_forced_depths_match_the_model_side_generator(args):
+    assert torch.equal(bm.forced_depths(*args), model_side_forced_depths(*args))
+
+
+def test_config_backbone_takes_the_forcing_kwargs(tmp_path):
+    config = tmp_path / 'edge_tiny.py'
+    config.write_text(f"model = dict(backbone=dict(type='mmdet.EdgeRecViT', **{EDGE_TINY!r}, forced_mean_depth=12))\n")
+    bench = bm.build_model(parse_spec(f'{config}(forced_mean_depth=6.0, forced_depth_seed=2)'), (64, 64))
+    _, depth = edge_forward(bench.module, torch.randn(2, 3, 64, 64))
+    assert torch.equal(depth, bm.forced_depths(2, 16, 6.0, 12, 2))
+
+
+@pytest.mark.parametrize('text, words', [
+    (f'{EDGE_SPEC}, forced_mean_depth=0.5)', ['forced_mean_depth', '[1.0, 12.0]']),
+    (f'{EDGE_SPEC}, forced_mean_depth="8")', ['forced_mean_depth', 'number']),
+    (f'{EDGE_SPEC}, forced_mean_depth=8.3, forced_depth_seed=-1)', ['forced_depth_seed', '[0, inf]']),
+    (f'{EDGE_SPEC}, forced_depth_seed=1)', ['forced_depth_seed', 'give forced_mean_depth']),
+    ("PlainViT(arch='tiny', depth=1, forced_mean_depth=6.0)", ['forced_mean_depth', 'PlainViT has none']),
+])
+def test_bad_forcing_is_a_spec_error(text, words):
+    with pytest.raises(SpecError) as info:
+        bm.build_model(parse_spec(text), (32, 32))
+    message = str(info.value)
+    assert repr(text) in message
+    for w in words:
+        assert w in message
 
 
 # ---- scheduling and statistics --------------------------------------------------------------------

@@ -7,6 +7,9 @@
 * a config: its backbone (kwargs override `cfg.model.backbone`), or with `whole=True` the whole
   detector/segmentor through mmdet's or mmseg's registry (`model(inputs, data_samples,
   mode='tensor')`; the data preprocessor runs once per batch, untimed).
+
+The harness kwargs `forced_mean_depth` / `forced_depth_seed` are taken out of the kwargs before
+the model is built and applied to the built module (`forcing.py`).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from .flops import backbone_flops, timm_vit_flops
+from .forcing import force_mean_depth, pop_depth_forcing
 from .specs import ModelSpec, SpecError
 
 WHOLE_MODES = ('tensor', 'predict')
@@ -59,14 +63,33 @@ def _backbones() -> dict[str, type]:
     return BACKBONES
 
 
+def _pop_forcing(spec: ModelSpec, kwargs: Any) -> dict[str, Any]:
+    try:
+        return pop_depth_forcing(kwargs)
+    except ValueError as e:
+        raise SpecError(f'model spec {spec.text!r}: {e}') from None
+
+
+def _apply_forcing(spec: ModelSpec, module: nn.Module, forcing: dict[str, Any]) -> nn.Module:
+    if forcing:
+        try:
+            force_mean_depth(module, **forcing)
+        except (TypeError, ValueError) as e:
+            raise SpecError(f'model spec {spec.text!r}: {e}') from e
+    return module
+
+
 def _build_our_backbone(spec: ModelSpec, name: str, kwargs: dict[str, Any]) -> nn.Module:
     table = _backbones()
     if name not in table:
         raise SpecError(f'model spec {spec.text!r}: unknown backbone {name!r}; registered: {sorted(table)}')
+    kwargs = dict(kwargs)  # the spec's own dict stays as parsed
+    forcing = _pop_forcing(spec, kwargs)
     try:
-        return table[name](**kwargs)
+        module = table[name](**kwargs)
     except (TypeError, ValueError) as e:
         raise SpecError(f'model spec {spec.text!r}: {name}(**{kwargs!r}) failed: {e}') from e
+    return _apply_forcing(spec, module, forcing)
 
 
 def _identity(x: Tensor) -> Tensor:
@@ -148,8 +171,10 @@ def _build_whole(spec: ModelSpec, cfg: Any, kwargs: dict[str, Any], hw: Sequence
     sample_cls = structures.DetDataSample if scope == 'mmdet' else structures.SegDataSample
     model_cfg = copy.deepcopy(cfg.model)
     model_cfg.backbone.update(kwargs)
+    forcing = _pop_forcing(spec, model_cfg.backbone)
     # No init_weights(): nothing is loaded, random weights time the same.
     model = registry.MODELS.build(model_cfg)
+    _apply_forcing(spec, model.backbone, forcing)
     H, W = hw
 
     def prepare(images: Tensor) -> dict[str, Any]:
@@ -191,7 +216,8 @@ def build_config(spec: ModelSpec, hw: Sequence[int], whole: bool = False, whole_
     # A backbone of the frameworks (ResNet, Swin ...): through their registry.
     scope = _registry_scope(cfg, spec)
     registry = importlib.import_module(f'{scope}.registry')
-    module = registry.MODELS.build(dict(type=name, **bb))
+    forcing = _pop_forcing(spec, bb)
+    module = _apply_forcing(spec, registry.MODELS.build(dict(type=name, **bb)), forcing)
     return _backbone_model(spec, module, f'{scope} {name} from {path.name}')
 
 

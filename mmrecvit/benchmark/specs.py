@@ -32,7 +32,8 @@ class ModelSpec:
     label: the name used in tables and for `--reference`.
     kind: 'backbone' (a `BACKBONES` class), 'timm' or 'config'.
     target: the class name, the timm model name or the config path.
-    kwargs: literal keyword arguments (constructor arguments, or overrides of the config's backbone).
+    kwargs: literal keyword arguments (constructor arguments or overrides of the config's backbone,
+        and the harness kwargs of `forcing.py`).
     """
 
     text: str

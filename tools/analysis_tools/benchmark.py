@@ -12,6 +12,13 @@ Model specs, each optionally labelled `label=SPEC` (quote them for the shell):
                                            the backbone of a config (kwargs override it), or with
                                            --whole (or whole=True) the whole detector/segmentor
 
+Harness kwargs, taken out of a spec's kwargs before the model is built (never passed to it):
+  forced_mean_depth=M                      run a token-adaptive backbone (EdgeRecViT) on a fixed,
+                                           seeded depth pattern of per-image mean M instead of its
+                                           ranker's choice; its depth_shift/max_depth still apply;
+                                           M=L is the same model at full depth
+  forced_depth_seed=S                      the seed of that pattern (default 0)
+
 Examples (the README's tables; scripts/benchmarks.sh runs them all):
   # the first README table, PlainViT-S vs timm ViT-S
   python tools/analysis_tools/benchmark.py ours='PlainViT(arch="small")' timm=timm:vit_small_patch16_224 \\
