@@ -1,6 +1,6 @@
 """The benchmark harness: spec parsing, scheduling, arithmetic, reports and a tiny end-to-end run.
 
-Smoke and logic tests only: nothing here asserts a timing (benchmarks are scripts, issue 3).
+Smoke and logic tests only: nothing here asserts a timing (benchmarks are scripts/benchmarks.sh).
 """
 import ast
 import csv
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from mmrecvit.models import PlainViT
-from mmrecvit.utils import benchmark as bm
-from mmrecvit.utils.benchmark import BenchConfig, BenchResult, Row, SpecError, parse_spec, parse_specs
+from mmrecvit import benchmark as bm
+from mmrecvit.benchmark import BenchConfig, BenchResult, Row, SpecError, parse_spec, parse_specs
+from mmrecvit.models import EdgeRecViT, PlainViT
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / 'tools' / 'analysis_tools' / 'benchmark.py'
@@ -87,12 +87,87 @@ def test_unknown_backbone_lists_the_registered_ones():
         bm.build_model(parse_spec("x=PlainViT(arch='tiny', depth=0)"), (32, 32))
 
 
-def test_library_does_not_import_mmdet_or_mmseg_at_module_level():
-    tree = ast.parse(Path(bm.__file__).read_text())
+@pytest.mark.parametrize('module', sorted(p.name for p in Path(bm.__file__).parent.glob('*.py')))
+def test_library_does_not_import_mmdet_or_mmseg_at_module_level(module):
+    tree = ast.parse((Path(bm.__file__).parent / module).read_text())
     top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     names = [a.name for n in top if isinstance(n, ast.Import) for a in n.names]
     names += [n.module or '' for n in top if isinstance(n, ast.ImportFrom)]
     assert not [n for n in names if n.split('.')[0] in ('mmdet', 'mmseg', 'timm', 'mmengine')]
+
+
+# ---- depth forcing --------------------------------------------------------------------------------
+EDGE_TINY = dict(arch='tiny', embed_dim=32, num_heads=2, img_size=64)  # L = 12
+EDGE_SPEC = "EdgeRecViT(arch='tiny', embed_dim=32, num_heads=2, img_size=64"
+
+
+def edge_forward(module, images):
+    with torch.inference_mode():
+        maps = module(images)
+    return maps, module.stats.token_maps['depth'].flatten(1)  # (B, Np)
+
+
+@pytest.mark.parametrize('knobs', [{}, dict(depth_shift=-1, max_depth=10)])
+def test_harness_forcing_overrides_the_depth_assignment_of_one_instance(knobs):
+    """The pattern replaces the ranker's choice of this instance only; the model's own shift and cap
+    still apply after it; outputs and FLOPs are those of the model run on that pattern."""
+    images = torch.randn(3, 3, 128, 160)  # 8 x 10 = 80 patch tokens per image
+    extra = ''.join(f', {k}={v!r}' for k, v in knobs.items())
+    torch.manual_seed(0)
+    bench = bm.build_model(parse_spec(f'{EDGE_SPEC}, forced_mean_depth=8.3, forced_depth_seed=1{extra})'), (128, 160))
+    assert 'assign_depths' in vars(bench.module)  # an override of this instance only
+    maps, depth = edge_forward(bench.module, images)
+
+    pattern = bm.forced_depths(3, 80, 8.3, 12, 1)
+    if knobs:
+        assert torch.equal(depth, (pattern - 1).clamp(1, 10))
+    else:
+        assert torch.equal(depth, pattern)
+        assert depth.float().mean(1).tolist() == pytest.approx([8.3] * 3)  # 664 / 80 per image
+
+    torch.manual_seed(0)
+    same = EdgeRecViT(**EDGE_TINY, **knobs).eval()
+    same.assign_depths = lambda chosen: (pattern + same.depth_shift).clamp(1, same.cls_depth)
+    same_maps, same_depth = edge_forward(same, images)
+    assert torch.equal(depth, same_depth)
+    assert all(torch.equal(a, b) for a, b in zip(maps, same_maps))
+    assert bench.flops() == same.stats.flops
+
+
+@pytest.mark.parametrize('args', [(4, 1024, 8.3, 12, 0), (2, 35, 3.5, 12, 1), (3, 16, 6.0, 5, 2),
+                                  (1, 10, 12.0, 12, 0), (2, 7, 1.0, 12, 3)])
+def test_forced_depths_have_the_asked_mean_per_image(args):
+    batch, tokens, mean, levels, seed = args
+    depth = bm.forced_depths(*args)
+    assert depth.shape == (batch, tokens) and int(depth.min()) >= 1 and int(depth.max()) <= levels
+    assert depth.sum(1).tolist() == [round(min(mean, levels) * tokens)] * batch  # a mean above L saturates
+    assert torch.equal(depth, bm.forced_depths(*args))  # deterministic in the seed
+    if 1 < mean < levels and batch > 1:
+        assert not torch.equal(depth[0], depth[1])  # images get different patterns (as a real ranker gives)
+
+
+def test_config_backbone_takes_the_forcing_kwargs(tmp_path):
+    config = tmp_path / 'edge_tiny.py'
+    config.write_text(f"model = dict(backbone=dict(type='mmdet.EdgeRecViT', **{EDGE_TINY!r}, forced_mean_depth=12))\n")
+    bench = bm.build_model(parse_spec(f'{config}(forced_mean_depth=6.0, forced_depth_seed=2)'), (64, 64))
+    _, depth = edge_forward(bench.module, torch.randn(2, 3, 64, 64))
+    assert torch.equal(depth, bm.forced_depths(2, 16, 6.0, 12, 2))
+
+
+@pytest.mark.parametrize('text, words', [
+    (f'{EDGE_SPEC}, forced_mean_depth=0.5)', ['forced_mean_depth', '[1.0, 12.0]']),
+    (f'{EDGE_SPEC}, forced_mean_depth="8")', ['forced_mean_depth', 'number']),
+    (f'{EDGE_SPEC}, forced_mean_depth=8.3, forced_depth_seed=-1)', ['forced_depth_seed', '[0, inf]']),
+    (f'{EDGE_SPEC}, forced_depth_seed=1)', ['forced_depth_seed', 'give forced_mean_depth']),
+    ("PlainViT(arch='tiny', depth=1, forced_mean_depth=6.0)", ['forced_mean_depth', 'PlainViT has none']),
+])
+def test_bad_forcing_is_a_spec_error(text, words):
+    with pytest.raises(SpecError) as info:
+        bm.build_model(parse_spec(text), (32, 32))
+    message = str(info.value)
+    assert repr(text) in message
+    for w in words:
+        assert w in message
 
 
 # ---- scheduling and statistics --------------------------------------------------------------------
@@ -183,10 +258,7 @@ def test_timm_vit_gets_the_same_count_as_our_plain_vit():
     assert all(m.shape == (1, 192, 3, 4) for m in maps)
 
 
-def test_custom_analytic_flops_hook_wins():
-    model = PlainViT(arch='tiny', depth=1, embed_dim=32, num_heads=2)
-    model.analytic_flops = lambda: 123.0
-    assert bm.backbone_flops(model) == 123.0
+def test_modules_without_statistics_have_no_count():
     assert bm.backbone_flops(torch.nn.Linear(2, 2)) is None
 
 

@@ -1,8 +1,8 @@
 """The one analytic FLOP model (mmrecvit/models/flops.py) against mmengine's counter and a hand count."""
 import pytest
 import torch
-
 from backbone_cases import BACKBONE_CASES
+
 from mmrecvit.mm.complexity import traced_flops
 from mmrecvit.models import BACKBONES, EdgeRecViT, MoRViT
 from mmrecvit.models.flops import BlockWork, OpWork
@@ -84,7 +84,7 @@ def test_mor_capacity_count_and_routers():
     model = MoRViT(**BACKBONE_CASES['MoRViT'], capacities=[1.0, 0.5, 0.25]).eval()
     with torch.no_grad():
         model(torch.randn(1, 3, 64, 64))
-    D, H, N = 32, 128, 17
+    D, N = 32, 17
     queries = [b.queries for b in model.stats.blocks]
     assert queries == [N, N, 1 + 8, 1 + 4, N]  # CLS + ceil(cap * 16) patch tokens
     assert all(b.keys == b.queries for b in model.stats.blocks)

@@ -84,21 +84,22 @@ SPECIFIC = {
         ('timm_init', 'mean', ValueError, ['timm_init', "['pick', 'average']"]),
     ],
     'SRViT': [
-        *DEPTH,
-        ('out_indices', [4], ValueError, ['out_indices entry', '[-4, 3]']),
-        ('out_indices', [0.5], TypeError, ['out_indices entry', INT]),
-        ('unit_sizes', [2, 2, 1], ValueError, ['unit_sizes', 'summing to depth (6)']),
+        ('num_blocks', 0, ValueError, ['num_blocks', '[1, inf]']),
+        ('num_blocks', 4.0, TypeError, ['num_blocks', INT]),
+        ('out_units', [4], ValueError, ['out_units entry', '[-4, 3]']),
+        ('out_units', [0.5], TypeError, ['out_units entry', INT]),
+        ('unit_sizes', [2, 2, 1], ValueError, ['unit_sizes', 'summing to num_blocks (6)']),
         ('unit_sizes', [3, 3, 0], ValueError, ['unit_sizes[2]', '[1, inf]']),
         ('unit_sizes', '222', TypeError, ['unit_sizes', 'list or tuple']),
         ('unit_sizes', [3.0, 3], TypeError, ['unit_sizes[0]', INT]),
-        ('num_steps', 0, ValueError, ['num_steps[0]', '[1, inf]']),
-        ('num_steps', [2, 2], ValueError, ['num_steps', 'list of 4 ints (one per unit)']),
-        ('num_steps', 2.0, TypeError, ['num_steps', 'an int or a list of 4 ints']),
-        ('eval_steps', 4, ValueError, ['eval_steps[0]', '[1, 2]']),
-        ('eval_steps', [1, 1], ValueError, ['eval_steps', 'list of 4 ints']),
-        ('eval_steps', 'all', TypeError, ['eval_steps', 'an int or a list of 4 ints']),
+        ('num_recursions', 0, ValueError, ['num_recursions[0]', '[1, inf]']),
+        ('num_recursions', [2, 2], ValueError, ['num_recursions', 'list of 4 ints (one per unit)']),
+        ('num_recursions', 2.0, TypeError, ['num_recursions', 'an int or a list of 4 ints']),
+        ('eval_recursions', 4, ValueError, ['eval_recursions[0]', '[1, 2]']),
+        ('eval_recursions', [1, 1], ValueError, ['eval_recursions', 'list of 4 ints']),
+        ('eval_recursions', 'all', TypeError, ['eval_recursions', 'an int or a list of 4 ints']),
         ('readout', 'mean', ValueError, ['readout', "['soft', 'final', 'hard']"]),
-        ('router_input', 'tokens', ValueError, ['router_input', "['unit_input', 'step_states']"]),
+        ('router_input', 'tokens', ValueError, ['router_input', "['unit_input', 'recursion_states']"]),
     ],
     'ReViT': [
         ('depth', 1, ValueError, ['depth', '[2, inf]']),
@@ -139,10 +140,6 @@ SPECIFIC = {
         ('max_depth', 2.0, TypeError, ['max_depth', INT]),
         ('depth_shift', 5, ValueError, ['depth_shift', '[-4, 4]']),
         ('depth_shift', 0.5, TypeError, ['depth_shift', INT]),
-        ('forced_mean_depth', 0.5, ValueError, ['forced_mean_depth', '[1.0, 5.0]']),
-        ('forced_mean_depth', '3', TypeError, ['forced_mean_depth', NUMBER]),
-        ('forced_depth_seed', -1, ValueError, ['forced_depth_seed', '[0, inf]']),
-        ('forced_depth_seed', None, TypeError, ['forced_depth_seed', INT]),
         ('execution', 'sparse', ValueError, ['execution', "['adaptive', 'masked']"]),
         ('final_norm', 'yes', TypeError, ['final_norm', BOOL]),
     ],
@@ -176,8 +173,17 @@ SPECIFIC = {
 COMBINATIONS = [
     ('MoRViT', dict(routing='token_choice'), 'capacities', [1.0, 0.5, 0.2], ValueError,
      ["capacities apply to routing='expert_choice' only", 'capacities=None']),
-    ('SRViT', dict(depth=5), 'unit_sizes', None, ValueError,
-     ['unit_sizes has no default for depth=5', 'divisible by 6']),
+    ('SRViT', dict(num_blocks=5), 'unit_sizes', None, ValueError,
+     ['unit_sizes has no default for num_blocks=5', 'multiples of 6']),
+]
+# Old spellings: an error naming the new argument (nothing silently changes meaning).
+RENAMED = [
+    ('NaiveRecursiveViT', 'num_unique_blocks', 2, 'num_blocks'),
+    ('SRViT', 'depth', 6, 'num_blocks'),
+    ('SRViT', 'num_steps', 2, 'num_recursions'),
+    ('SRViT', 'eval_steps', 1, 'eval_recursions'),
+    ('SRViT', 'out_indices', (0,), 'out_units'),
+    ('MoRViT', 'depth', 12, 'num_recursions'),
 ]
 NECK = [
     ('in_channels', 2, ValueError, ['in_channels', '[4, inf]']),
@@ -194,10 +200,9 @@ NECK = [
 KNOBS = [
     ('EdgeRecViT', 'max_depth', 9, ValueError, ['max_depth', '[1, 5]']),
     ('EdgeRecViT', 'depth_shift', 1.5, TypeError, ['depth_shift', INT]),
-    ('EdgeRecViT', 'forced_mean_depth', 0.0, ValueError, ['forced_mean_depth', '[1.0, 5.0]']),
     ('EdgeRecViT', 'execution', 'dense', ValueError, ['execution', "['adaptive', 'masked']"]),
     ('MoRViT', 'capacities', [1.0, 0.9, 0.95], ValueError, ['capacities', 'non-increasing']),
-    ('SRViT', 'eval_steps', 3, ValueError, ['eval_steps[0]', '[1, 2]']),
+    ('SRViT', 'eval_recursions', 3, ValueError, ['eval_recursions[0]', '[1, 2]']),
     ('ReViT', 'depth', 1, ValueError, ['depth', '[2, inf]']),
     *((name, 'nonfinite', 'skip', ValueError, ['nonfinite', "['raise', 'warn']"]) for name in sorted(BACKBONES)),
 ]
@@ -230,8 +235,9 @@ def constructor_arguments(cls):
     for c in ((cls, ViTBackbone) if issubclass(cls, ViTBackbone) else (cls,)):
         params = inspect.signature(c.__init__).parameters.values()
         names |= {p.name for p in params if p.name != 'self' and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
-    # Set by the subclasses from their own arguments (depth, num_recursions), never by a user.
-    return names - {'num_steps'} if cls is not ViTBackbone else names
+    # ViTBackbone's `depth` (block applications) is derived by SR-ViT and MoR-ViT from their own arguments.
+    own = {p.name for p in inspect.signature(cls.__init__).parameters.values()}
+    return names - {'depth'} if cls is not ViTBackbone and 'depth' not in own else names
 
 
 @pytest.mark.parametrize('name', sorted(BACKBONES))
@@ -239,9 +245,8 @@ def test_the_table_covers_every_argument(name):
     cls = BACKBONES[name]
     covered = {row[0] for row in rows_of(name)} | {'pretrained'}
     missing = constructor_arguments(cls) - covered
-    # SRViT's `num_steps` is its own argument (T per unit), listed in its rows.
     assert not missing, f'{name}: constructor arguments without bad-value rows: {sorted(missing)}'
-    unknown = {row[0] for row in rows_of(name)} - constructor_arguments(cls) - {'num_steps'}
+    unknown = {row[0] for row in rows_of(name)} - constructor_arguments(cls)
     assert not unknown, f'{name}: rows for arguments it does not take: {sorted(unknown)}'
 
 
@@ -268,6 +273,12 @@ def test_pretrained_and_init_cfg_together(name):
                          ids=[f'{c[0]}-{c[2]}' for c in COMBINATIONS])
 def test_arguments_that_depend_on_others(name, base, arg, value, exc, words):
     expect_error(lambda: BACKBONES[name](**{**BACKBONE_CASES[name], **base, arg: value}), exc, words)
+
+
+@pytest.mark.parametrize('name, old, value, new', RENAMED, ids=[f'{r[0]}-{r[1]}' for r in RENAMED])
+def test_old_argument_spellings_name_the_new_one(name, old, value, new):
+    expect_error(lambda: BACKBONES[name](**{**BACKBONE_CASES[name], old: value}), TypeError,
+                 [name, repr(old), f'use {new}'])
 
 
 @pytest.mark.parametrize('arg, value, exc, words', NECK, ids=case_ids(NECK))

@@ -30,7 +30,7 @@ NUM_EXAMPLES, MIN_DISTINCT_SIZES = 270, 200
 FEWER_BLOCKS = {
     'PlainViT': dict(depth=2),
     'NaiveRecursiveViT': dict(depth=3, num_blocks=2),
-    'SRViT': dict(depth=2, unit_sizes=[1, 1], num_steps=[2, 1]),
+    'SRViT': dict(num_blocks=2, unit_sizes=[1, 1], num_recursions=[2, 1]),
     'ReViT': dict(depth=3, num_experts=2),
     'EdgeRecViT': dict(depth=3),
     'MoRViT': dict(num_recursions=2),

@@ -24,9 +24,9 @@ NAN, INF = float('nan'), float('inf')
 
 # (case id, backbone, extra kwargs, parameter to poison, words the error must contain)
 ROUTER_CASES = [
-    ('SRViT', 'SRViT', {}, 'routers.1.proj.weight', ['SRViT:', 'routers.1 logits at unit 1, step 1']),
-    ('SRViT-step_states', 'SRViT', dict(router_input='step_states'), 'routers.2.proj.weight',
-     ['routers.2 logits at unit 2, step 1', 'unit 2, step 2']),
+    ('SRViT', 'SRViT', {}, 'routers.1.proj.weight', ['SRViT:', 'routers.1 logits at unit 1, recursion 1']),
+    ('SRViT-recursion_states', 'SRViT', dict(router_input='recursion_states'), 'routers.2.proj.weight',
+     ['routers.2 logits at unit 2, recursion 1', 'unit 2, recursion 2']),
     ('ReViT', 'ReViT', dict(step_drop_rate=0.0), 'router.fc2.weight', ['ReViT:', 'router logits at step 0 (s=0)',
                                                                       'step 3 (s=1)']),
     ('EdgeRecViT', 'EdgeRecViT', {}, 'ranker.fc2.weight',
@@ -130,15 +130,15 @@ def test_recursion_hook_adds_the_training_iteration():
     model = Detector().train()
     runner = SimpleNamespace(model=model, iter=16)
     RecursionHook().before_train(runner)
-    assert set(model.loss(images())) >= {'loss_task', 'w/u0s1'}  # wrapped: the backbone's terms are added
+    assert set(model.loss(images())) >= {'loss_task', 'w/u0r1'}  # wrapped: the backbone's terms are added
     poison(model.backbone, 'routers.0.proj.bias', INF)
-    with pytest.raises(NonFiniteError, match=r'routers.0 logits at unit 0, step 1.*; at training iteration 17'):
+    with pytest.raises(NonFiniteError, match=r'routers.0 logits at unit 0, recursion 1.*; at training iteration 17'):
         model.loss(images())
 
 
 # ---- bf16 autocast on CPU -----------------------------------------------------------------------------
 BF16_CASES = [(name, {}) for name in sorted(BACKBONES)] + [
-    ('SRViT', dict(readout='hard')), ('SRViT', dict(router_input='step_states')),
+    ('SRViT', dict(readout='hard')), ('SRViT', dict(router_input='recursion_states')),
     ('EdgeRecViT', dict(execution='masked')), ('MoRViT', dict(routing='token_choice')),
     ('ReViT', dict(num_experts=1)),
 ]

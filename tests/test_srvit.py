@@ -5,9 +5,9 @@ import torch
 import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer
 
+from mmrecvit.benchmark import PeakMemoryTracker
 from mmrecvit.models import SRViT
 from mmrecvit.models.checkpoint import CheckpointError
-from mmrecvit.utils.memory import PeakMemoryTracker
 
 TINY = dict(arch='tiny', embed_dim=32, num_heads=2, img_size=64)
 

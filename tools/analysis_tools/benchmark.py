@@ -1,9 +1,9 @@
-"""Latency, throughput, peak memory and FLOP efficiency of models side by side (issues 3 and 8).
+"""Latency, throughput, peak memory and FLOP efficiency of models side by side.
 
 Every performance figure in the README comes from this script. Models are measured in one run with
 interleaved repeats after a warm-up, at a fixed thread count, in eval mode under
 `torch.inference_mode()`; the output is a Markdown table (stdout, `--out`) and optionally a CSV.
-See `mmrecvit/utils/benchmark.py` for what exactly is measured.
+See `mmrecvit/benchmark/` (`timing.py`) for what exactly is measured.
 
 Model specs, each optionally labelled `label=SPEC` (quote them for the shell):
   'PlainViT(arch="small")'                 a backbone of mmrecvit.models.BACKBONES, literal kwargs
@@ -12,21 +12,28 @@ Model specs, each optionally labelled `label=SPEC` (quote them for the shell):
                                            the backbone of a config (kwargs override it), or with
                                            --whole (or whole=True) the whole detector/segmentor
 
-Examples (issue numbers as in the tracker; see the report for the targets):
-  # 3: the first README table, PlainViT-S vs timm ViT-S
+Harness kwargs, taken out of a spec's kwargs before the model is built (never passed to it):
+  forced_mean_depth=M                      run a token-adaptive backbone (EdgeRecViT) on a fixed,
+                                           seeded depth pattern of per-image mean M instead of its
+                                           ranker's choice; its depth_shift/max_depth still apply;
+                                           M=L is the same model at full depth
+  forced_depth_seed=S                      the seed of that pattern (default 0)
+
+Examples (the README's tables; scripts/benchmarks.sh runs them all):
+  # the first README table, PlainViT-S vs timm ViT-S
   python tools/analysis_tools/benchmark.py ours='PlainViT(arch="small")' timm=timm:vit_small_patch16_224 \\
       --batch 1 8 --size 224 --reference timm --out bench.md --csv bench.csv
-  # 4: SR-ViT eval memory flat in T (memory ratio column; --repeats 0 for memory only)
+  # SR-ViT eval memory flat in T (memory ratio column; --repeats 0 for memory only)
   python tools/analysis_tools/benchmark.py T1='SRViT(arch="small", num_recursions=1)' \\
       T4='SRViT(arch="small", num_recursions=4)' --batch 8 --size 512 --repeats 5
-  # 5: reViT online merge vs its folded twin (a PlainViT of the same size: same work)
+  # reViT online merge vs its folded twin (a PlainViT of the same size: same work)
   python tools/analysis_tools/benchmark.py folded='PlainViT(arch="small")' \\
       online='ReViT(arch="small", num_experts=4)' --batch 1 8 --size 224
-  # 6: Edge-RecViT forced depths vs full depth (speed-up, FLOP ratio, quotient columns)
+  # Edge-RecViT forced depths vs full depth (speed-up, FLOP ratio, quotient columns)
   python tools/analysis_tools/benchmark.py full='EdgeRecViT(arch="small", forced_mean_depth=12)' \\
       paper='EdgeRecViT(arch="small", forced_mean_depth=8.3)' half='EdgeRecViT(arch="small", forced_mean_depth=6)' \\
       --batch 1 4 --size 512
-  # 8: whole detectors/segmentors (untimed data preprocessor), CSV
+  # whole detectors/segmentors (untimed data preprocessor), CSV
   python tools/analysis_tools/benchmark.py configs/det/mask-rcnn_plainvit_fpn_toy-coco.py \\
       configs/seg/upernet_plainvit_toy-ade20k.py --whole --size 512 --csv whole.csv
 """
@@ -44,7 +51,7 @@ if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without 
 
 import torch  # noqa: E402
 
-from mmrecvit.utils.benchmark import (  # noqa: E402
+from mmrecvit.benchmark import (  # noqa: E402
     DTYPES,
     STATISTICS,
     WHOLE_MODES,

@@ -35,9 +35,9 @@ if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without 
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
+from mmrecvit.benchmark import interleaved_order, time_call  # noqa: E402
 from mmrecvit.mm.complexity import count_complexity  # noqa: E402
 from mmrecvit.mm.tooling import REPO, build_model, default_image, init_scope, load_config, prepare_inputs  # noqa: E402
-from mmrecvit.utils.benchmark import interleaved_order, time_call  # noqa: E402
 
 # One collection per backbone type. Paper titles/links as far as our notes (SPEC.md, papers/) give them;
 # `paper` is what the paper reports, quoted from SPEC.md (ImageNet-1k classification, not dense tasks).

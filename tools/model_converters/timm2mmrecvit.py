@@ -40,6 +40,7 @@ import torch  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
 import mmrecvit  # noqa: E402,F401  (logging of the checkpoint filter goes to mmengine's logger)
+from mmrecvit.benchmark import SpecError, parse_spec  # noqa: E402
 from mmrecvit.models import BACKBONES, PlainViT, SRViT  # noqa: E402
 from mmrecvit.models.checkpoint import (  # noqa: E402
     BLOCK_KEY,
@@ -49,7 +50,6 @@ from mmrecvit.models.checkpoint import (  # noqa: E402
     load_pretrained,
     read_checkpoint,
 )
-from mmrecvit.utils.benchmark import SpecError, parse_spec  # noqa: E402
 
 IGNORED_BACKBONE_KEYS = ('type', 'init_cfg', 'pretrained')
 

@@ -7,7 +7,7 @@ is freed. The peak of that running sum is the peak of tensor memory allocated in
 context (not counting tensors that existed before it, e.g. parameters and the input).
 
 It does not see scratch buffers internal to a kernel, and it slows execution down, so measure
-memory and time in separate passes (the benchmark harness does).
+memory and time in separate passes (`run_benchmark` does).
 """
 from __future__ import annotations
 

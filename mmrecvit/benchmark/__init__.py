@@ -1,0 +1,53 @@
+"""The benchmark harness: side-by-side latency, throughput, memory and FLOP efficiency.
+
+The one harness behind every performance figure in the README. `tools/analysis_tools/benchmark.py`
+is its command line; this package holds the parts, so tests and other tools can reuse them. One
+job per module, in the order a run uses them:
+
+    specs.py    command-line model specs -> `ModelSpec` (literal kwargs only)
+    build.py    `ModelSpec` -> `BenchModel` (our backbones, timm models, config models)
+    forcing.py  the harness's fixed depth patterns (`forced_mean_depth`)
+    memory.py   `PeakMemoryTracker`, peak tensor memory on the CPU
+    timing.py   the measuring run (`run_benchmark`): interleaving, matmul probe, rows and ratios
+    report.py   Markdown and CSV
+
+Model specs (`specs.py`) name a backbone of ours `ClassName(kw=literal, ...)`, a timm model
+`timm:name(...)` or a config `path/to/config.py(...)`; how each is built and timed: `build.py`.
+
+Harness kwargs: a spec's kwargs (or a config's backbone) may carry `forced_mean_depth=M` and
+`forced_depth_seed=S` (default 0). The harness takes them out before the model is built and runs
+a token-adaptive backbone (EdgeRecViT) on a fixed, seeded depth pattern of per-image mean M
+instead of its ranker's choice; the model's `depth_shift` / `max_depth` still apply, and
+`forced_mean_depth=L` is the same model at full depth (`forcing.py`).
+"""
+from .build import WHOLE_MODES, BenchModel, backbone_flops, build_config, build_model, build_timm, timm_vit_flops
+from .forcing import FORCING_KWARGS, force_mean_depth, forced_depths
+from .memory import PeakMemoryTracker
+from .report import CSV_FIELDS, csv_rows, format_markdown, write_csv
+from .specs import ModelSpec, SpecError, parse_kwargs, parse_spec, parse_specs
+from .timing import (
+    DTYPES,
+    STATISTICS,
+    BenchConfig,
+    BenchResult,
+    MatmulProbe,
+    Row,
+    add_ratios,
+    cpu_model,
+    environment,
+    interleaved_order,
+    peak_memory,
+    percentile,
+    physical_cores,
+    run_benchmark,
+    time_call,
+)
+
+__all__ = [
+    'CSV_FIELDS', 'DTYPES', 'FORCING_KWARGS', 'STATISTICS', 'WHOLE_MODES', 'BenchConfig', 'BenchModel',
+    'BenchResult', 'MatmulProbe', 'ModelSpec', 'PeakMemoryTracker', 'Row', 'SpecError', 'add_ratios',
+    'backbone_flops', 'build_config', 'build_model', 'build_timm', 'cpu_model',
+    'csv_rows', 'environment', 'force_mean_depth', 'forced_depths', 'format_markdown',
+    'interleaved_order', 'parse_kwargs', 'parse_spec', 'parse_specs', 'peak_memory', 'percentile',
+    'physical_cores', 'run_benchmark', 'time_call', 'timm_vit_flops', 'write_csv',
+]

@@ -1,1 +1,0 @@
-"""Utilities shared by tools and tests (no mmdet/mmseg imports)."""
