@@ -141,16 +141,19 @@ def test_deit3_and_distilled_layouts(tmp_path, caplog):
     torch.testing.assert_close(model.pos_embed, sd['pos_embed'])
 
 
-@pytest.mark.parametrize('mode', ['pick', 'average'])
+@pytest.mark.parametrize('mode', ['cycle', 'pick', 'average'])
 def test_naive_recursive_timm_init(tmp_path, mode):
+    """'cycle': unique block j <- the mean of the checkpoint blocks at the steps it runs (j, j + k, ...)."""
     ref = timm_vit(depth=6)
     model = NaiveRecursiveViT(**{**SMALL, 'depth': 6}, num_blocks=2, timm_init=mode,
                               pretrained=save(ref.state_dict(), tmp_path))
     model.init_weights()
     w = [ref.blocks[i].attn.qkv.weight for i in range(6)]
-    expect = [w[0], w[3]] if mode == 'pick' else [sum(w[:3]) / 3, sum(w[3:]) / 3]
+    expect = {'cycle': [(w[0] + w[2] + w[4]) / 3, (w[1] + w[3] + w[5]) / 3], 'pick': [w[0], w[3]],
+              'average': [sum(w[:3]) / 3, sum(w[3:]) / 3]}[mode]
     for j in range(2):
         torch.testing.assert_close(model.blocks[j].attn.qkv.weight, expect[j])
-    with pytest.raises(ValueError, match='must be a multiple of 4'):
-        NaiveRecursiveViT(**{**SMALL, 'depth': 6}, num_blocks=4,
-                          pretrained=save(ref.state_dict(), tmp_path)).init_weights()
+    if mode != 'cycle':
+        with pytest.raises(ValueError, match='must be a multiple of 4'):
+            NaiveRecursiveViT(**{**SMALL, 'depth': 6}, num_blocks=4, timm_init=mode,
+                              pretrained=save(ref.state_dict(), tmp_path)).init_weights()

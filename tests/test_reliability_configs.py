@@ -24,8 +24,8 @@ NON_NEGATIVE = 'a finite number in [0.0, inf)'
 
 # ViTBackbone's arguments, through every backbone: (argument, value, exception, words in the message).
 COMMON = [
-    ('arch', 'huge', ValueError, ['arch', "['tiny', 'small', 'base']"]),
-    ('arch', 3, TypeError, ['arch', 'must be a str', "['tiny', 'small', 'base']"]),
+    ('arch', 'huge', ValueError, ['arch', "['tiny', 'small', 'base', 'large']"]),
+    ('arch', 3, TypeError, ['arch', 'must be a str', "['tiny', 'small', 'base', 'large']"]),
     ('embed_dim', 0, ValueError, ['embed_dim', '[1, inf]']),
     ('embed_dim', 32.0, TypeError, ['embed_dim', INT]),
     ('embed_dim', 33, ValueError, ['embed_dim (33) must be divisible by num_heads (2)']),
@@ -81,9 +81,11 @@ SPECIFIC = {
         ('num_blocks', 0, ValueError, ['num_blocks', '[1, 6]']),
         ('num_blocks', 7, ValueError, ['num_blocks', '[1, 6]']),
         ('num_blocks', '2', TypeError, ['num_blocks', INT]),
-        ('timm_init', 'mean', ValueError, ['timm_init', "['pick', 'average']"]),
+        ('timm_init', 'mean', ValueError, ['timm_init', "['cycle', 'pick', 'average']"]),
     ],
     'SRViT': [
+        ('step_transform', 'mlp', ValueError, ['step_transform', "['linear', 'shift', 'none']"]),
+        ('timm_init', 'zero', ValueError, ['timm_init', "['function', 'fresh']"]),
         ('num_blocks', 0, ValueError, ['num_blocks', '[1, inf]']),
         ('num_blocks', 4.0, TypeError, ['num_blocks', INT]),
         ('out_units', [4], ValueError, ['out_units entry', '[-4, 3]']),
@@ -122,12 +124,15 @@ SPECIFIC = {
         ('diversity_loss_weight', -1e-3, ValueError, ['diversity_loss_weight', NON_NEGATIVE]),
         ('diversity_loss_weight', [1e-3], TypeError, ['diversity_loss_weight', NUMBER]),
         ('timm_init', 'pick', ValueError, ['timm_init', "['average', 'middle']"]),
+        ('timm_gates', 'fitted', ValueError, ['timm_gates', "['programmed', 'uniform']"]),
     ],
     'EdgeRecViT': [
         ('depth', 2, ValueError, ['depth (head + shared steps + tail, so at least 3)', '[3, inf]']),
         ('depth', 5.0, TypeError, ['depth', INT]),
         *OUT_INDICES,
         ('shared_init_block', -1, ValueError, ['shared_init_block', '[0, inf]']),
+        ('frozen_kv', 1, TypeError, ['frozen_kv', BOOL]),
+        ('tail_on_all', 'yes', TypeError, ['tail_on_all', BOOL]),
         ('shared_init_block', '6', TypeError, ['shared_init_block', INT]),
         ('stb_loss_weight', -1.0, ValueError, ['stb_loss_weight', NON_NEGATIVE]),
         ('stb_loss_weight', 'x', TypeError, ['stb_loss_weight', NUMBER]),
@@ -149,6 +154,8 @@ SPECIFIC = {
         ('unit_size', 0, ValueError, ['unit_size', '[1, inf]']),
         ('unit_size', '1', TypeError, ['unit_size', INT]),
         ('routing', 'random', ValueError, ['routing', "['expert_choice', 'token_choice']"]),
+        ('update', 'add', ValueError, ['update', "['interpolate', 'additive']"]),
+        ('timm_gates', 'closed', ValueError, ['timm_gates', "['open', 'fresh']"]),
         ('capacities', [1.0, 0.5], ValueError, ['capacities', 'num_recursions=3 entries']),
         ('capacities', [1.0, 0.5, 0.0], ValueError, ['capacities entry', '(0.0, 1.0]']),
         ('capacities', [0.5, 1.0, 0.5], ValueError, ['capacities', 'non-increasing']),

@@ -307,7 +307,7 @@ def timm_checkpoint(path, depth=4):
 @pytest.mark.parametrize('timm_init', ['average', 'middle'])
 def test_timm_initialisation(tmp_path, timm_init):
     sd = timm_checkpoint(tmp_path / 'deit.pth')
-    model = tiny(depth=4, num_experts=3, timm_init=timm_init)
+    model = tiny(depth=4, num_experts=3, timm_init=timm_init, timm_gates='uniform')
     load_pretrained(model, str(tmp_path / 'deit.pth'))
     own = model.state_dict()
 
@@ -320,7 +320,7 @@ def test_timm_initialisation(tmp_path, timm_init):
     for e, group in enumerate([[0], [1], [2, 3]]):  # E=3 contiguous groups of 4 blocks
         for key in ('fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias'):
             torch.testing.assert_close(own[f'block.mlp.{key}'][e], mean(f'mlp.{key}', group))
-    assert (own['router.fc2.weight'] == 0).all()
+    assert (own['router.fc2.weight'] == 0).all()  # 'uniform': SPEC §2's zero output layer
     torch.testing.assert_close(own['pos_embed'], sd['pos_embed'])
 
 

@@ -82,11 +82,15 @@ def test_t1_reproduces_timm_block_outputs_at_unit_ends(tmp_path):
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
 
-    # The same checkpoint initialises T = 4: blocks copied, step transforms and routers kept at zero.
+    # The same checkpoint initialises T = 4: blocks copied, step transforms and router weights kept at
+    # zero, router biases toward recursion 1 (timm_init='function').
     model4 = SRViT(**TINY, num_recursions=4, pretrained=str(path))
     model4.init_weights()
     torch.testing.assert_close(model4.blocks[7].mlp.fc1.weight, vit.blocks[7].mlp.fc1.weight, rtol=0, atol=0)
-    assert all(not p.any() for n, p in model4.named_parameters() if n.startswith(('routers', 'step_transforms')))
+    assert all(not p.any() for n, p in model4.named_parameters()
+               if n.startswith('step_transforms') or (n.startswith('routers') and n.endswith('weight')))
+    for router in model4.routers.values():
+        torch.testing.assert_close(router.proj.bias.softmax(0)[0], torch.tensor(0.99))
 
 
 def test_checkpoint_of_another_depth_is_an_error(tmp_path):

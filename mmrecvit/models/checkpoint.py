@@ -19,7 +19,8 @@ import logging
 import os
 import re
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from typing import Any
 
 import torch
 from timm.layers import resample_abs_pos_embed
@@ -106,8 +107,11 @@ def is_timm_state_dict(state_dict: dict[str, Tensor]) -> bool:
     return all(TIMM_VIT_KEY.match(k) for k in state_dict)
 
 
-def drop_classifier(state_dict: dict[str, Tensor]) -> tuple[dict[str, Tensor], list[str]]:
-    kept = {k: v for k, v in state_dict.items() if not CLASSIFIER_KEY.match(k)}
+def drop_classifier(state_dict: dict[str, Tensor],
+                    model_keys: Collection[str] = ()) -> tuple[dict[str, Tensor], list[str]]:
+    """Drop a timm checkpoint's classification-only keys, except those the model has itself (a
+    backbone with a final `norm`, as Edge-RecViT's, takes DeiT's)."""
+    kept = {k: v for k, v in state_dict.items() if not CLASSIFIER_KEY.match(k) or k in model_keys}
     return kept, sorted(set(state_dict) - set(kept))
 
 
@@ -230,20 +234,61 @@ def convert_state_dict(model: nn.Module, state_dict: dict[str, Tensor],
     """Our own keys pass through; a timm/DeiT state dict goes through the model's key map."""
     if set(state_dict) == set(model.state_dict()) or not is_timm_state_dict(state_dict):
         return dict(state_dict)
-    sd, dropped = drop_classifier(state_dict)
+    sd, dropped = drop_classifier(state_dict, set(model.state_dict()))
     if dropped:
         logger.info(f'{source}: dropped classification-only keys {dropped}')
     sd = adapt_prefix_tokens(sd, model)
     return model.convert_timm_state_dict(sd)
 
 
+def load_state_dict_into(model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint') -> None:
+    """A timm/DeiT or mmrecvit state dict into `model`: key map, pos_embed resampling, strict load."""
+    sd = resample_pos_embed(convert_state_dict(model, state_dict, source), model)
+    load_state_dict_strict(model, sd, source)
+    logger.info(f'loaded {source!r} into {type(model).__name__} ({len(sd)} tensors, strict)')
+
+
 def load_pretrained(model: nn.Module, checkpoint: str, prefix: str | None = None,
                     map_location: str | torch.device = 'cpu') -> None:
-    """Load a timm/DeiT or mmrecvit checkpoint into `model`, strictly (see the module docstring)."""
+    """Load a timm/DeiT or mmrecvit checkpoint file into `model`, strictly (see the module docstring)."""
     sd = read_checkpoint(checkpoint, map_location)
     if prefix:
         sd = select_prefix(sd, prefix, checkpoint)
-    sd = convert_state_dict(model, sd, checkpoint)
-    sd = resample_pos_embed(sd, model)
-    load_state_dict_strict(model, sd, checkpoint)
-    logger.info(f'loaded {checkpoint!r} into {type(model).__name__} ({len(sd)} tensors, strict)')
+    load_state_dict_into(model, sd, checkpoint)
+
+
+def timm_architecture(sd: dict[str, Tensor]) -> dict[str, Any]:
+    """The `timm.models.vision_transformer.VisionTransformer` arguments that hold a timm/DeiT state
+    dict (the number of heads is not in the weights: see `timm_vit`), plus `distilled`."""
+    missing = [k for k in ('pos_embed', 'patch_embed.proj.weight', 'blocks.0.mlp.fc1.weight') if k not in sd]
+    if missing:
+        raise CheckpointError(f'not a timm/DeiT ViT checkpoint: no {missing}')
+    proj = sd['patch_embed.proj.weight']  # (D, C, p, p)
+    dim, patch = proj.shape[0], proj.shape[-1]
+    depth = 1 + max(int(BLOCK_KEY.match(k).group(1)) for k in sd if BLOCK_KEY.match(k))
+    prefix = int('cls_token' in sd) + int('dist_token' in sd)
+    rows = sd['pos_embed'].shape[1]
+    side = int(round((rows - prefix) ** 0.5))
+    no_embed_class = side * side != rows - prefix  # DeiT III: positions for the grid only
+    if no_embed_class:
+        side = int(round(rows ** 0.5))
+    return dict(embed_dim=dim, patch_size=patch, depth=depth, img_size=side * patch, in_chans=proj.shape[1],
+                mlp_ratio=sd['blocks.0.mlp.fc1.weight'].shape[0] / dim, qkv_bias='blocks.0.attn.qkv.bias' in sd,
+                class_token='cls_token' in sd, no_embed_class=no_embed_class,
+                init_values=1e-5 if 'blocks.0.ls1.gamma' in sd else None, distilled='dist_token' in sd)
+
+
+def timm_vit(sd: dict[str, Tensor], num_heads: int) -> nn.Module:
+    """timm's `VisionTransformer` holding a timm/DeiT state dict (its final norm too; the
+    classifier dropped), in eval mode: the reference our conversions are checked against."""
+    from timm.models.vision_transformer import VisionTransformer  # timm.models is heavy; only reference checks need it
+
+    arch = timm_architecture(sd)
+    if arch.pop('distilled'):
+        raise CheckpointError('a distilled DeiT checkpoint (dist_token) has no plain timm VisionTransformer twin')
+    ref = VisionTransformer(num_heads=num_heads, num_classes=0, **arch)
+    weights = {k: v for k, v in sd.items() if not k.startswith(('head.', 'head_dist.', 'pre_logits.'))}
+    # A checkpoint without a final norm keeps timm's identity-initialised one.
+    weights.update({k: v for k, v in ref.state_dict().items() if CLASSIFIER_KEY.match(k) and k not in weights})
+    load_state_dict_strict(ref, weights, 'timm reference')
+    return ref.eval()

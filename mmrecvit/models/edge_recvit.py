@@ -33,8 +33,8 @@ from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blo
 from .checks import check_bool, check_choice, check_float, check_int
 from .flops import linear_work
 from .stats import ForwardStats
-from .token_adaptive import DepthPlan, KVCache, run_subset, subset_work
-from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, resolve_arch, stage_ends
+from .token_adaptive import DepthPlan, KVCache, TokenSubset, run_subset, subset_work
+from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, full_precision, resolve_arch, stage_ends
 
 EXECUTIONS = ('adaptive', 'masked')
 HEAD, SHARED, TAIL = 0, 1, 2  # indices into `blocks`
@@ -71,16 +71,18 @@ class EdgeRecViT(ViTBackbone):
     """Edge-RecViT (SPEC §3): head block, one shared block up to L-2 times, tail block.
 
     Args:
-        arch: 'tiny' | 'small' | 'base' (aliases 'ti', 's', 'b'); `embed_dim`, `depth` (L, the
+        arch: 'tiny' | 'small' | 'base' | 'large' (aliases 'ti', 's', 'b', 'l'); `embed_dim`, `depth` (L, the
             number of block applications, >= 3) and `num_heads` override the table.
         out_indices: 0-based steps whose states are returned (default: after steps 3/6/9/12 of 12,
             i.e. (2, 5, 8, 11)); tokens that exited earlier contribute their frozen state.
         shared_init_block: timm/DeiT block that initialises the shared block (SPEC §6, the
-            authors' code: 6); the head takes block 0 and the tail the checkpoint's last block.
+            authors' code: 6 of 12); None: the checkpoint's middle block n // 2. The head takes
+            block 0, the tail the checkpoint's last block, `norm` the checkpoint's final norm.
         stb_loss_weight: weight of the STB z-loss `mean_i (logsumexp_l z_il)^2` (SPEC: 1e-3).
         du_loss_weight: weight of the DU balance loss `L sum_l E_l A_l` (SPEC: 0.1). Dense tasks use
             STB + DU only (decision: CCE needs classification logits).
-        gumbel_tau: temperature of the training-time Gumbel-softmax (decision: 1.0).
+        gumbel_tau: temperature of the training-time Gumbel-softmax (decision: 1.0). A plain
+            attribute: `mmrecvit.mm.hooks.TemperatureScheduleHook` anneals it during training.
         max_depth: inference knob, no retraining: cap every depth at this many steps (CLS too,
             see below). None: L.
         depth_shift: inference knob: add this to every patch token's depth (clipped to
@@ -88,8 +90,16 @@ class EdgeRecViT(ViTBackbone):
         final_norm: timm's final LayerNorm `norm` on the state after the last step L-1 (as in
             the authors' model, whose tail output goes through it; decision: the other levels stay
             un-normalised, as mmseg's ViT `final_norm`). It is part of the paper's parameter
-            counts (Ti 1.599M, S 6.000M, B 23.206M). Initialised fresh (timm's `norm` counts as
-            classification-only and is dropped by the checkpoint filter).
+            counts (Ti 1.599M, S 6.000M, B 23.206M). From a timm/DeiT checkpoint it takes DeiT's
+            final norm (the authors' model keeps it), so the tail's output is normalised as DeiT's
+            last block output is.
+        frozen_kv: exited tokens stay in the sequence as keys/values with their frozen state
+            (True, SPEC §3 decision, the authors' code); False (ablation): attention at step s
+            runs among the tokens still active at s only.
+        tail_on_all: dense-prediction option (our decision, off by default = the paper): every
+            token runs the tail block (step L-1) on its frozen state, so the last map of a token
+            that exited early is tail(head...) features rather than head-only ones; the ranker's
+            depths still decide the shared steps.
         execution: 'adaptive' (token-adaptive engine in eval) or 'masked' (the authors' reference:
             all tokens through all steps, exited ones frozen by the gate). Training always uses
             'masked' (the gate carries the ranker's gradient). A plain attribute: may be switched
@@ -99,29 +109,37 @@ class EdgeRecViT(ViTBackbone):
     Decisions: the ranker reads the patch tokens after the position embedding; CLS runs the
     deepest allowed depth (L, or `max_depth` when capped: steps past the last patch token's only
     change CLS, which the dense maps do not contain); the knobs apply in training and eval alike
-    (the straight-through gradient then uses the adjusted one-hot); DU's A_l counts the depths
-    actually executed (the sampled ones in training); the aux losses are computed in eval too
-    (cheap; tools can read them).
+    (the straight-through gradient then uses the adjusted one-hot); DU's A_l counts the ranker's
+    argmax depths d_i = argmax p_i + 1 as in the paper, the depths eval runs (SPEC §3's 1[d_i = l];
+    not the Gumbel-sampled training depths, which would make training and test disagree); the aux
+    losses are computed in eval too (cheap; tools can read them).
 
     Parameters: `blocks.0` head, `blocks.1` shared, `blocks.2` tail (timm block names),
     `ranker.fc1`, `ranker.fc2`, `norm`; schedule `self.schedule[s]` = block index of application step s.
 
     Statistics (`self.stats`): `aux_losses` `loss_stb`, `loss_du` (weighted); `scalars`
     `depth/mean` (patch tokens), `depth/d{l}` (fraction of patch tokens with depth l, the
-    histogram), `depth/conf` (mean ranker confidence); `token_maps` `depth` (B, h, w) int64 and
+    histogram of the depths run: Gumbel-sampled in training), `depth/argmax_mean` and
+    `depth/argmax_d{l}` (the same for the argmax depths eval would run), `depth/conf` (mean
+    ranker confidence); `token_maps` `depth` (B, h, w) int64 and
     `confidence` (B, h, w); `work`: the ranker and every executed block application with the tokens really processed.
     """
 
     def __init__(self, arch: str = 'small', embed_dim: int | None = None, depth: int | None = None,
                  num_heads: int | None = None, out_indices: Sequence[int] | None = None,
-                 shared_init_block: int = 6, stb_loss_weight: float = 1e-3, du_loss_weight: float = 0.1,
+                 shared_init_block: int | None = None, stb_loss_weight: float = 1e-3, du_loss_weight: float = 0.1,
                  gumbel_tau: float = 1.0, max_depth: int | None = None, depth_shift: int = 0,
-                 execution: str = 'adaptive', final_norm: bool = True, **kwargs: Any) -> None:
+                 execution: str = 'adaptive', final_norm: bool = True, frozen_kv: bool = True,
+                 tail_on_all: bool = False, **kwargs: Any) -> None:
         sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
         depth = check_int('depth (head + shared steps + tail, so at least 3)', sizes['depth'], 3)
         super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], depth=depth, **kwargs)
         self.out_indices = check_out_indices(stage_ends(depth) if out_indices is None else out_indices, depth)
-        self.shared_init_block = check_int('shared_init_block', shared_init_block, 0)
+        if shared_init_block is not None:
+            check_int('shared_init_block', shared_init_block, 0)
+        self.shared_init_block = shared_init_block
+        self.frozen_kv = check_bool('frozen_kv', frozen_kv)
+        self.tail_on_all = check_bool('tail_on_all', tail_on_all)
         self.stb_loss_weight = check_float('stb_loss_weight', stb_loss_weight, 0.0, math.inf)
         self.du_loss_weight = check_float('du_loss_weight', du_loss_weight, 0.0, math.inf)
         self.gumbel_tau = check_float('gumbel_tau', gumbel_tau, 0.0, math.inf, low_open=True)
@@ -164,40 +182,53 @@ class EdgeRecViT(ViTBackbone):
         self.check_knobs()
         B, N, _ = x.shape
         P, L = self.num_prefix_tokens, self.depth
-        logits = self.guard_finite('ranker logits', 'the depth assignment (before step 0)', self.ranker(x[:, P:]))
-        probs = logits.softmax(-1)
+        logits = self.guard_finite('ranker logits', 'the depth assignment (before step 0)',
+                                   full_precision(self.ranker, x[:, P:]), self.ranker)
+        probs = logits.softmax(-1)  # fp32, as the logits and the Gumbel noise (see full_precision)
         confidence, choice = probs.detach().max(-1)
+        eval_depth = self.assign_depths(choice + 1)  # (B, Np) int64 in 1..L: what eval runs
+        depth = eval_depth
         if self.training:
             # Gumbel-softmax straight-through: the forward uses the sampled one-hot.
             gumbels = -torch.empty_like(logits).exponential_().log()
             y_soft = ((logits + gumbels) / self.gumbel_tau).softmax(-1)
-            choice = y_soft.detach().argmax(-1)
-        depth = self.assign_depths(choice + 1)  # (B, Np) int64 in 1..L
+            depth = self.assign_depths(y_soft.detach().argmax(-1) + 1)
 
         prefix_depth = depth.new_full((B, P), self.cls_depth)
         if self.training or self.execution == 'masked':
             y = F.one_hot(torch.cat([prefix_depth, depth], 1) - 1, L).to(x.dtype)  # (B, N, L)
             if self.training:
                 y = y + F.pad(y_soft - y_soft.detach(), (0, 0, P, 0))  # straight-through for patch tokens
-            states, steps = self._forward_masked(x, still_active_gates(y), indices)
+            gates = still_active_gates(y)
+            if self.tail_on_all:
+                gates = torch.cat([gates[..., :-1], torch.ones_like(gates[..., -1:])], -1)
+            states, steps = self._forward_masked(x, gates, indices)
         else:
             states, steps = self._forward_adaptive(x, torch.cat([prefix_depth, depth], 1), indices)
         states = [self.norm(h) if i == L - 1 else h for h, i in zip(states, indices)]
 
         ranker = [linear_work(f'ranker.{name}', N - P, fc.in_features, fc.out_features)
                   for name, fc in (('fc1', self.ranker.fc1), ('fc2', self.ranker.fc2))]
-        self.stats = ForwardStats(work=[*ranker, *steps], aux_losses=self._aux_losses(logits, probs, depth),
-                                  scalars=self._scalars(depth, confidence),
-                                  token_maps={'depth': depth, 'confidence': confidence})
+        scalars = self._scalars(depth, 'depth/')
+        scalars.update(self._scalars(eval_depth, 'depth/argmax_'))
+        scalars['depth/conf'] = confidence.mean()
+        self.stats = ForwardStats(work=[*ranker, *steps], aux_losses=self._aux_losses(logits, probs, eval_depth),
+                                  scalars=scalars, token_maps={'depth': depth, 'confidence': confidence})
         return states
 
     def _forward_masked(self, x: Tensor, gates: Tensor, indices: Sequence[int]) -> tuple[list[Tensor], list]:
-        """The reference: every token through every step, `h <- h + a_s (Block_s(h) - h)`."""
+        """The reference: every token through every step, `h <- h + a_s (Block_s(h) - h)`; without
+        `frozen_kv` the keys are the tokens still active at s."""
         wanted = {i: None for i in indices}
         num_steps = max(indices) + 1
         for s in range(num_steps):
             a = gates[..., s: s + 1]  # (B, N, 1)
-            x = x + a * (self.run_block(self.blocks[self.schedule[s]], x, s) - x)
+            kwargs = {}
+            if not self.frozen_kv:
+                keys = a[..., 0].detach() > 0.5  # (B, N) the active tokens
+                keys = keys | ~keys.any(1, keepdim=True)  # an image with none attends to all (outputs unused)
+                kwargs['attn_mask'] = keys[:, None, None, :]  # (B, 1, 1, N): the same keys for every query
+            x = x + a * (self.run_block(self.blocks[self.schedule[s]], x, s, **kwargs) - x)
             if s in wanted:
                 wanted[s] = x
         return [wanted[i] for i in indices], self.dense_stats(x.shape[1], num_steps).work
@@ -208,10 +239,15 @@ class EdgeRecViT(ViTBackbone):
         num_steps = max(indices) + 1
         plan, cache, steps = DepthPlan(depth, num_steps), KVCache(), []
         inplace = not torch.is_grad_enabled()  # inference: update the rows in place, clone what is kept
+        B, N, _ = x.shape
         for s in range(num_steps):
             block, active = self.blocks[self.schedule[s]], plan.active(s)
+            if self.tail_on_all and s == self.depth - 1:
+                active = TokenSubset.everything(B, N, x.device)
             if active.is_full:  # no token has exited yet: the plain block, no key/value cache to fill
                 x, work = run_subset(block, x, active, drop_path_rate=self.drop_path_rates[s])
+            elif not self.frozen_kv:  # attention among the active tokens (empty images do nothing)
+                x, work = run_subset(block, x, active, drop_path_rate=self.drop_path_rates[s], inplace=inplace)
             elif active.total:
                 new = cache.update(block, x, plan.exited(s), plan.frozen(s))
                 x, work = run_subset(block, x, active, kv_cache=cache, drop_path_rate=self.drop_path_rates[s],
@@ -226,29 +262,33 @@ class EdgeRecViT(ViTBackbone):
 
     # ---- statistics ---------------------------------------------------------------------------
     def _aux_losses(self, logits: Tensor, probs: Tensor, depth: Tensor) -> dict[str, Tensor]:
-        """STB z-loss and DU balance loss over the patch tokens of the batch, weighted."""
+        """STB z-loss and DU balance loss over the patch tokens of the batch, weighted; `depth`:
+        the argmax depths (A_l, SPEC §3)."""
         stb = torch.logsumexp(logits, -1).square().mean()
         expected = probs.mean((0, 1))  # E_l
         actual = F.one_hot(depth - 1, self.depth).to(probs.dtype).mean((0, 1))  # A_l
         du = self.depth * (expected * actual).sum()
         return {'loss_stb': self.stb_loss_weight * stb, 'loss_du': self.du_loss_weight * du}
 
-    def _scalars(self, depth: Tensor, confidence: Tensor) -> dict[str, Tensor]:
+    def _scalars(self, depth: Tensor, prefix: str) -> dict[str, Tensor]:
+        """Mean depth and the depth histogram (fraction of patch tokens per depth), named `prefix`*."""
         hist = torch.bincount(depth.flatten(), minlength=self.depth + 1)[1:].float() / depth.numel()
-        scalars = {'depth/mean': depth.float().mean(), 'depth/conf': confidence.mean()}
-        scalars.update({f'depth/d{level}': f for level, f in enumerate(hist.unbind(), start=1)})
+        scalars = {f'{prefix}mean': depth.float().mean()}
+        scalars.update({f'{prefix}d{level}': f for level, f in enumerate(hist.unbind(), start=1)})
         return scalars
 
     # ---- weights ------------------------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
-        """head <- timm block 0, shared <- block `shared_init_block`, tail <- the last block (SPEC §6);
-        the ranker and `norm` keep their initialisation (logged)."""
+        """head <- timm block 0, shared <- block `shared_init_block` (default the middle one), tail
+        <- the last block (SPEC §6), `norm` <- the checkpoint's final norm; the ranker keeps its
+        initialisation (logged), as does `norm` for a checkpoint without one."""
         rest, blocks = split_timm_blocks(state_dict)
         if not blocks:
             raise ValueError('the timm checkpoint has no blocks.<i>.* keys to initialise Edge-RecViT from')
-        if self.shared_init_block >= len(blocks):
-            raise ValueError(f'shared_init_block={self.shared_init_block} is not a block of this '
-                             f'{len(blocks)}-block checkpoint; allowed: 0..{len(blocks) - 1}')
-        groups = [[0], [self.shared_init_block], [len(blocks) - 1]]
-        rest.update(pick_or_average_blocks(blocks, groups, 'pick', prefix='blocks'))
+        n = len(blocks)
+        shared = n // 2 if self.shared_init_block is None else self.shared_init_block
+        if shared >= n:
+            raise ValueError(f'shared_init_block={shared} is not a block of this {n}-block checkpoint; '
+                             f'allowed: 0..{n - 1}')
+        rest.update(pick_or_average_blocks(blocks, [[0], [shared], [n - 1]], 'pick', prefix='blocks'))
         return fresh_parameters(self, rest, r'^(ranker|norm)\.')

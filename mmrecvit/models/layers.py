@@ -60,14 +60,17 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
         self.proj = nn.Linear(dim, dim)
 
-    def forward(self, x: Tensor, rows: Any = None) -> Tensor:
-        """(B, N, D) -> (B, N, D); with `rows`, the (T, D) rows of a token subset -> (T, D)."""
+    def forward(self, x: Tensor, rows: Any = None, attn_mask: Tensor | None = None) -> Tensor:
+        """(B, N, D) -> (B, N, D); with `rows`, the (T, D) rows of a token subset -> (T, D).
+
+        attn_mask: (B, 1, N, N) bool, True where a query may attend to a key (dense path only).
+        """
         if rows is not None:
             return rows.attend(self, x)
         B, N, D = x.shape
         # (B, N, 3D) -> (3, B, heads, N, D/heads)
         q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        x = F.scaled_dot_product_attention(q, k, v)
+        x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
         return self.proj(x.transpose(1, 2).reshape(B, N, D))  # (B, heads, N, D/heads) -> (B, N, D)
 
     def project_qkv(self, x: Tensor) -> Tensor:
@@ -142,11 +145,13 @@ class Block(nn.Module):
         self.ls2 = LayerScale(dim, init_values) if init_values else nn.Identity()
         self.apply(init_linear_norm)  # modules that are not nn.Linear (expert banks) initialise themselves
 
-    def forward(self, x: Tensor, drop_path_rate: float = 0.0, rows: Any = None, **mlp_kwargs: Any) -> Tensor:
+    def forward(self, x: Tensor, drop_path_rate: float = 0.0, rows: Any = None, attn_mask: Tensor | None = None,
+                **mlp_kwargs: Any) -> Tensor:
         """x: tokens (B, N, D), or with `rows` the (T, D) rows of a token subset (stochastic depth
-        then per image of the rows). `mlp_kwargs` go to the MLP (reViT: the merged expert weights)."""
+        then per image of the rows). `attn_mask`: see `Attention.forward`. `mlp_kwargs` go to the
+        MLP (reViT: the merged expert weights)."""
         drop = drop_path if rows is None else rows.drop_path  # the same signature (x, rate, training)
-        x = x + drop(self.ls1(self.attn(self.norm1(x), rows)), drop_path_rate, self.training)
+        x = x + drop(self.ls1(self.attn(self.norm1(x), rows, attn_mask)), drop_path_rate, self.training)
         x = x + drop(self.ls2(self.mlp(self.norm2(x), **mlp_kwargs)), drop_path_rate, self.training)
         return x
 

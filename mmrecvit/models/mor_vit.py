@@ -72,12 +72,13 @@ from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blo
 from .checks import check_choice, check_float, check_int, check_renamed, check_sequence
 from .flops import OpWork, linear_work
 from .stats import ForwardStats
-from .token_adaptive import DepthPlan, TokenSubset, run_subset, subset_work
-from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, resolve_arch, stage_ends
+from .token_adaptive import UPDATES, DepthPlan, TokenSubset, run_subset, subset_work
+from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, full_precision, resolve_arch, stage_ends
 
 ROUTINGS = ('expert_choice', 'token_choice')
 TIMM_INITS = ('average', 'pick')
 DEFAULT_ALPHA = {'expert_choice': 0.1, 'token_choice': 1.0}
+OPEN_GATE = 0.99  # `timm_gates='open'`: every router's initial sigmoid/softmax weight on running
 
 
 def default_capacities(num_recursions: int) -> tuple[float, ...]:
@@ -130,12 +131,14 @@ class ExpertChoice:
         else:
             h = TokenSubset.from_positions(torch.cat([self.prefix, self.candidates], 1), N).gather(x)
             h = h.view(B, P + k_prev, D)  # (B*(P+k), D) -> (B, P+k, D)
-        logits = self.model.routers[r](h).squeeze(-1)  # (B, P + k_prev), CLS first
-        logits = self.model.guard_finite(f'routers.{r} logits', f'recursion {r} (token selection)', logits)
+        router = self.model.routers[r]
+        logits = full_precision(router, h).squeeze(-1)  # (B, P + k_prev), CLS first
+        logits = self.model.guard_finite(f'routers.{r} logits', f'recursion {r} (token selection)', logits, router)
         patch_logits = logits[:, P:]
         k = min(k_prev, capacity_tokens(self.capacities[r], self.num_patches))
         if k < k_prev:
-            top = patch_logits.topk(k, dim=1, sorted=False).indices.sort(1).values  # (B, k), keeps order
+            # Deterministic top-k: a stable sort breaks ties by position on every device (topk does not).
+            top = patch_logits.sort(dim=1, descending=True, stable=True).indices[:, :k].sort(1).values  # (B, k)
             chosen, chosen_logits = self.candidates.gather(1, top), patch_logits.gather(1, top)
         else:
             top, chosen, chosen_logits = None, self.candidates, patch_logits
@@ -185,7 +188,7 @@ class TokenChoice:
         model, P, R = self.model, self.P, self.model.num_recursions
         if self.plan is None:  # recursion 0: every token's depth, from the states entering it
             self.logits = model.guard_finite('router logits', 'the depth assignment (before recursion 0)',
-                                             model.router(x))  # (B, N, N_r)
+                                             full_precision(model.router, x), model.router)  # (B, N, N_r)
             probs = self.logits.softmax(-1)
             self.probs = probs[:, P:]
             self.recursions = self.logits[:, P:].detach().argmax(-1) + 1  # (B, Np) in 1..N_r
@@ -216,9 +219,10 @@ class MoRViT(ViTBackbone):
     """MoR-ViT (SPEC §4): first block, a shared unit cycled N_r times with token routing, last block.
 
     Args:
-        arch: 'tiny' | 'small' | 'base' (aliases 'ti', 's', 'b'); `embed_dim`, `num_heads` override
+        arch: 'tiny' | 'small' | 'base' | 'large' (aliases 'ti', 's', 'b', 'l'); `embed_dim`, `num_heads` override
             the table. The depth is L = 2 + unit_size * num_recursions application steps.
-        num_recursions: N_r, recursions of the shared unit (default 10: 12 applications), >= 1.
+        num_recursions: N_r, recursions of the shared unit, >= 1 (default: as deep as `arch`,
+            (depth - 2) // unit_size: 10 for 12 applications, 22 for L/16).
         unit_size: blocks in the shared unit (default 1), >= 1.
         routing: 'expert_choice' (default) or 'token_choice' (see the module docstring).
         capacities: expert-choice only: N_r fractions in (0, 1], non-increasing, of the patch tokens
@@ -235,6 +239,16 @@ class MoRViT(ViTBackbone):
         timm_init: 'average' (MoR: the shared unit <- mean of the tied layers) or 'pick'
             (<- block `shared_init_block + j`), SPEC §6.
         shared_init_block: first timm block of the shared unit for `timm_init='pick'` (default 6).
+        update: the gated update of a chosen token (SPEC §4 decision, an ablation switch):
+            'interpolate' (default) `h <- h + g (Block(h) - h)`, so g = 1 applies the whole block;
+            'additive' `h <- h + g Block(h)`, as MoR's code.
+        timm_gates: the routers' start when a timm/DeiT checkpoint is loaded (our decision for a
+            start that MoR, trained from scratch, does not have): 'open' (default) sets the router
+            biases so every gate starts at `OPEN_GATE` = 0.99 (token choice: every token at the
+            deepest depth); with `router_alpha=1.0` and full capacities a recursion then applies
+            (nearly) the whole block, DeiT's update. 'fresh' keeps the from-scratch init. The
+            from-scratch default alpha = 0.1 (SPEC §4, MoR's recipe) caps every gate at 0.1, so the
+            COCO/ADE recipes, which start from DeiT, set `router_alpha=1.0`.
         Other arguments: see `ViTBackbone`.
 
     Parameters: `blocks.0` first, `blocks.1..u` shared unit, `blocks.{u+1}` last (timm block names);
@@ -250,16 +264,18 @@ class MoRViT(ViTBackbone):
     """
 
     def __init__(self, arch: str = 'small', embed_dim: int | None = None, num_heads: int | None = None,
-                 num_recursions: int = 10, unit_size: int = 1, routing: str = 'expert_choice',
+                 num_recursions: int | None = None, unit_size: int = 1, routing: str = 'expert_choice',
                  capacities: Sequence[float] | None = None, router_alpha: float | None = None,
                  bce_loss_weight: float = 1e-3, balance_loss_weight: float = 0.1, z_loss_weight: float = 1e-5,
-                 out_indices: Sequence[int] | None = None, timm_init: str = 'average', shared_init_block: int = 6,
-                 **kwargs: Any) -> None:
+                 update: str = 'interpolate', out_indices: Sequence[int] | None = None, timm_init: str = 'average',
+                 shared_init_block: int = 6, timm_gates: str = 'open', **kwargs: Any) -> None:
         check_renamed('MoRViT', kwargs, {'depth': 'num_recursions (the depth is 2 + unit_size * num_recursions '
                                                   'block applications)'})
         sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, num_heads=num_heads)
-        R = check_int('num_recursions (N_r)', num_recursions, 1)
         u = check_int('unit_size', unit_size, 1)
+        if num_recursions is None:  # as deep as the arch: 2 + unit_size * N_r = its depth
+            num_recursions = max(1, (sizes['depth'] - 2) // u)
+        R = check_int('num_recursions (N_r)', num_recursions, 1)
         depth = 2 + u * R
         super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], depth=depth, **kwargs)
         self.num_recursions, self.unit_size = R, u
@@ -273,6 +289,8 @@ class MoRViT(ViTBackbone):
         self.out_indices = check_out_indices(stage_ends(depth) if out_indices is None else out_indices, depth)
         self.timm_init = check_choice('timm_init', timm_init, TIMM_INITS)
         self.shared_init_block = check_int('shared_init_block', shared_init_block, 0)
+        self.update = check_choice('update', update, UPDATES)
+        self.timm_gates = check_choice('timm_gates', timm_gates, ['open', 'fresh'])
         self.capacities = capacities
         self.check_knobs()
 
@@ -342,17 +360,17 @@ class MoRViT(ViTBackbone):
 
     def run_gated(self, block: nn.Module, x: Tensor, active: TokenSubset, gate: Tensor, step: int,
                   inplace: bool = False) -> Tensor:
-        """`h <- h + g (Block(h) - h)` for the `active` tokens, attention among them (step `step`'s
+        """The gated update (`update`) for the `active` tokens, attention among them (step `step`'s
         drop-path rate; checkpointed like `run_block` when asked)."""
         rate = self.drop_path_rates[step]
         if self.with_cp and self.training and torch.is_grad_enabled():
-            return checkpoint(_gated_states, block, x, active, gate, rate, use_reentrant=False)
-        return run_subset(block, x, active, gate=gate, drop_path_rate=rate, inplace=inplace)[0]
+            return checkpoint(_gated_states, block, x, active, gate, self.update, rate, use_reentrant=False)
+        return run_subset(block, x, active, gate=gate, update=self.update, drop_path_rate=rate, inplace=inplace)[0]
 
     # ---- weights ------------------------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """first <- timm block 0, last <- the last block, shared unit <- the mean of the tied middle
-        layers or a picked block (`timm_init`, SPEC §6); routers keep their initialisation (logged)."""
+        layers or a picked block (`timm_init`, SPEC §6); the routers start as `timm_gates` says."""
         rest, blocks = split_timm_blocks(state_dict)
         n, u = len(blocks), self.unit_size
         if self.timm_init == 'average':
@@ -367,8 +385,19 @@ class MoRViT(ViTBackbone):
                                  f'checkpoint; allowed: 0..{n - u}')
             unit = [[self.shared_init_block + j] for j in range(u)]
         rest.update(pick_or_average_blocks(blocks, [[0], *unit, [n - 1]], self.timm_init, prefix='blocks'))
-        return fresh_parameters(self, rest, r'^routers?\.')
+        out = fresh_parameters(self, rest, r'^routers?\.')
+        if self.timm_gates == 'open':
+            if self.routing == 'expert_choice':  # sigmoid(b) = OPEN_GATE for every token
+                for r in range(self.num_recursions):
+                    out[f'routers.{r}.bias'] = torch.full_like(out[f'routers.{r}.bias'],
+                                                               math.log(OPEN_GATE / (1 - OPEN_GATE)))
+            else:  # softmax puts OPEN_GATE on the deepest depth: every token runs every recursion
+                R, bias = self.num_recursions, torch.zeros_like(out['router.bias'])
+                if R > 1:
+                    bias[-1] = math.log(OPEN_GATE * (R - 1) / (1 - OPEN_GATE))
+                out['router.bias'] = bias
+        return out
 
 
-def _gated_states(block: nn.Module, x: Tensor, active: TokenSubset, gate: Tensor, rate: float) -> Tensor:
-    return run_subset(block, x, active, gate=gate, drop_path_rate=rate)[0]
+def _gated_states(block: nn.Module, x: Tensor, active: TokenSubset, gate: Tensor, update: str, rate: float) -> Tensor:
+    return run_subset(block, x, active, gate=gate, update=update, drop_path_rate=rate)[0]

@@ -15,7 +15,10 @@ output and each auxiliary loss through `FiniteGuard`, which
   of every non-finite tensor;
 * in mode 'warn' skips a non-finite tensor: it is replaced by zeros *cut from the graph* (a zero
   logit is a neutral score, a zero loss term adds nothing), because a zero gradient flowing back
-  into a NaN router weight is still NaN (0 * NaN); the end of the forward logs the same text as a
+  through a NaN router weight is still NaN (0 * NaN). The graph keeps its shape: a skipped router
+  output stays attached to the router's parameters by a zero with zero gradient (`zero_touch`),
+  so no parameter drops out of the backward pass (DDP would fail or hang waiting for its gradient
+  on that rank); the end of the forward logs the same text as a
   warning on the 'mmrecvit' logger (forwarded to the mmengine log) and training goes on. Deciding
   to cut needs the flag at once, so 'warn' costs one device sync per check ('raise' one per
   forward).
@@ -30,7 +33,7 @@ import logging
 from collections.abc import Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 logger = logging.getLogger('mmrecvit')
 
@@ -53,18 +56,24 @@ class FiniteGuard:
         self.owner, self.mode = owner, mode
         self._checks: list[tuple[str, str | Sequence[str], Tensor]] = []
 
-    def __call__(self, name: str, where: str | Sequence[str], value: Tensor) -> Tensor:
+    def __call__(self, name: str, where: str | Sequence[str], value: Tensor, source: nn.Module | None = None) -> Tensor:
         """Record `value`'s finiteness and return it with NaN/inf replaced by 0.
 
         name: what the tensor is, e.g. 'routers.2 logits' or 'auxiliary loss loss_du'.
-        where: the step it belongs to ('unit 1, step 3'); or one label per row of `value`
+        where: the step it belongs to ('unit 1, recursion 3'); or one label per row of `value`
             (its first dimension), when the rows are steps.
+        source: the module that computed `value` (a router). In 'warn' mode a skipped tensor stays
+            connected to its parameters through `zero_touch`, so they keep a (zero) gradient:
+            DDP with `find_unused_parameters=False` then finds every parameter used on every rank.
         """
         finite = torch.isfinite(value.detach())
         flags = finite.reshape(len(where), -1).all(1) if not isinstance(where, str) else finite.all()
         self._checks.append((name, where, flags))
         if self.mode == 'warn':
-            return value if bool(flags.all()) else sanitize(value.detach())
+            if bool(flags.all()):
+                return value
+            skipped = sanitize(value.detach())
+            return skipped if source is None else skipped + zero_touch(source)
         return sanitize(value)
 
     def finish(self) -> None:
@@ -86,6 +95,15 @@ class FiniteGuard:
             raise NonFiniteError(message + " (the backbone's nonfinite='warn' would replace them by 0 with a "
                                  'warning and go on)')
         logger.warning(message + " (nonfinite='warn': replaced by 0 in this forward)")
+
+
+def zero_touch(module: nn.Module) -> Tensor:
+    """A scalar 0 that depends on every trainable parameter of `module` with a finite (zero)
+    gradient, even for NaN/inf parameters (their non-finite entries are masked before the sum)."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    if not params:
+        return torch.zeros(())
+    return sum(torch.where(torch.isfinite(p), p, 0.0).sum() for p in params) * 0.0
 
 
 def sanitize(value: Tensor) -> Tensor:

@@ -73,14 +73,15 @@ from timm.layers import trunc_normal_
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from .checkpoint import average_blocks, fresh_parameters, load_state_dict_strict, split_timm_blocks
+from .checkpoint import average_blocks, fresh_parameters, load_state_dict_strict, logger, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_sequence
 from .flops import OpWork
 from .numerics import sanitize
 from .stats import ForwardStats
-from .vit import ARCH_SETTINGS, PlainViT, ViTBackbone, check_out_indices, resolve_arch
+from .vit import ARCH_SETTINGS, PlainViT, ViTBackbone, check_out_indices, full_precision, resolve_arch
 
 DEFAULT_OUT_DEPTHS = (0.25, 0.5, 0.75, 1.0)
+PROGRAMMED_GATE = 0.97  # `timm_gates='programmed'`: each step's gate on the expert of its own depth
 
 
 def depth_coordinates(num_steps: int) -> list[float]:
@@ -196,7 +197,7 @@ class ReViT(ViTBackbone):
     """reViT: one shared block applied L times with depth-programmed expert FFNs (SPEC §2).
 
     Args:
-        arch: 'tiny' | 'small' | 'base' (aliases 'ti', 's', 'b'); `embed_dim`, `depth` and
+        arch: 'tiny' | 'small' | 'base' | 'large' (aliases 'ti', 's', 'b', 'l'); `embed_dim`, `depth` and
             `num_heads` override the table.
         depth: L, the number of block applications (>= 2; default 12). Any L works at inference with
             the same weights (the router is evaluated on the new grid); also settable later
@@ -210,6 +211,11 @@ class ReViT(ViTBackbone):
             (0.3; 0 disables it). Ignored in eval mode.
         balance_loss_weight, z_loss_weight, diversity_loss_weight: weights of the auxiliary losses
             (1e-2, 1e-3, 1e-3; 0 removes a term). Only used when E > 1, in training mode.
+        timm_gates: the router's start when a timm/DeiT checkpoint is loaded (SPEC §6, resolving it
+            against §2): 'programmed' (default) fits the router so that step t's gate puts 0.97 on
+            the expert of its own depth group, floor(t E / L), as the original stack would
+            (`programmed_router`); 'uniform' keeps §2's zero output layer (every step the mean FFN).
+            From scratch (no checkpoint) the router is always §2's zero init.
         timm_init: how the shared attention and norms are taken from an L-block timm/DeiT checkpoint:
             'average' over all blocks (default) or the 'middle' block (SPEC §6).
         Other arguments (mlp_ratio, qkv_bias, init_values, patch_size, img_size, in_channels,
@@ -220,7 +226,8 @@ class ReViT(ViTBackbone):
                  num_heads: int | None = None, num_experts: int = 4, router_hidden_dim: int = 16,
                  router_temperature: float = 1.0, out_depths: Sequence[float] = DEFAULT_OUT_DEPTHS,
                  step_drop_rate: float = 0.3, balance_loss_weight: float = 1e-2, z_loss_weight: float = 1e-3,
-                 diversity_loss_weight: float = 1e-3, timm_init: str = 'average', **kwargs: Any) -> None:
+                 diversity_loss_weight: float = 1e-3, timm_init: str = 'average', timm_gates: str = 'programmed',
+                 **kwargs: Any) -> None:
         sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
         super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], depth=sizes['depth'], **kwargs)
         self.num_experts = check_int('num_experts', num_experts, 1)
@@ -234,6 +241,7 @@ class ReViT(ViTBackbone):
                              (('balance', balance_loss_weight), ('z', z_loss_weight),
                               ('diversity', diversity_loss_weight))}
         self.timm_init = check_choice('timm_init', timm_init, ['average', 'middle'])
+        self.timm_gates = check_choice('timm_gates', timm_gates, ['programmed', 'uniform'])
 
         # The one shared block: a `Block` whose MLP is the expert bank (attention and norms as timm).
         self.block = self.make_block(functools.partial(ExpertMlp, num_experts=self.num_experts))
@@ -249,7 +257,7 @@ class ReViT(ViTBackbone):
     @depth.setter
     def depth(self, value: int) -> None:
         self._depth = check_int('depth', value, 2)
-        self.drop_path_rates = torch.linspace(0, self.drop_path_rate, self._depth).tolist()
+        self.drop_path_rates = torch.linspace(0, self.drop_path_rate, self._depth, device='cpu').tolist()
 
     @property
     def num_blocks(self) -> int:
@@ -274,7 +282,7 @@ class ReViT(ViTBackbone):
     def router_logits(self, coords: Sequence[float]) -> Tensor:
         """Depth coordinates -> raw logits ψ(s) (U, E)."""
         ref = self.router.fc1.weight
-        return self.router(torch.tensor(coords, dtype=ref.dtype, device=ref.device))
+        return full_precision(self.router, torch.tensor(coords, dtype=ref.dtype, device=ref.device))
 
     def gates_of(self, logits: Tensor) -> Tensor:
         """Logits (U, E) -> gates `softmax(ψ(s)/τ)`; NaN/inf logits count as 0 (the identity on finite
@@ -394,7 +402,7 @@ class ReViT(ViTBackbone):
                   for u, c in enumerate(plan.coords)]
         if self.training:
             # Once per distinct coordinate, never per token; gates from the checked logits.
-            logits = self.guard_finite('router logits', labels, self.router_logits(plan.coords))
+            logits = self.guard_finite('router logits', labels, self.router_logits(plan.coords), self.router)
             gates, ffns = self.gates_of(logits), None
             merges = sum(len(runs) for runs in plan.runs)  # one merge per (step, coordinate) run
         else:
@@ -464,7 +472,7 @@ class ReViT(ViTBackbone):
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """timm/DeiT -> reViT (SPEC §6): shared attention/norms from all blocks' mean or the middle
         block (`timm_init`); expert e <- mean FFN of the e-th of E contiguous groups of blocks
-        (sizes differ by at most one when E does not divide the depth); router kept fresh."""
+        (sizes differ by at most one when E does not divide the depth); the router as `timm_gates`."""
         rest, blocks = split_timm_blocks(state_dict)
         n, E = len(blocks), self.num_experts
         if n < E:
@@ -477,7 +485,38 @@ class ReViT(ViTBackbone):
                                    for i in range(e * n // E, (e + 1) * n // E)]) for e in range(E)]
         for name in ('fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias'):
             out[f'block.mlp.{name}'] = torch.stack([ffn[f'mlp.{name}'] for ffn in experts])
-        return fresh_parameters(self, out, r'^router\.')
+        out = fresh_parameters(self, out, r'^router\.')
+        if self.timm_gates == 'programmed' and E > 1:
+            out.update(self.programmed_router())
+            logger.info(f"router programmed (timm_gates='programmed'): step t -> expert floor(t*{E}/{self.depth})")
+        return out
+
+    def programmed_router(self) -> dict[str, Tensor]:
+        """Router weights whose gates program depth like the stack the experts come from.
+
+        Step t of the L-step grid gets `PROGRAMMED_GATE` = 0.97 on expert e = floor(t E / L) (the
+        group of checkpoint blocks of its own depth), the rest spread over the other experts. The
+        hidden layer becomes soft steps SiLU(k (s - c_j)) at centres c_j spread over [0, 1] (steep
+        enough to switch between neighbouring grid points), and the output layer, linear in its
+        weights, is solved by ridge least squares: no training, deterministic.
+        """
+        E, L = self.num_experts, self.depth
+        hidden = self.router.fc1.out_features
+        centres = torch.linspace(-0.5 / (L - 1), 1 + 0.5 / (L - 1), hidden, dtype=torch.float64)
+        steep = 4.0 * (L - 1)
+        fc1_weight, fc1_bias = torch.full((hidden, 1), steep, dtype=torch.float64), -steep * centres
+        target = torch.full((L, E), (1 - PROGRAMMED_GATE) / (E - 1), dtype=torch.float64)
+        target[torch.arange(L), torch.arange(L) * E // L] = PROGRAMMED_GATE
+        coords = torch.tensor(depth_coordinates(L), dtype=torch.float64).unsqueeze(1)
+        design = torch.cat([F.silu(coords @ fc1_weight.T + fc1_bias), torch.ones(L, 1, dtype=torch.float64)], 1)
+        logits = target.log() - target.log().mean(1, keepdim=True)
+        # (design^T design + r I) solution = design^T logits: the minimum-norm fit, kept small by r.
+        gram = design.T @ design + 1e-6 * torch.eye(hidden + 1, dtype=torch.float64)
+        solution = torch.linalg.solve(gram, design.T @ logits)  # (hidden + 1, E)
+        dtype = self.router.fc1.weight.dtype
+        return {'router.fc1.weight': fc1_weight.to(dtype), 'router.fc1.bias': fc1_bias.to(dtype),
+                'router.fc2.weight': solution[:-1].T.contiguous().to(dtype),
+                'router.fc2.bias': solution[-1].contiguous().to(dtype)}
 
     def plainvit_config(self, depth: int | None = None) -> dict[str, Any]:
         """Constructor arguments of this model's dense twin with `depth` blocks (`PlainViT`).

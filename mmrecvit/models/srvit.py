@@ -15,6 +15,7 @@ Drop-path rates and activation checkpointing are indexed by application step.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ from .checkpoint import fresh_parameters, split_timm_blocks
 from .checks import check_choice, check_int, check_renamed, check_sequence
 from .flops import linear_work
 from .stats import ForwardStats
-from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, resolve_arch
+from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, full_precision, resolve_arch
 
 READOUTS = ('soft', 'final', 'hard')
 ROUTER_INPUTS = ('unit_input', 'recursion_states')
@@ -44,6 +45,25 @@ class StepTransform(nn.Module):
 
     def forward(self, h: Tensor) -> Tensor:
         return h + self.proj(h)
+
+
+class StepShift(nn.Module):
+    """S_{u,t}(h) = h + b, a learned per-channel shift, zero-initialised: the cheap ablation of the
+    step transform (D parameters instead of D^2 + D)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, h: Tensor) -> Tensor:
+        return h + self.bias
+
+
+# The step transform's kinds (SPEC §1 ablation): what runs before recursions t >= 2.
+STEP_TRANSFORMS = {'linear': StepTransform, 'shift': StepShift, 'none': None}
+TIMM_INITS = ('function', 'fresh')
+# `timm_init='function'`: the share of recursion 1 in every router's initial mixture.
+FIRST_RECURSION_WEIGHT = 0.99
 
 
 class SoftRouter(nn.Module):
@@ -64,7 +84,10 @@ class SoftRouter(nn.Module):
         return self.proj(x)  # (B, N, D) -> (B, N, T)
 
     def recursion_logit(self, h: Tensor, t: int) -> Tensor:
-        return F.linear(h, self.proj.weight[t: t + 1], self.proj.bias[t: t + 1])  # (B, N, D) -> (B, N, 1)
+        """(B, N, D) -> (B, N, 1), in full precision (see `vit.full_precision`)."""
+        w, b = self.proj.weight, self.proj.bias
+        with torch.autocast(h.device.type, enabled=False):
+            return F.linear(h.to(w.dtype), w[t: t + 1], b[t: t + 1])
 
 
 class RecursionMixture:
@@ -142,7 +165,7 @@ class SRViT(ViTBackbone):
     """SR-ViT (SoftMoR, SPEC §1) as a dense-prediction backbone (SPEC §5).
 
     Args:
-        arch: 'tiny' | 'small' | 'base' (aliases 'ti', 's', 'b'); `embed_dim`, `num_blocks` and
+        arch: 'tiny' | 'small' | 'base' | 'large' (aliases 'ti', 's', 'b', 'l'); `embed_dim`, `num_blocks` and
             `num_heads` override the table (the table's 12 layers are SR-ViT's unique blocks).
         num_blocks: the unique blocks (DeiT's layers), default from `arch`.
         unit_sizes: blocks per recursion unit, consecutive and coarse to fine; must sum to
@@ -166,6 +189,15 @@ class SRViT(ViTBackbone):
             'recursion_states': the logit of recursion t is row t of the same Linear applied to that
             recursion's state, z_t = W_u[t] . h_t + b_u[t]; the softmax over recursions is the same.
             Same keys and shapes in both cases, so the choice is a forward-time one.
+        step_transform: the transform before recursions t >= 2 (SPEC §1 ablation): 'linear'
+            (default, h + Linear(h), D^2 + D parameters), 'shift' (h + b, D parameters) or 'none'
+            (the identity: the unit re-applied to its own output, no parameters).
+        timm_init: how the parameters that a timm/DeiT checkpoint lacks start when one is loaded
+            (SPEC §6 decision): 'function' (default) biases every router toward recursion 1, which
+            gets weight `FIRST_RECURSION_WEIGHT` = 0.99, so with the zero step transforms the model
+            starts at DeiT's function for any T (measured: tools/analysis_tools/init_distance.py);
+            'fresh' keeps the zero routers of the from-scratch init (uniform mixture: DeiT's
+            trajectory re-applied and averaged). Without a checkpoint both are the zero init of SPEC §1.
         out_units: units whose outputs (the mixtures y_u) are returned (default: all, (0, 1, 2, 3)).
             `out_indices` (read-only) names them by the application step that ends each unit in
             the full T-recursion schedule, as every backbone's `out_indices` are steps.
@@ -187,8 +219,8 @@ class SRViT(ViTBackbone):
     def __init__(self, arch: str = 'small', embed_dim: int | None = None, num_blocks: int | None = None,
                  num_heads: int | None = None, unit_sizes: Sequence[int] | None = None,
                  num_recursions: int | Sequence[int] = 4, eval_recursions: int | Sequence[int] | None = None,
-                 readout: str = 'soft', router_input: str = 'unit_input',
-                 out_units: Sequence[int] | None = None, **kwargs: Any) -> None:
+                 readout: str = 'soft', router_input: str = 'unit_input', step_transform: str = 'linear',
+                 timm_init: str = 'function', out_units: Sequence[int] | None = None, **kwargs: Any) -> None:
         check_renamed('SRViT', kwargs, {
             'depth': 'num_blocks (the unique blocks; `depth` counts block applications, which follow from '
                      'unit_sizes and num_recursions)',
@@ -200,10 +232,13 @@ class SRViT(ViTBackbone):
         recursions = _per_unit('num_recursions', num_recursions, len(unit_sizes), 1)
         check_choice('readout', readout, list(READOUTS))
         check_choice('router_input', router_input, list(ROUTER_INPUTS))
+        check_choice('step_transform', step_transform, list(STEP_TRANSFORMS))
+        check_choice('timm_init', timm_init, list(TIMM_INITS))
         depth = sum(n * t for n, t in zip(unit_sizes, recursions))
         super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], depth=depth, **kwargs)
         self.readout = readout
         self.router_input = router_input
+        self.step_transform, self.timm_init = step_transform, timm_init
         self.unit_sizes = unit_sizes
         self.num_recursions = recursions
         self.eval_recursions = eval_recursions
@@ -212,8 +247,9 @@ class SRViT(ViTBackbone):
 
         # The parameters: unique blocks, step transforms (recursion 0 has none), routers.
         self.blocks = nn.ModuleList(self.make_block() for _ in range(num_blocks))
+        make = STEP_TRANSFORMS[self.step_transform] or (lambda _: nn.Identity())
         self.step_transforms = nn.ModuleList(
-            nn.ModuleList([nn.Identity()] + [StepTransform(self.embed_dim) for _ in range(1, t)]) for t in recursions)
+            nn.ModuleList([nn.Identity()] + [make(self.embed_dim) for _ in range(1, t)]) for t in recursions)
         self.routers = nn.ModuleDict({str(u): SoftRouter(self.embed_dim, t) for u, t in enumerate(recursions)
                                       if t > 1 and readout != 'final'})
 
@@ -286,12 +322,12 @@ class SRViT(ViTBackbone):
         router = self.routers[str(u)] if str(u) in self.routers else None
         unit_logits = None
         if router is not None and self.router_input == 'unit_input':
-            unit_logits = router(x)
+            unit_logits = full_precision(router, x)
             work.append(linear_work(f'routers.{u}', N, D, router.proj.out_features))
         mixture, logits, h = RecursionMixture(self.readout), [], x
         for t in range(num_recursions):
             h = self.step_transforms[u][t](h)  # S_{u,t}; the identity before recursion 0
-            if t:
+            if t and self.step_transform == 'linear':
                 work.append(linear_work(f'step_transforms.{u}.{t}', N, D, D))
             for j, b in enumerate(self.unit_blocks[u]):
                 h = self.run_block(self.blocks[b], h, self.unit_first_step[u] + t * self.unit_sizes[u] + j)
@@ -304,7 +340,7 @@ class SRViT(ViTBackbone):
                 else:
                     z = router.recursion_logit(h, t)  # (B, N, 1)
                     work.append(linear_work(f'routers.{u}', N, D, 1))
-                z = self.guard_finite(f'routers.{u} logits', f'unit {u}, recursion {t + 1}', z)
+                z = self.guard_finite(f'routers.{u} logits', f'unit {u}, recursion {t + 1}', z, router)
             mixture.add(h, z)
             if z is not None:
                 logits.append(z.detach())
@@ -348,10 +384,17 @@ class SRViT(ViTBackbone):
 
     # ---- weights ------------------------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
-        """Block i <- timm/DeiT block i (SPEC §6); step transforms and routers keep their zero
-        initialisation (logged), so the loaded model follows DeiT's trajectory in every unit."""
+        """Block i <- timm/DeiT block i (SPEC §6); step transforms keep their zero initialisation
+        (logged) and the routers start as `timm_init` says (class docstring)."""
         _, blocks = split_timm_blocks(state_dict)
         if len(blocks) != self.num_blocks:
             raise ValueError(f'cannot map a {len(blocks)}-block checkpoint onto SRViT with '
                              f'num_blocks={self.num_blocks}: SR-ViT block i takes checkpoint block i')
-        return fresh_parameters(self, dict(state_dict), r'^(step_transforms|routers)\.')
+        out = fresh_parameters(self, dict(state_dict), r'^(step_transforms|routers)\.')
+        if self.timm_init == 'function':
+            for key in [k for k in out if k.startswith('routers.') and k.endswith('.bias')]:
+                T = out[key].numel()
+                bias = torch.zeros_like(out[key])
+                bias[0] = math.log(FIRST_RECURSION_WEIGHT * (T - 1) / (1 - FIRST_RECURSION_WEIGHT))
+                out[key] = bias  # softmax([b, 0, ..., 0])[0] = FIRST_RECURSION_WEIGHT
+        return out

@@ -254,8 +254,11 @@ def subset_work(block: Block, active: TokenSubset, cached_keys: bool) -> BlockWo
     return block.work(active.mean_count, sum(keys) / active.batch_size, attn_pairs=pairs)
 
 
+UPDATES = ('interpolate', 'additive')
+
+
 def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCache | None = None,
-               gate: Tensor | None = None, drop_path_rate: float = 0.0,
+               gate: Tensor | None = None, update: str = 'interpolate', drop_path_rate: float = 0.0,
                inplace: bool = False) -> tuple[Tensor, BlockWork]:
     """One application of `block` to the `active` tokens of x (B, N, D); the others are untouched.
 
@@ -264,8 +267,10 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
         x: token states (B, N, D).
         active: the tokens whose queries, norms and MLP run.
         kv_cache: see `TokenRows` (None: attention among the active tokens).
-        gate: (T,) per-active-token residual gate in `active`'s row order:
-            `h <- h + g * (Block(h) - h)`. None means g = 1 (the block's output).
+        gate: (T,) per-active-token residual gate in `active`'s row order. None means the
+            block's output.
+        update: how the gate applies: 'interpolate' `h <- h + g * (Block(h) - h)` (g = 1: the
+            block's output) or 'additive' `h <- h + g * Block(h)` (MoR's code).
         drop_path_rate: stochastic depth of this application (per image).
         inplace: write the active rows into `x` itself instead of a copy (saves a copy of all
             B*N rows per step; only without autograd). The caller must clone states it keeps.
@@ -292,6 +297,8 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
             g = x.new_zeros(B * N).index_copy(0, active.index, gate).view(B, N, 1)
         # Not torch.lerp: its vectorised kernel rounds differently from its scalar tail, which made
         # results depend on the batch layout (1-process vs 2-process training drifted apart).
+        if update == 'additive':
+            return x + g * out, work
         if torch.is_grad_enabled():
             return x + g * (out - x), work
         return out.sub_(x).mul_(g).add_(x), work  # the same ops in `out`'s memory (a fresh tensor)
@@ -303,7 +310,8 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
     h = rows.index_select(0, active.index)  # (T, D)
     out = block(h, drop_path_rate, rows=TokenRows(active, kv_cache))
     if gate is not None:
-        out = h + gate.unsqueeze(-1) * (out - h)
+        g = gate.unsqueeze(-1)
+        out = h + g * out if update == 'additive' else h + g * (out - h)
     if inplace and torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
         raise RuntimeError('run_subset(inplace=True) is only for inference (no autograd graph)')
     return _write_rows(rows, active.index, out, inplace).view(B, N, D), work

@@ -31,8 +31,9 @@ ARCH_SETTINGS: dict[str, dict[str, int]] = {
     'tiny': dict(embed_dim=192, num_heads=3, depth=12),
     'small': dict(embed_dim=384, num_heads=6, depth=12),
     'base': dict(embed_dim=768, num_heads=12, depth=12),
+    'large': dict(embed_dim=1024, num_heads=16, depth=24),
 }
-ARCH_ALIASES = {'ti': 'tiny', 't': 'tiny', 's': 'small', 'b': 'base'}
+ARCH_ALIASES = {'ti': 'tiny', 't': 'tiny', 's': 'small', 'b': 'base', 'l': 'large'}
 
 
 def resolve_arch(arch: str, table: dict[str, dict[str, Any]], **overrides: Any) -> dict[str, Any]:
@@ -59,6 +60,16 @@ def check_out_indices(value: Any, depth: int, name: str = 'out_indices') -> tupl
         check_int(f'{name} entry', i, -depth, depth - 1)
         out.append(i % depth)
     return tuple(out)
+
+
+def full_precision(module: nn.Module, x: Tensor) -> Tensor:
+    """`module(x)` with autocast off, in the module's parameter dtype (fp32 unless the whole model
+    was cast). Routers and rankers decide discrete things (top-k, argmax): with bf16/fp16 logits
+    ties become common (4096 bf16 logits take ~1400 distinct values) and are broken differently by
+    different kernels, so these run in full precision under autocast."""
+    dtype = next(module.parameters()).dtype
+    with torch.autocast(x.device.type, enabled=False):
+        return module(x.to(dtype))
 
 
 class ViTBackbone(nn.Module):
@@ -131,7 +142,7 @@ class ViTBackbone(nn.Module):
         self.num_prefix_tokens = int(with_cls_token)
         self.drop_path_rate = check_float('drop_path_rate', drop_path_rate, 0.0, 1.0, high_open=True)
         self.depth = check_int('depth (number of block applications)', depth, 1)
-        self.drop_path_rates = torch.linspace(0, drop_path_rate, self.depth).tolist()
+        self.drop_path_rates = torch.linspace(0, drop_path_rate, self.depth, device='cpu').tolist()
         self.with_cp = check_bool('with_cp', with_cp)
         self.init_cfg = self._resolve_init_cfg(pretrained, init_cfg)
         self.nonfinite = check_choice('nonfinite', nonfinite, NONFINITE_MODES)
@@ -269,7 +280,8 @@ class ViTBackbone(nn.Module):
         return sum(used) / len(used)
 
     # ---- forward ------------------------------------------------------------------------------
-    def guard_finite(self, name: str, where: str | Sequence[str], value: Tensor) -> Tensor:
+    def guard_finite(self, name: str, where: str | Sequence[str], value: Tensor,
+                     source: nn.Module | None = None) -> Tensor:
         """Router logits (or another tensor that must stay finite) -> the tensor to use instead.
 
         A method calls this on every router output before using it. Inside
@@ -278,7 +290,7 @@ class ViTBackbone(nn.Module):
         it was not finite; NaN/inf are replaced by 0 either way (`numerics.FiniteGuard`). A bare
         `forward_states` call only replaces them.
         """
-        return sanitize(value) if self._guard is None else self._guard(name, where, value)
+        return sanitize(value) if self._guard is None else self._guard(name, where, value, source)
 
     def patch_grid(self, x: Tensor) -> tuple[int, int]:
         """The patch grid (ceil(H/p), ceil(W/p)) of an image batch, after checking its shape."""
@@ -306,12 +318,13 @@ class ViTBackbone(nn.Module):
                                      num_prefix_tokens=self.num_prefix_tokens)
         return x + pos
 
-    def run_block(self, block: nn.Module, x: Tensor, step: int) -> Tensor:
-        """Apply `block` as application step `step` (its drop-path rate; checkpointed if asked)."""
+    def run_block(self, block: nn.Module, x: Tensor, step: int, **kwargs: Any) -> Tensor:
+        """Apply `block` as application step `step` (its drop-path rate; checkpointed if asked);
+        `kwargs` go to `Block.forward` (an attention mask, an MLP's merged weights)."""
         rate = self.drop_path_rates[step]
         if self.with_cp and self.training and torch.is_grad_enabled():
-            return checkpoint(block, x, rate, use_reentrant=False)
-        return block(x, rate)
+            return checkpoint(block, x, rate, use_reentrant=False, **kwargs)
+        return block(x, rate, **kwargs)
 
     def forward_states(self, x: Tensor, indices: Sequence) -> list[Tensor]:
         """The method: token states (B, N, D) after each requested step, in `indices` order, and
@@ -386,7 +399,7 @@ class PlainViT(ViTBackbone):
     """DeiT-style ViT with L distinct blocks: the unshared reference (SPEC §0).
 
     Args:
-        arch: 'tiny' | 'small' | 'base' (aliases 'ti', 's', 'b'); `embed_dim`, `depth` and
+        arch: 'tiny' | 'small' | 'base' | 'large' (aliases 'ti', 's', 'b', 'l'); `embed_dim`, `depth` and
             `num_heads` override the table.
         depth: L, blocks = block applications (default from `arch`: 12).
         out_indices: application steps (= block indices) whose outputs are returned (default:
@@ -419,18 +432,23 @@ class NaiveRecursiveViT(ViTBackbone):
         num_blocks: k, the unique blocks (default 3).
         depth: L, number of block applications (default from `arch`: 12).
         out_indices: application steps to return (default: ends of 4 equal stages).
-        timm_init: how unique block j is initialised from an L-block timm checkpoint:
-            'pick' (decision, SPEC §6): timm block j*(L/k); 'average': mean of its group of L/k blocks.
+        timm_init: how unique block j is initialised from an n-block timm checkpoint (SPEC §6):
+            'cycle' (default, our decision correcting SPEC §6's mapping to the schedule): the mean of
+            the checkpoint blocks at the steps block j runs, t = j, j + k, j + 2k, ... (block
+            t * n // L of the checkpoint for step t), so every step starts from a mean that
+            contains the DeiT block of its own depth; 'pick': block j * (n/k); 'average': the mean
+            of the j-th group of n/k consecutive blocks. The last two are SPEC §6's, which match a
+            schedule that runs the groups consecutively, not the cycle this model runs.
     """
 
     def __init__(self, arch: str = 'small', embed_dim: int | None = None, depth: int | None = None,
                  num_heads: int | None = None, num_blocks: int = 3,
-                 out_indices: Sequence[int] | None = None, timm_init: str = 'pick', **kwargs: Any) -> None:
+                 out_indices: Sequence[int] | None = None, timm_init: str = 'cycle', **kwargs: Any) -> None:
         check_renamed('NaiveRecursiveViT', kwargs, {'num_unique_blocks': 'num_blocks'})
         sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
         super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], depth=sizes['depth'], **kwargs)
         k = check_int('num_blocks', num_blocks, 1, self.depth)
-        self.timm_init = check_choice('timm_init', timm_init, ['pick', 'average'])
+        self.timm_init = check_choice('timm_init', timm_init, ['cycle', 'pick', 'average'])
         self.out_indices = check_out_indices(stage_ends(self.depth) if out_indices is None else out_indices,
                                              self.depth)
         self.blocks = nn.ModuleList(self.make_block() for _ in range(k))
@@ -438,11 +456,14 @@ class NaiveRecursiveViT(ViTBackbone):
 
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         rest, blocks = split_timm_blocks(state_dict)
-        k, src_depth = self.num_blocks, len(blocks)
-        if src_depth % k:
-            raise ValueError(f'cannot map a {src_depth}-block checkpoint onto num_blocks={k}: '
-                             f'{src_depth} must be a multiple of {k}')
-        group = src_depth // k
-        groups = [list(range(j * group, (j + 1) * group)) for j in range(k)]
+        k, n = self.num_blocks, len(blocks)
+        if self.timm_init == 'cycle':
+            groups = [[t * n // self.depth for t in range(j, self.depth, k)] for j in range(k)]
+            rest.update(pick_or_average_blocks(blocks, groups, 'average', prefix='blocks'))
+            return rest
+        if n % k:
+            raise ValueError(f"cannot map a {n}-block checkpoint onto num_blocks={k} with timm_init="
+                             f"{self.timm_init!r}: {n} must be a multiple of {k} (timm_init='cycle' maps any)")
+        groups = [list(range(j * (n // k), (j + 1) * (n // k))) for j in range(k)]
         rest.update(pick_or_average_blocks(blocks, groups, self.timm_init, prefix='blocks'))
         return rest
