@@ -18,26 +18,21 @@ to max(1, max |output|)), and the stored parameter counts of both are printed.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import os
 import sys
-from pathlib import Path
 
-if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import torch
+from torch import Tensor
 
-import torch  # noqa: E402
-from torch import Tensor  # noqa: E402
-
-from mmrecvit.models.checkpoint import (  # noqa: E402
+from mmrecvit.models.checkpoint import (
     load_state_dict_strict,
     read_checkpoint,
     select_prefix,
     unwrap_state_dict,
 )
-from mmrecvit.models.revit import DEFAULT_OUT_DEPTHS, ReViT, fold_to_plainvit  # noqa: E402
-from mmrecvit.models.vit import ARCH_SETTINGS, PlainViT  # noqa: E402
+from mmrecvit.models.revit import DEFAULT_OUT_DEPTHS, ReViT, fold_to_plainvit
+from mmrecvit.models.vit import ARCH_SETTINGS, PlainViT
 
 PREFIX = 'backbone.'
 

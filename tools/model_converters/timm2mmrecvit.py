@@ -27,22 +27,17 @@ compared with the converted one, so the file is known to work in a config.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import torch
+from torch import Tensor, nn
 
-import torch  # noqa: E402
-from torch import Tensor, nn  # noqa: E402
-
-import mmrecvit  # noqa: E402,F401  (logging of the checkpoint filter goes to mmengine's logger)
-from mmrecvit.benchmark import SpecError, parse_spec  # noqa: E402
-from mmrecvit.models import BACKBONES, PlainViT, SRViT  # noqa: E402
-from mmrecvit.models.checkpoint import (  # noqa: E402
+import mmrecvit  # noqa: F401  (logging of the checkpoint filter goes to mmengine's logger)
+from mmrecvit.benchmark import SpecError, parse_spec
+from mmrecvit.models import BACKBONES, PlainViT, SRViT
+from mmrecvit.models.checkpoint import (
     BLOCK_KEY,
     CLASSIFIER_KEY,
     CheckpointError,
