@@ -16,14 +16,17 @@ from ..models import BACKBONES, NECKS
 SCOPES = ('mmdet', 'mmseg')
 
 
+class _ToMMEngine(logging.Handler):
+    """Hands a log record to mmengine's current logger."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from mmengine.logging import print_log  # here, not at the top: see `register_all`
+
+        print_log(self.format(record), logger='current', level=record.levelno)
+
+
 def _forward_logs_to_mmengine() -> None:
-    """Send the core's `logging.getLogger('mmrecvit')` records to mmengine's current logger."""
-    from mmengine.logging import print_log  # here, not at the top: see `register_all`
-
-    class _ToMMEngine(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            print_log(self.format(record), logger='current', level=record.levelno)
-
+    """Send the core's `logging.getLogger('mmrecvit')` records to mmengine's current logger (once)."""
     logger = logging.getLogger('mmrecvit')
     if not any(isinstance(h, _ToMMEngine) for h in logger.handlers):
         logger.addHandler(_ToMMEngine())
