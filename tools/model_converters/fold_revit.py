@@ -23,6 +23,7 @@ import os
 import sys
 
 import torch
+from mmengine.config import Config
 from torch import Tensor
 
 from mmrecvit.models.checkpoint import (
@@ -97,8 +98,6 @@ def revit_kwargs_from_state_dict(sd: dict[str, Tensor], num_heads: int | None) -
 
 def build_revit(args: argparse.Namespace, sd: dict[str, Tensor]) -> ReViT:
     if args.config:
-        from mmengine.config import Config
-
         backbone = Config.fromfile(args.config).model.backbone.to_dict()
         if backbone.pop('type', None) not in ('ReViT', 'mmrecvit.ReViT'):
             raise SystemExit(f'{args.config}: model.backbone is not a ReViT')

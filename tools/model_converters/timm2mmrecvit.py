@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from mmengine.config import Config
+from timm.models.vision_transformer import VisionTransformer
 from torch import Tensor, nn
 
 import mmrecvit  # noqa: F401  (logging of the checkpoint filter goes to mmengine's logger)
@@ -57,8 +59,6 @@ def backbone_cfg(model: str | None, config: str | None) -> tuple[str, dict[str, 
             raise SpecError(f'--model {model!r} must be a backbone class NAME(kw=...), got a {spec.kind} spec')
         name, kwargs = spec.target, dict(spec.kwargs)
     else:
-        from mmengine.config import Config
-
         bb = Config.fromfile(config).model.backbone
         bb = bb.to_dict() if hasattr(bb, 'to_dict') else dict(bb)
         name, kwargs = str(bb['type']).split('.')[-1], bb
@@ -99,8 +99,6 @@ def parity_plan(model: nn.Module) -> tuple[dict[str, Any], list[int], list[int]]
 
 def timm_reference(sd: dict[str, Tensor], arch: dict[str, Any], num_heads: int) -> nn.Module:
     """timm's `VisionTransformer` holding the checkpoint's weights (classifier dropped)."""
-    from timm.models.vision_transformer import VisionTransformer
-
     ref = VisionTransformer(img_size=arch['img_size'], patch_size=arch['patch_size'], in_chans=arch['in_chans'],
                             embed_dim=arch['embed_dim'], depth=arch['depth'], num_heads=num_heads,
                             mlp_ratio=arch['mlp_ratio'], qkv_bias=arch['qkv_bias'], class_token=arch['class_token'],
