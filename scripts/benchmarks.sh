@@ -19,23 +19,23 @@ bench() {  # name, then harness arguments
 }
 which=${1:-all}
 
-# Issue 3/8: our baseline vs timm's ViT-S (and the fraction of the machine's fp32 matmul peak).
+# Our baseline vs timm's ViT-S (and the fraction of the machine's fp32 matmul peak).
 [[ $which == all || $which == plain ]] && bench plainvit_vs_timm \
   plainvit-s='PlainViT(arch="small")' timm-vit-s=timm:vit_small_patch16_224 \
   --batch 1 8 --size 224 --repeats "$REPEATS" --reference timm-vit-s
 
-# Issue 4: SR-ViT eval peak memory is flat in T (batch 8, 512^2; memory only).
+# SR-ViT eval peak memory is flat in T (batch 8, 512^2; memory only).
 [[ $which == all || $which == srvit ]] && bench srvit_memory \
   T1='SRViT(arch="small", num_recursions=1)' T4='SRViT(arch="small", num_recursions=4)' \
   --batch 8 --size 512 --repeats 0 --reference T1
 
-# Issue 5: online reViT (cached merged experts) vs its folded twin (a PlainViT of the same size);
-# 3x the repeats: the target (<= 1.03x) is inside the run-to-run spread of a 15-repeat median here.
+# Online reViT (cached merged experts) vs its folded twin (a PlainViT of the same size);
+# 3x the repeats: the target (<= 1.03x) is inside the run-to-run spread of a 15-repeat median.
 [[ $which == all || $which == revit ]] && bench revit_vs_folded \
   folded='PlainViT(arch="small")' online='ReViT(arch="small", num_experts=4)' \
   --batch 1 8 --size 224 --repeats "$((REPEATS * 3))" --reference folded
 
-# Issue 6: Edge-RecViT, forced depth assignments vs the same model at full depth, and the
+# Edge-RecViT, forced depth assignments vs the same model at full depth, and the
 # authors' execution (every token through every step, exited ones masked).
 [[ $which == all || $which == edge ]] && bench edgerecvit_speedup \
   full='EdgeRecViT(arch="small", forced_mean_depth=12)' \
@@ -44,7 +44,7 @@ which=${1:-all}
   masked-8.3='EdgeRecViT(arch="small", forced_mean_depth=8.3, execution="masked")' \
   --batch 1 4 --size 512 --repeats "$REPEATS" --reference full
 
-# Issue 7: MoR-ViT capacities {1.0 everywhere, default, half the default}, full depth reference,
+# MoR-ViT capacities {1.0 everywhere, default, half the default}, full depth reference,
 # next to PlainViT-S.
 [[ $which == all || $which == mor ]] && bench morvit_capacities \
   full='MoRViT(arch="small", capacities=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])' \
@@ -53,7 +53,7 @@ which=${1:-all}
   plainvit-s='PlainViT(arch="small")' \
   --batch 1 4 --size 512 --repeats "$REPEATS" --reference full
 
-# Issue 8: recursive backbones at equal block applications (12) vs PlainViT-S.
+# Recursive backbones at equal block applications (12) vs PlainViT-S.
 [[ $which == all || $which == equal ]] && bench equal_applications \
   plainvit-s='PlainViT(arch="small")' \
   naive-s='NaiveRecursiveViT(arch="small", num_blocks=3)' \

@@ -19,11 +19,14 @@ import os
 import os.path as osp
 import time
 
+import mmcv
 import torch
+from mmdet.apis import DetInferencer
 from mmengine.config import Config
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
+from mmseg.apis import MMSegInferencer
 
 import mmrecvit  # noqa: F401  (compat fixes + registration)
 from mmrecvit.datasets import TOY_ADE_DIR, TOY_COCO_DIR, make_toy_data, toy_data_cfg
@@ -69,13 +72,9 @@ def evaluate(cfg: Config, checkpoint: str, work_dir: str) -> dict:
 
 def draw_predictions(task: str, config: str, checkpoint: str, images: list[str], out_dir: str) -> list[str]:
     if task == 'det':
-        from mmdet.apis import DetInferencer
-
         inferencer = DetInferencer(model=config, weights=checkpoint, device='cpu', show_progress=False)
         inferencer(images, out_dir=out_dir, pred_score_thr=0.5, no_save_pred=True)
     else:
-        from mmseg.apis import MMSegInferencer
-
         inferencer = MMSegInferencer(model=config, weights=checkpoint, device='cpu')
         inferencer(images, out_dir=out_dir, opacity=0.6)
     return as_png(sorted(glob.glob(osp.join(out_dir, 'vis', '*'))))
@@ -83,8 +82,6 @@ def draw_predictions(task: str, config: str, checkpoint: str, images: list[str],
 
 def as_png(paths: list[str]) -> list[str]:
     """The inferencers name drawings after their inputs (.jpg here): store them as lossless PNGs."""
-    import mmcv
-
     pngs = []
     for path in paths:
         png = osp.splitext(path)[0] + '.png'

@@ -5,48 +5,29 @@
 """
 from __future__ import annotations
 
-import argparse
-import os
 import os.path as osp
 
-from mmengine.config import Config, DictAction
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
+from mmengine.config import Config
 
 import mmrecvit  # noqa: F401  (compat fixes + registration)
-from mmrecvit.mm.checkpoint import check_checkpoint_to_load
-from mmrecvit.mm.dist import exit_distributed_process, setup_cpu_distributed
+from mmrecvit.mm import cli
+from mmrecvit.mm.dist import exit_distributed_process
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description='Test (and evaluate) a detector or segmentor')
-    parser.add_argument('config', help='test config file path')
-    parser.add_argument('checkpoint', help='checkpoint file')
-    parser.add_argument('--work-dir', help='the dir to save the evaluation metrics')
+    parser = cli.tool_parser('Test (and evaluate) a detector or segmentor',
+                             {'config': 'test config file path', 'checkpoint': 'checkpoint file'},
+                             work_dir_help='the dir to save the evaluation metrics')
     parser.add_argument('--out', help='det: dump predictions to this .pkl file; seg: save predicted maps in this dir')
     parser.add_argument('--show', action='store_true', help='show prediction results in a window')
     parser.add_argument('--show-dir', help='save drawn predictions (PNG) in this dir')
     parser.add_argument('--wait-time', type=float, default=2, help='the interval of show (s)')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
-                        help='override config settings, e.g. model.backbone.max_depth=8')
-    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
-                        help='job launcher')
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
-    args = parser.parse_args(argv)
-    if 'LOCAL_RANK' not in os.environ:
-        os.environ['LOCAL_RANK'] = str(args.local_rank)
-    return args
+    cli.add_launch_arguments(parser, cfg_options_example='model.backbone.max_depth=8')
+    return cli.parse_args(parser, argv)
 
 
 def build_cfg(args) -> Config:
-    cfg = Config.fromfile(args.config)
-    cfg.launcher = args.launcher
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir', None) is None:
-        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    cfg = cli.load_config(args)
     cfg.load_from = args.checkpoint
     task = cfg.get('default_scope')
     if task not in ('mmdet', 'mmseg'):
@@ -71,18 +52,12 @@ def build_cfg(args) -> Config:
         else:
             cfg.test_evaluator['output_dir'] = args.out
             cfg.test_evaluator['keep_results'] = True
-    setup_cpu_distributed(cfg, args.launcher)
     return cfg
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    cfg = build_cfg(args)
-    try:  # a bad file: one clear line instead of torch's error deep inside the Runner (mmrecvit/mm/checkpoint.py)
-        check_checkpoint_to_load(cfg)
-    except (OSError, RuntimeError) as e:
-        raise SystemExit(f'{osp.basename(__file__)}: {e}') from e
-    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    runner = cli.build_runner(build_cfg(args), args.launcher, tool=osp.basename(__file__))
     return runner.test()
 
 

@@ -16,14 +16,17 @@ from ..models import BACKBONES, NECKS
 SCOPES = ('mmdet', 'mmseg')
 
 
+class _ToMMEngine(logging.Handler):
+    """Hands a log record to mmengine's current logger."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from mmengine.logging import print_log  # here, not at the top: see `register_all`
+
+        print_log(self.format(record), logger='current', level=record.levelno)
+
+
 def _forward_logs_to_mmengine() -> None:
-    """Send the core's `logging.getLogger('mmrecvit')` records to mmengine's current logger."""
-    from mmengine.logging import print_log
-
-    class _ToMMEngine(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            print_log(self.format(record), logger='current', level=record.levelno)
-
+    """Send the core's `logging.getLogger('mmrecvit')` records to mmengine's current logger (once)."""
     logger = logging.getLogger('mmrecvit')
     if not any(isinstance(h, _ToMMEngine) for h in logger.handlers):
         logger.addHandler(_ToMMEngine())
@@ -31,14 +34,18 @@ def _forward_logs_to_mmengine() -> None:
 
 
 def register_all() -> list[str]:
-    """Register into each installed framework; returns the scopes registered."""
+    """Register into each installed framework; returns the scopes registered.
+
+    Runs on every `import mmrecvit`, also for the plain-PyTorch core alone: what needs mmengine
+    (our hooks, the optimizer constructor, mmengine's logger) is imported only once it is found.
+    """
+    scopes = [scope for scope in SCOPES if importlib.util.find_spec(scope) is not None]
+    if importlib.util.find_spec('mmengine') is None:  # the core alone (mmdet and mmseg cannot run without it)
+        return []
     from .hooks import HOOK_CLASSES
     from .optim import OPTIM_WRAPPER_CONSTRUCTORS
 
-    done = []
-    for scope in SCOPES:
-        if importlib.util.find_spec(scope) is None:
-            continue
+    for scope in scopes:
         registry = importlib.import_module(f'{scope}.registry')
         for reg, classes in ((registry.MODELS, {**BACKBONES, **NECKS}), (registry.HOOKS, HOOK_CLASSES),
                              (registry.OPTIM_WRAPPER_CONSTRUCTORS, OPTIM_WRAPPER_CONSTRUCTORS)):
@@ -46,7 +53,5 @@ def register_all() -> list[str]:
                 # module_dict, not .get(): get() would import all of mmdet.models at import time.
                 if reg.module_dict.get(name) is not cls:
                     reg.register_module(name=name, module=cls)
-        done.append(scope)
-    if importlib.util.find_spec('mmengine') is not None:
-        _forward_logs_to_mmengine()
-    return done
+    _forward_logs_to_mmengine()
+    return scopes

@@ -40,18 +40,14 @@ Examples (the README's tables; scripts/benchmarks.sh runs them all):
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import torch
 
-import torch  # noqa: E402
-
-from mmrecvit.benchmark import (  # noqa: E402
+from mmrecvit.benchmark import (
     DTYPES,
     STATISTICS,
     WHOLE_MODES,

@@ -21,18 +21,13 @@ the papers count; mmdet's and mmseg's get_flops print GMACs (about half, plus no
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from mmengine.config import DictAction
 
-from mmengine.config import DictAction  # noqa: E402
-
-from mmrecvit.mm.complexity import FLOP_CONVENTION, ComplexityReport, count_complexity, format_report  # noqa: E402
-from mmrecvit.mm.tooling import build_model, default_image, init_scope, load_config, prepare_inputs, shape_arg  # noqa: E402
+from mmrecvit.mm.complexity import FLOP_CONVENTION, ComplexityReport, count_complexity, format_report
+from mmrecvit.mm.tooling import build_model, default_image, init_scope, load_config, prepare_inputs, shape_arg
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,24 +26,19 @@ Each goes through the config's test pipeline (or `--shape`), batch 1.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-import matplotlib  # noqa: E402
+import matplotlib
 
 matplotlib.use('Agg')  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import BoundaryNorm, Normalize  # noqa: E402
-from mmengine.config import DictAction  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import BoundaryNorm, Normalize
+from mmengine.config import DictAction
 
-from mmrecvit.mm.tooling import (  # noqa: E402
+from mmrecvit.mm.tooling import (
     build_model,
     default_image,
     forward_backbone,

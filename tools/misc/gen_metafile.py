@@ -21,7 +21,6 @@ what the papers report (quoted from SPEC.md, ImageNet).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -29,15 +28,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import torch
+import yaml
 
-import torch  # noqa: E402
-import yaml  # noqa: E402
-
-from mmrecvit.benchmark import interleaved_order, time_call  # noqa: E402
-from mmrecvit.mm.complexity import count_complexity  # noqa: E402
-from mmrecvit.mm.tooling import REPO, build_model, default_image, init_scope, load_config, prepare_inputs  # noqa: E402
+from mmrecvit.benchmark import interleaved_order, time_call
+from mmrecvit.mm.complexity import count_complexity
+from mmrecvit.mm.tooling import REPO, build_model, default_image, init_scope, load_config, prepare_inputs
 
 # One collection per backbone type. Paper titles/links as far as our notes (SPEC.md, papers/) give them;
 # `paper` is what the paper reports, quoted from SPEC.md (ImageNet-1k classification, not dense tasks).

@@ -18,26 +18,22 @@ to max(1, max |output|)), and the stored parameter counts of both are printed.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import os
 import sys
-from pathlib import Path
 
-if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import torch
+from mmengine.config import Config
+from torch import Tensor
 
-import torch  # noqa: E402
-from torch import Tensor  # noqa: E402
-
-from mmrecvit.models.checkpoint import (  # noqa: E402
+from mmrecvit.models.checkpoint import (
     load_state_dict_strict,
     read_checkpoint,
     select_prefix,
     unwrap_state_dict,
 )
-from mmrecvit.models.revit import DEFAULT_OUT_DEPTHS, ReViT, fold_to_plainvit  # noqa: E402
-from mmrecvit.models.vit import ARCH_SETTINGS, PlainViT  # noqa: E402
+from mmrecvit.models.revit import DEFAULT_OUT_DEPTHS, ReViT, fold_to_plainvit
+from mmrecvit.models.vit import ARCH_SETTINGS, PlainViT
 
 PREFIX = 'backbone.'
 
@@ -102,8 +98,6 @@ def revit_kwargs_from_state_dict(sd: dict[str, Tensor], num_heads: int | None) -
 
 def build_revit(args: argparse.Namespace, sd: dict[str, Tensor]) -> ReViT:
     if args.config:
-        from mmengine.config import Config
-
         backbone = Config.fromfile(args.config).model.backbone.to_dict()
         if backbone.pop('type', None) not in ('ReViT', 'mmrecvit.ReViT'):
             raise SystemExit(f'{args.config}: model.backbone is not a ReViT')

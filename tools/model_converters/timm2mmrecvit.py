@@ -27,22 +27,19 @@ compared with the converted one, so the file is known to work in a config.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-if importlib.util.find_spec('mmrecvit') is None:  # run from a checkout without `pip install -e .`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import torch
+from mmengine.config import Config
+from timm.models.vision_transformer import VisionTransformer
+from torch import Tensor, nn
 
-import torch  # noqa: E402
-from torch import Tensor, nn  # noqa: E402
-
-import mmrecvit  # noqa: E402,F401  (logging of the checkpoint filter goes to mmengine's logger)
-from mmrecvit.benchmark import SpecError, parse_spec  # noqa: E402
-from mmrecvit.models import BACKBONES, PlainViT, SRViT  # noqa: E402
-from mmrecvit.models.checkpoint import (  # noqa: E402
+import mmrecvit  # noqa: F401  (logging of the checkpoint filter goes to mmengine's logger)
+from mmrecvit.benchmark import SpecError, parse_spec
+from mmrecvit.models import BACKBONES, PlainViT, SRViT
+from mmrecvit.models.checkpoint import (
     BLOCK_KEY,
     CLASSIFIER_KEY,
     CheckpointError,
@@ -62,8 +59,6 @@ def backbone_cfg(model: str | None, config: str | None) -> tuple[str, dict[str, 
             raise SpecError(f'--model {model!r} must be a backbone class NAME(kw=...), got a {spec.kind} spec')
         name, kwargs = spec.target, dict(spec.kwargs)
     else:
-        from mmengine.config import Config
-
         bb = Config.fromfile(config).model.backbone
         bb = bb.to_dict() if hasattr(bb, 'to_dict') else dict(bb)
         name, kwargs = str(bb['type']).split('.')[-1], bb
@@ -104,8 +99,6 @@ def parity_plan(model: nn.Module) -> tuple[dict[str, Any], list[int], list[int]]
 
 def timm_reference(sd: dict[str, Tensor], arch: dict[str, Any], num_heads: int) -> nn.Module:
     """timm's `VisionTransformer` holding the checkpoint's weights (classifier dropped)."""
-    from timm.models.vision_transformer import VisionTransformer
-
     ref = VisionTransformer(img_size=arch['img_size'], patch_size=arch['patch_size'], in_chans=arch['in_chans'],
                             embed_dim=arch['embed_dim'], depth=arch['depth'], num_heads=num_heads,
                             mlp_ratio=arch['mlp_ratio'], qkv_bias=arch['qkv_bias'], class_token=arch['class_token'],

@@ -1,0 +1,74 @@
+"""The command line that `tools/train.py` and `tools/test.py` share, with the flags of mmdet's and
+mmseg's tools of the same names.
+
+A tool makes its parser with `tool_parser` (its files and `--work-dir`), adds its own flags, then
+`add_launch_arguments` (`--cfg-options`, `--launcher`, `--local_rank`, last as in mmdet's tools),
+reads the arguments with `parse_args` and the config with `load_config`, makes its own changes to
+the config, and builds the Runner with `build_runner`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import os.path as osp
+from collections.abc import Sequence
+
+from mmengine.config import Config, DictAction
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+from .checkpoint import check_checkpoint_to_load
+from .dist import setup_cpu_distributed
+
+LAUNCHERS = ('none', 'pytorch', 'slurm', 'mpi')
+
+
+def tool_parser(description: str, files: dict[str, str], work_dir_help: str) -> argparse.ArgumentParser:
+    """A parser with the tool's positional files (name -> help) and `--work-dir`."""
+    parser = argparse.ArgumentParser(description=description)
+    for name, help_text in files.items():
+        parser.add_argument(name, help=help_text)
+    parser.add_argument('--work-dir', help=work_dir_help)
+    return parser
+
+
+def add_launch_arguments(parser: argparse.ArgumentParser, cfg_options_example: str) -> None:
+    """`--cfg-options` (its help shows `cfg_options_example`), `--launcher` and `--local_rank`."""
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help=f'override config settings, e.g. {cfg_options_example}')
+    parser.add_argument('--launcher', choices=list(LAUNCHERS), default='none', help='job launcher')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The parsed arguments; `LOCAL_RANK` is set from `--local_rank` when the launcher did not set it."""
+    args = parser.parse_args(argv)
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+    return args
+
+
+def load_config(args: argparse.Namespace) -> Config:
+    """`args.config` with the launcher and `--cfg-options` applied, and a work dir: `--work-dir`,
+    else the config's, else `./work_dirs/<config name>`."""
+    cfg = Config.fromfile(args.config)
+    cfg.launcher = args.launcher
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir', None) is None:
+        cfg.work_dir = osp.join('./work_dirs', osp.splitext(osp.basename(args.config))[0])
+    return cfg
+
+
+def build_runner(cfg: Config, launcher: str, tool: str) -> Runner:
+    """The config's Runner (its own `runner_type` when it names one), after the CPU distributed set-up
+    for `--launcher` (`mmrecvit.mm.dist`) and a check of the checkpoint it will load; `tool` names the
+    tool in the error about that checkpoint."""
+    setup_cpu_distributed(cfg, launcher)
+    try:  # a bad file: one clear line instead of torch's error deep inside the Runner (mmrecvit/mm/checkpoint.py)
+        check_checkpoint_to_load(cfg)
+    except (OSError, RuntimeError) as e:
+        raise SystemExit(f'{tool}: {e}') from e
+    return Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
