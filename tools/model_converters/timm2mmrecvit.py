@@ -33,19 +33,18 @@ from typing import Any
 
 import torch
 from mmengine.config import Config
-from timm.models.vision_transformer import VisionTransformer
 from torch import Tensor, nn
 
 import mmrecvit  # noqa: F401  (logging of the checkpoint filter goes to mmengine's logger)
 from mmrecvit.benchmark import SpecError, parse_spec
 from mmrecvit.models import BACKBONES, PlainViT, SRViT
 from mmrecvit.models.checkpoint import (
-    BLOCK_KEY,
-    CLASSIFIER_KEY,
     CheckpointError,
     is_timm_state_dict,
     load_pretrained,
     read_checkpoint,
+    timm_architecture,
+    timm_vit,
 )
 
 IGNORED_BACKBONE_KEYS = ('type', 'init_cfg', 'pretrained')
@@ -67,26 +66,6 @@ def backbone_cfg(model: str | None, config: str | None) -> tuple[str, dict[str, 
     return name, {k: v for k, v in kwargs.items() if k not in IGNORED_BACKBONE_KEYS}
 
 
-def source_architecture(sd: dict[str, Tensor]) -> dict[str, Any]:
-    """What timm's `VisionTransformer` needs to hold this state dict (heads come from our model)."""
-    missing = [k for k in ('pos_embed', 'patch_embed.proj.weight', 'blocks.0.mlp.fc1.weight') if k not in sd]
-    if missing:
-        raise CheckpointError(f'not a timm/DeiT ViT checkpoint: no {missing}')
-    proj = sd['patch_embed.proj.weight']  # (D, C, p, p)
-    dim, patch = proj.shape[0], proj.shape[-1]
-    depth = 1 + max(int(BLOCK_KEY.match(k).group(1)) for k in sd if BLOCK_KEY.match(k))
-    prefix = int('cls_token' in sd) + int('dist_token' in sd)
-    rows = sd['pos_embed'].shape[1]
-    side = int(round((rows - prefix) ** 0.5))
-    no_embed_class = side * side != rows - prefix  # DeiT III: positions for the grid only
-    if no_embed_class:
-        side = int(round(rows ** 0.5))
-    return dict(embed_dim=dim, patch_size=patch, depth=depth, img_size=side * patch, in_chans=proj.shape[1],
-                mlp_ratio=sd['blocks.0.mlp.fc1.weight'].shape[0] / dim, qkv_bias='blocks.0.attn.qkv.bias' in sd,
-                class_token='cls_token' in sd, no_embed_class=no_embed_class,
-                init_values=1e-5 if 'blocks.0.ls1.gamma' in sd else None, distilled='dist_token' in sd)
-
-
 def parity_plan(model: nn.Module) -> tuple[dict[str, Any], list[int], list[int]] | None:
     """(twin kwargs overrides, our output indices, timm block indices) where the model computes DeiT."""
     if isinstance(model, SRViT):
@@ -97,21 +76,6 @@ def parity_plan(model: nn.Module) -> tuple[dict[str, Any], list[int], list[int]]
     return None
 
 
-def timm_reference(sd: dict[str, Tensor], arch: dict[str, Any], num_heads: int) -> nn.Module:
-    """timm's `VisionTransformer` holding the checkpoint's weights (classifier dropped)."""
-    ref = VisionTransformer(img_size=arch['img_size'], patch_size=arch['patch_size'], in_chans=arch['in_chans'],
-                            embed_dim=arch['embed_dim'], depth=arch['depth'], num_heads=num_heads,
-                            mlp_ratio=arch['mlp_ratio'], qkv_bias=arch['qkv_bias'], class_token=arch['class_token'],
-                            no_embed_class=arch['no_embed_class'], init_values=arch['init_values'], num_classes=0)
-    weights = {k: v for k, v in sd.items() if not CLASSIFIER_KEY.match(k)}
-    result = ref.load_state_dict(weights, strict=False)
-    missing = [k for k in result.missing_keys if not CLASSIFIER_KEY.match(k)]
-    if missing or result.unexpected_keys:
-        raise CheckpointError(f'timm reference does not hold the checkpoint: missing {missing}, '
-                              f'unexpected {result.unexpected_keys}')
-    return ref.eval()
-
-
 @torch.no_grad()
 def check_parity(name: str, kwargs: dict[str, Any], target: nn.Module, src: str, sd: dict[str, Tensor],
                  tolerance: float, seed: int) -> str:
@@ -119,13 +83,13 @@ def check_parity(name: str, kwargs: dict[str, Any], target: nn.Module, src: str,
     plan = parity_plan(target)
     if plan is None:
         return f'{name} does not compute DeiT: no parity check, strict load only'
-    arch = source_architecture(sd)
+    arch = timm_architecture(sd)
     if arch['distilled']:
         return 'distilled DeiT checkpoint (its distillation token is dropped): no parity check, strict load only'
     overrides, ours_idx, timm_idx = plan
     twin = BACKBONES[name](**{**kwargs, **overrides, 'img_size': arch['img_size']}).eval()
     load_pretrained(twin, src)
-    ref = timm_reference(sd, arch, twin.num_heads)
+    ref = timm_vit(sd, twin.num_heads)
     x = torch.randn(1, arch['in_chans'], arch['img_size'], arch['img_size'],
                     generator=torch.Generator().manual_seed(seed))
     states, grid = twin.get_intermediate_states(x, ours_idx)
