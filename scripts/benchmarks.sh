@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Every performance table of the README, measured with the one harness
-# (tools/analysis_tools/benchmark.py): side by side in one run, interleaved repeats, fixed threads.
+# Every performance table, measured with the one harness (tools/analysis_tools/benchmark.py): models
+# side by side in one run, interleaved repeats, fixed threads. Each table goes to benchmarks/<name>.md
+# (+ .csv); docs/benchmarks.md is then assembled from all tables present, in this order.
 #
-#   bash scripts/benchmarks.sh            # all tables -> benchmarks/*.md (+ .csv)
+#   bash scripts/benchmarks.sh            # all tables (make bench)
 #   bash scripts/benchmarks.sh plain      # one table: plain | srvit | revit | edge | mor | equal
 #
 # Run it on an otherwise idle machine: timings on a shared machine are noise.
@@ -10,51 +11,54 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 OUT=${OUT:-benchmarks}
+DOC=${DOC:-docs/benchmarks.md}
 REPEATS=${REPEATS:-15}
-mkdir -p "$OUT"
-bench() {  # name, then harness arguments
-  local name=$1; shift
+mkdir -p "$OUT" "$(dirname "$DOC")"
+NAMES=()
+bench() {  # key, name, title, about, then harness arguments
+  local key=$1 name=$2 title=$3 about=$4; shift 4
+  NAMES+=("$name")
+  [[ $which == all || $which == "$key" ]] || return 0
   echo "=== $name ==="
-  "$PY" tools/analysis_tools/benchmark.py "$@" --out "$OUT/$name.md" --csv "$OUT/$name.csv"
+  "$PY" tools/analysis_tools/benchmark.py "$@" --title "$title" --about "$about" \
+    --out "$OUT/$name.md" --csv "$OUT/$name.csv"
 }
 which=${1:-all}
 
-# Our baseline vs timm's ViT-S (and the fraction of the machine's fp32 matmul peak).
-[[ $which == all || $which == plain ]] && bench plainvit_vs_timm \
+bench plain plainvit_vs_timm 'Baseline: PlainViT-S vs timm ViT-S' \
+  'The same work (patch embedding, 12 blocks, 4 NCHW maps) in both; ours must not be slower and must reach timm'"'"'s fraction of the machine'"'"'s matmul rate.' \
   plainvit-s='PlainViT(arch="small")' timm-vit-s=timm:vit_small_patch16_224 \
   --batch 1 8 --size 224 --repeats "$REPEATS" --reference timm-vit-s
 
-# SR-ViT eval peak memory is flat in T (batch 8, 512^2; memory only).
-[[ $which == all || $which == srvit ]] && bench srvit_memory \
+bench srvit srvit_memory 'SR-ViT eval memory is flat in T' \
+  'Peak memory of tensors allocated during one eval forward (batch 8, 512x512): the mixture is accumulated while recursing, so T = 4 may cost at most 1.10x the memory of T = 1.' \
   T1='SRViT(arch="small", num_recursions=1)' T4='SRViT(arch="small", num_recursions=4)' \
   --batch 8 --size 512 --repeats 0 --reference T1
 
-# Online reViT (cached merged experts) vs its folded twin (a PlainViT of the same size);
-# 3x the repeats: the target (<= 1.03x) is inside the run-to-run spread of a 15-repeat median.
-[[ $which == all || $which == revit ]] && bench revit_vs_folded \
+# 3x the repeats: the 1.03 target is inside the spread of a 15-repeat median on this machine.
+bench revit revit_vs_folded 'reViT online vs folded' \
+  'Online reViT (merged expert FFNs cached in eval) against its folded twin, a PlainViT with the same merged weights: at most 1.03x its latency.' \
   folded='PlainViT(arch="small")' online='ReViT(arch="small", num_experts=4)' \
   --batch 1 8 --size 224 --repeats "$((REPEATS * 3))" --reference folded
 
-# Edge-RecViT, forced depth assignments vs the same model at full depth, and the
-# authors' execution (every token through every step, exited ones masked).
-[[ $which == all || $which == edge ]] && bench edgerecvit_speedup \
+bench edge edgerecvit_speedup 'Edge-RecViT: forced depth patterns vs full depth' \
+  'The same model on fixed, seeded depth patterns of a given mean (the harness'"'"'s forced_mean_depth; 8.3 is the paper'"'"'s mean), against full depth: the quotient speed-up / FLOP ratio must stay >= 0.85. masked = the authors'"'"' execution (every token through every step, exited ones frozen).' \
   full='EdgeRecViT(arch="small", forced_mean_depth=12)' \
   paper-8.3='EdgeRecViT(arch="small", forced_mean_depth=8.3)' \
   half-6.0='EdgeRecViT(arch="small", forced_mean_depth=6.0)' \
   masked-8.3='EdgeRecViT(arch="small", forced_mean_depth=8.3, execution="masked")' \
   --batch 1 4 --size 512 --repeats "$REPEATS" --reference full
 
-# MoR-ViT capacities {1.0 everywhere, default, half the default}, full depth reference,
-# next to PlainViT-S.
-[[ $which == all || $which == mor ]] && bench morvit_capacities \
+bench mor morvit_capacities 'MoR-ViT capacities' \
+  'Expert choice at capacity 1.0 at every recursion (full), the default schedule and half of it, with PlainViT-S for reference: quotient >= 0.85.' \
   full='MoRViT(arch="small", capacities=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])' \
   default='MoRViT(arch="small")' \
   half='MoRViT(arch="small", capacities=[0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1, 0.05])' \
   plainvit-s='PlainViT(arch="small")' \
   --batch 1 4 --size 512 --repeats "$REPEATS" --reference full
 
-# Recursive backbones at equal block applications (12) vs PlainViT-S.
-[[ $which == all || $which == equal ]] && bench equal_applications \
+bench equal equal_applications 'Equal block applications (12) vs PlainViT-S' \
+  'Every recursive backbone at 12 block applications (token-adaptive ones at full depth/capacity, so they do the same block work plus their routers): within 5 % of PlainViT-S.' \
   plainvit-s='PlainViT(arch="small")' \
   naive-s='NaiveRecursiveViT(arch="small", num_blocks=3)' \
   srvit-s-T1='SRViT(arch="small", num_recursions=1)' \
@@ -62,4 +66,18 @@ which=${1:-all}
   edge-s-full='EdgeRecViT(arch="small", forced_mean_depth=12)' \
   mor-s-full='MoRViT(arch="small", capacities=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])' \
   --batch 1 8 --size 224 --repeats "$REPEATS" --reference plainvit-s
-exit 0
+
+{
+  echo '# Benchmarks'
+  echo
+  echo 'Generated by `make bench` (scripts/benchmarks.sh) from the reports in benchmarks/; each section'
+  echo 'gives the exact command, the machine and its load, and what was timed. FLOPs: 2 x multiply-accumulates'
+  echo '(mmrecvit/models/flops.py), per image, only the work each forward really did. Timings on a shared'
+  echo 'machine vary by 5-10 % between repeats (the IQR column): ratios within +-3 % are ties.'
+  for name in "${NAMES[@]}"; do
+    [[ -f "$OUT/$name.md" ]] || continue
+    echo
+    cat "$OUT/$name.md"
+  done
+} > "$DOC"
+echo "wrote $DOC"

@@ -20,10 +20,15 @@ def _ms(value: float | None) -> str:
     return f'{ms:.1f}' if ms >= 100 else f'{ms:.2f}'
 
 
-def format_markdown(result: BenchResult) -> str:
-    """The report: command, environment, one table (rows grouped by batch) and what was timed."""
+def format_markdown(result: BenchResult, title: str | None = None, about: str | None = None) -> str:
+    """The report: a `title` heading and `about` paragraph if given, the command, the environment,
+    one table (rows grouped by batch) and what was timed."""
     peak = result.peak_flops
     lines = []
+    if title:
+        lines += [f'## {title}', '']
+    if about:
+        lines += [about, '']
     if result.command:
         lines += ['```', result.command, '```', '']
     for key, value in result.env.items():

@@ -106,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help='n of the n^3 matmul measuring the machine peak (default: 2048 cpu, 8192 cuda)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the weights and the input images')
     parser.add_argument('--out', default=None, help='also write the Markdown report to this file')
+    parser.add_argument('--title', default=None, help='a heading for the report (docs/benchmarks.md sections)')
+    parser.add_argument('--about', default=None, help='a paragraph under the heading: what is measured and why')
     parser.add_argument('--csv', default=None, help='also write one CSV row per model and batch')
     parser.add_argument('--no-progress', dest='progress', action='store_false', help='no progress bar')
     return parser
@@ -141,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          peak_size=args.peak_size, seed=args.seed, progress=args.progress)
     result = run_benchmark(models, config, reference=args.reference)
     result.command = ' '.join(['python', parser.prog] + [shlex.quote(a) for a in argv])
-    report = format_markdown(result)
+    report = format_markdown(result, args.title, args.about)
     print(report, end='')
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
