@@ -26,7 +26,8 @@ import visualize_depth  # noqa: E402  (tools/analysis_tools/visualize_depth.py)
 
 from mmrecvit.mm.complexity import flop_analyzer  # noqa: E402
 from mmrecvit.mm.tooling import build_model, load_config, prepare_inputs  # noqa: E402
-from mmrecvit.models import BACKBONES, PlainViT  # noqa: E402
+from mmrecvit.models import BACKBONES  # noqa: E402
+from mmrecvit.models import checkpoint as checkpoint_module  # noqa: E402
 from mmrecvit.models.checkpoint import CheckpointError  # noqa: E402
 from mmrecvit.models.flops import BlockWork  # noqa: E402
 
@@ -177,7 +178,10 @@ def test_timm2mmrecvit_parity_catches_a_wrong_key_map(timm_source, tmp_path, mon
         return {k.replace('blocks.0.', 'blocks.X.').replace('blocks.1.', 'blocks.0.').replace('blocks.X.', 'blocks.1.'):
                 v for k, v in sd.items()}
 
-    monkeypatch.setattr(PlainViT, 'convert_timm_state_dict', swapped)
+    # PlainViT's keys are timm's: the key map is the identity after the classification keys are matched.
+    original = checkpoint_module.match_classification_keys
+    monkeypatch.setattr(checkpoint_module, 'match_classification_keys',
+                        lambda sd, model, source: swapped(model, original(sd, model, source)))
     dst = tmp_path / 'bad.pth'
     with pytest.raises(CheckpointError, match='parity failed after timm block 0'):
         timm2mmrecvit.main([src, str(dst), '--model', spec('PlainViT', dict(BACKBONE_CASES['PlainViT'], depth=6))])

@@ -58,6 +58,8 @@ COMMON = [
     ('init_cfg', dict(type='Pretrained'), ValueError, ["init_cfg['checkpoint']", 'checkpoint path']),
     ('init_cfg', dict(type='Pretrained', checkpoint='a.pth', strict=False), ValueError,
      ['init_cfg has unknown keys', "['type', 'checkpoint', 'prefix', 'map_location']"]),
+    ('out_type', 'raw', ValueError, ['out_type', "['featmap', 'cls_token', 'avg_featmap']"]),
+    ('final_norm', 'yes', TypeError, ['final_norm', BOOL]),
     ('nonfinite', 'ignore', ValueError, ['nonfinite', "['raise', 'warn']"]),
     ('nonfinite', None, ValueError, ['nonfinite', "['raise', 'warn']"]),
 ]
@@ -178,6 +180,10 @@ SPECIFIC = {
 }
 # Arguments of another argument's mode: (backbone, base kwargs, argument, value, exception, words).
 COMBINATIONS = [
+    *((name, dict(out_type='cls_token'), 'with_cls_token', False, ValueError,
+       ["out_type='cls_token' needs with_cls_token=True"]) for name in sorted(BACKBONES)),
+    *((name, dict(out_type='avg_featmap'), 'final_norm', False, ValueError,
+       ["out_type='avg_featmap'", 'final_norm must be True']) for name in sorted(BACKBONES)),
     ('MoRViT', dict(routing='token_choice'), 'capacities', [1.0, 0.5, 0.2], ValueError,
      ["capacities apply to routing='expert_choice' only", 'capacities=None']),
     ('SRViT', dict(num_blocks=5), 'unit_sizes', None, ValueError,

@@ -5,9 +5,12 @@ One path for every model:
     read_checkpoint(path)                 file -> flat state dict (unwraps `state_dict`/`model`,
                                           strips DDP's `module.`), clear errors for bad files
                                           (`load_checkpoint_file`, also used by tools/ before mmengine loads)
-    [select_prefix(sd, 'backbone.')]      a backbone out of a detector/segmentor checkpoint
+    [select_prefix(sd, 'backbone.')]      a backbone out of a detector/segmentor checkpoint (init_cfg's prefix)
+    whole_model_backbone(sd)              the `backbone.*` of an mmengine/mmpretrain whole-model checkpoint
+                                          (the neck/head keys are dropped and listed)
+    match_classification_keys(sd, model) the classification-only keys (head, final norm) the model lacks
+                                          are dropped, those it has and the file lacks start fresh; listed
     is_timm_state_dict(sd)?               a timm/DeiT checkpoint (only timm ViT key names) ...
-      drop_classifier(sd)                 ... loses its classification-only keys (listed in the log),
       adapt_prefix_tokens(sd, model)      ... DeiT III / distilled position layouts become ours,
       model.convert_timm_state_dict(sd)   ... and the model family's key map makes it ours
     resample_pos_embed(sd, model)         bicubic, said in the log
@@ -19,7 +22,7 @@ import logging
 import os
 import re
 import zipfile
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -34,6 +37,8 @@ TIMM_VIT_KEY = re.compile(r'^(cls_token|dist_token|reg_token|pos_embed|patch_emb
 # Classification-only parts of a timm/DeiT checkpoint: a dense backbone has no use for them.
 CLASSIFIER_KEY = re.compile(r'^(norm|fc_norm|head|head_dist|pre_logits)\.')
 BLOCK_KEY = re.compile(r'^blocks\.(\d+)\.(.+)$')
+# Top-level parts of an mmengine whole-model checkpoint besides its `*head`s (rpn_head, decode_head, ...).
+MODEL_PARTS = ('backbone', 'neck', 'data_preprocessor')
 
 
 class CheckpointError(RuntimeError):
@@ -107,12 +112,35 @@ def is_timm_state_dict(state_dict: dict[str, Tensor]) -> bool:
     return all(TIMM_VIT_KEY.match(k) for k in state_dict)
 
 
-def drop_classifier(state_dict: dict[str, Tensor],
-                    model_keys: Collection[str] = ()) -> tuple[dict[str, Tensor], list[str]]:
-    """Drop a timm checkpoint's classification-only keys, except those the model has itself (a
-    backbone with a final `norm`, as Edge-RecViT's, takes DeiT's)."""
-    kept = {k: v for k, v in state_dict.items() if not CLASSIFIER_KEY.match(k) or k in model_keys}
-    return kept, sorted(set(state_dict) - set(kept))
+def whole_model_backbone(state_dict: dict[str, Tensor], source: str = 'checkpoint') -> dict[str, Tensor]:
+    """The `backbone.*` part of a whole-model checkpoint (a detector, segmentor or mmpretrain
+    classifier: every key under backbone., neck., data_preprocessor. or a *head.); other state
+    dicts unchanged."""
+    parts = {k.split('.', 1)[0] for k in state_dict}
+    if 'backbone' not in parts or not all(p in MODEL_PARTS or p.endswith('head') for p in parts):
+        return state_dict
+    if parts != {'backbone'}:
+        logger.info(f'{source}: a whole-model checkpoint: its backbone.* is loaded, {sorted(parts - {"backbone"})} '
+                    'are dropped')
+    return select_prefix(state_dict, 'backbone.', source)
+
+
+def match_classification_keys(state_dict: dict[str, Tensor], model: nn.Module,
+                              source: str = 'checkpoint') -> dict[str, Tensor]:
+    """Classification-only keys (`CLASSIFIER_KEY`: a head, a final norm) where the checkpoint and
+    the model differ: dropped when the model has none (a classifier's into a dense backbone), taken
+    from the model's own initialisation when the checkpoint has none (a dense backbone's into a
+    classifier). Both are listed; every other key stays for the strict load."""
+    own = model.state_dict()
+    dropped = sorted(k for k in state_dict if CLASSIFIER_KEY.match(k) and k not in own)
+    fresh = sorted(k for k in own if CLASSIFIER_KEY.match(k) and k not in state_dict)
+    if dropped:
+        logger.info(f'{source}: dropped classification-only keys {dropped}')
+    if fresh:
+        logger.info(f'{source}: kept at initialisation (classification-only, not in the checkpoint): {fresh}')
+    sd = {k: v for k, v in state_dict.items() if k not in dropped}
+    sd.update({k: own[k] for k in fresh})
+    return sd
 
 
 def adapt_prefix_tokens(state_dict: dict[str, Tensor], model: nn.Module) -> dict[str, Tensor]:
@@ -231,14 +259,13 @@ def load_state_dict_strict(model: nn.Module, state_dict: dict[str, Tensor], sour
 
 def convert_state_dict(model: nn.Module, state_dict: dict[str, Tensor],
                        source: str = 'checkpoint') -> dict[str, Tensor]:
-    """Our own keys pass through; a timm/DeiT state dict goes through the model's key map."""
-    if set(state_dict) == set(model.state_dict()) or not is_timm_state_dict(state_dict):
-        return dict(state_dict)
-    sd, dropped = drop_classifier(state_dict, set(model.state_dict()))
-    if dropped:
-        logger.info(f'{source}: dropped classification-only keys {dropped}')
+    """Our own keys pass through; a timm/DeiT state dict goes through the model's key map. A
+    whole-model checkpoint gives its backbone; classification-only keys are matched to the model."""
+    sd = match_classification_keys(whole_model_backbone(state_dict, source), model, source)
+    if not is_timm_state_dict(sd):
+        return sd
     sd = adapt_prefix_tokens(sd, model)
-    return model.convert_timm_state_dict(sd)
+    return sd if set(sd) == set(model.state_dict()) else model.convert_timm_state_dict(sd)
 
 
 def load_state_dict_into(model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint') -> None:

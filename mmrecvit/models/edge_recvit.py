@@ -133,7 +133,8 @@ class EdgeRecViT(ViTBackbone):
                  tail_on_all: bool = False, **kwargs: Any) -> None:
         sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
         depth = check_int('depth (head + shared steps + tail, so at least 3)', sizes['depth'], 3)
-        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], depth=depth, **kwargs)
+        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], depth=depth,
+                         final_norm=final_norm, **kwargs)
         self.out_indices = check_out_indices(stage_ends(depth) if out_indices is None else out_indices, depth)
         if shared_init_block is not None:
             check_int('shared_init_block', shared_init_block, 0)
@@ -145,13 +146,11 @@ class EdgeRecViT(ViTBackbone):
         self.gumbel_tau = check_float('gumbel_tau', gumbel_tau, 0.0, math.inf, low_open=True)
         self.max_depth, self.depth_shift, self.execution = max_depth, depth_shift, execution
         self.check_knobs()
-        check_bool('final_norm', final_norm)
 
         # The parameters: three unique blocks and the ranker; the schedule says which block runs when.
         self.blocks = nn.ModuleList(self.make_block() for _ in (HEAD, SHARED, TAIL))
         self.schedule = [HEAD] + [SHARED] * (depth - 2) + [TAIL]
         self.ranker = EarrRanker(self.embed_dim, depth)
-        self.norm = nn.LayerNorm(self.embed_dim, eps=1e-6) if final_norm else nn.Identity()
 
     # ---- depth assignment ---------------------------------------------------------------------
     def check_knobs(self) -> None:
@@ -205,7 +204,6 @@ class EdgeRecViT(ViTBackbone):
             states, steps = self._forward_masked(x, gates, indices)
         else:
             states, steps = self._forward_adaptive(x, torch.cat([prefix_depth, depth], 1), indices)
-        states = [self.norm(h) if i == L - 1 else h for h, i in zip(states, indices)]
 
         ranker = [linear_work(f'ranker.{name}', N - P, fc.in_features, fc.out_features)
                   for name, fc in (('fc1', self.ranker.fc1), ('fc2', self.ranker.fc2))]

@@ -290,6 +290,10 @@ class SRViT(ViTBackbone):
         return self.unit_first_step[u] + self.unit_sizes[u] * self.num_recursions[u] - 1
 
     @property
+    def final_index(self) -> int:
+        return self.unit_end(len(self.unit_sizes) - 1)
+
+    @property
     def out_indices(self) -> tuple[int, ...]:
         """The steps ending the `out_units` (read-only; set `out_units`)."""
         return tuple(self.unit_end(u) for u in self.out_units)

@@ -26,6 +26,7 @@ from .layers import Block, Mlp
 from .numerics import NONFINITE_MODES, FiniteGuard, sanitize
 from .stats import ForwardStats
 
+OUT_TYPES = ('featmap', 'cls_token', 'avg_featmap')
 # DeiT sizes (SPEC "Notation"); `depth` is the number of block applications L.
 ARCH_SETTINGS: dict[str, dict[str, int]] = {
     'tiny': dict(embed_dim=192, num_heads=3, depth=12),
@@ -103,6 +104,15 @@ class ViTBackbone(nn.Module):
             (mmseg's `EncoderDecoder` passes it).
         init_cfg: `dict(type='Pretrained', checkpoint=PATH, prefix=None)`; loaded strictly by
             `init_weights()` through the model's checkpoint filter (see `checkpoint.py`).
+        out_type: what `forward` returns (mmpretrain's `VisionTransformer` names): 'featmap'
+            (default) the tuple of (B, D, h, w) maps of `out_indices` for a neck; 'cls_token' a
+            1-tuple with the CLS token (B, D) of the final state after the final norm (DeiT's
+            classifier input; the classification output of every method here, as in their
+            papers); 'avg_featmap' the mean of the final normalised patch tokens (B, D).
+        final_norm: a final LayerNorm `norm` on the state after the last application step (timm's
+            name). None (default): only for the classification outputs; a dense backbone's maps
+            stay un-normalised unless asked (as mmseg's ViT `final_norm`). The classification
+            outputs need it.
         nonfinite: what a forward does when router logits or an auxiliary loss contain NaN/inf
             (see `numerics.py`): 'raise' (default) a `NonFiniteError` naming the module and step,
             so a NaN never reaches an optimizer step; 'warn' skips them (zeros, cut from the graph)
@@ -113,7 +123,8 @@ class ViTBackbone(nn.Module):
                  qkv_bias: bool = True, init_values: float | None = None, patch_size: int = 16,
                  img_size: int | Sequence[int] = 224, in_channels: int = 3,
                  with_cls_token: bool = True, drop_path_rate: float = 0.0, with_cp: bool = False,
-                 pretrained: str | None = None, init_cfg: dict | None = None, nonfinite: str = 'raise') -> None:
+                 pretrained: str | None = None, init_cfg: dict | None = None, out_type: str = 'featmap',
+                 final_norm: bool | None = None, nonfinite: str = 'raise') -> None:
         super().__init__()
         self.embed_dim = check_int('embed_dim', embed_dim, 1)
         self.num_heads = check_int('num_heads', num_heads, 1)
@@ -146,6 +157,13 @@ class ViTBackbone(nn.Module):
         self.with_cp = check_bool('with_cp', with_cp)
         self.init_cfg = self._resolve_init_cfg(pretrained, init_cfg)
         self.nonfinite = check_choice('nonfinite', nonfinite, NONFINITE_MODES)
+        self.out_type = check_choice('out_type', out_type, OUT_TYPES)
+        if out_type == 'cls_token' and not with_cls_token:
+            raise ValueError("out_type='cls_token' needs with_cls_token=True")
+        final_norm = out_type != 'featmap' if final_norm is None else check_bool('final_norm', final_norm)
+        if out_type != 'featmap' and not final_norm:
+            raise ValueError(f'out_type={out_type!r} reads the final state after the final norm: final_norm must be '
+                             'True (or None)')
         self.stats: ForwardStats | None = None
         self._guard: FiniteGuard | None = None  # the finiteness checks of the forward in progress
 
@@ -157,6 +175,7 @@ class ViTBackbone(nn.Module):
         trunc_normal_(self.pos_embed, std=0.02)
         if self.cls_token is not None:
             nn.init.normal_(self.cls_token, std=1e-6)
+        self.norm = nn.LayerNorm(embed_dim, eps=1e-6) if final_norm else nn.Identity()
 
     # ---- construction helpers -----------------------------------------------------------------
     def make_block(self, mlp_layer: Any = Mlp) -> Block:
@@ -370,6 +389,8 @@ class ViTBackbone(nn.Module):
         try:
             # No local name keeps the embedded tokens alive while the blocks run (peak memory as timm).
             states = self.forward_states(self.embed(x), indices)
+            final = self.final_index
+            states = [self.norm(s) if i == final else s for s, i in zip(states, indices)]
             if self.stats is not None and self.stats.aux_losses:
                 self.stats.aux_losses = {k: self.guard_finite(f'auxiliary loss {k}', 'the end of the forward', v)
                                          for k, v in self.stats.aux_losses.items()}
@@ -385,10 +406,23 @@ class ViTBackbone(nn.Module):
                 maps[k] = m.reshape(*m.shape[:-1], *grid)
         return states, grid
 
+    @property
+    def final_index(self) -> int:
+        """The step whose state is the model's final one (`final_norm` applies to it)."""
+        return self.depth - 1
+
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:
-        """(B, C, H, W) -> tuple of maps (B, D, ceil(H/p), ceil(W/p)), one per `out_indices`."""
-        states, grid = self.get_intermediate_states(x, self.out_indices)
-        return self.to_maps(states, grid)
+        """(B, C, H, W) -> `out_type`'s outputs: maps (B, D, ceil(H/p), ceil(W/p)), one per
+        `out_indices`, or a 1-tuple with the (B, D) classification feature."""
+        if self.out_type == 'featmap':
+            states, grid = self.get_intermediate_states(x, self.out_indices)
+            return self.to_maps(states, grid)
+        (final,), _ = self.get_intermediate_states(x, [self.final_index])
+        return (self.pool(final),)
+
+    def pool(self, tokens: Tensor) -> Tensor:
+        """(B, N, D) normalised final tokens -> (B, D): the CLS token, or the mean of the patch tokens."""
+        return tokens[:, 0] if self.out_type == 'cls_token' else tokens[:, self.num_prefix_tokens:].mean(1)
 
     def dense_stats(self, tokens: int, num_applications: int) -> ForwardStats:
         """Statistics of a forward that ran all `tokens` through `num_applications` block applications."""
