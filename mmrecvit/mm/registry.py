@@ -1,4 +1,4 @@
-"""Register our backbones, necks, hooks and optimizer-wrapper constructors into mmdet's and mmseg's registries.
+"""Register our backbones, necks, hooks and optimizer constructors into mmdet's, mmseg's and mmpretrain's registries.
 
 `custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)` in an mmdet or mmseg
 config runs `register_all()` (through `import mmrecvit`), after which every backbone and neck of
@@ -13,7 +13,7 @@ import logging
 
 from ..models import BACKBONES, NECKS
 
-SCOPES = ('mmdet', 'mmseg')
+SCOPES = ('mmdet', 'mmseg', 'mmpretrain')
 
 
 class _ToMMEngine(logging.Handler):
