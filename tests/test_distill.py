@@ -21,17 +21,19 @@ def teacher_file(tmp_path_factory):
 
 
 def student(teacher_file, **kwargs):
+    from mmengine.registry import DefaultScope
     from mmpretrain.registry import MODELS
 
     torch.manual_seed(0)
     teacher = dict(source='timm', model='vit_tiny_patch16_224', checkpoint=teacher_file,
                    model_kwargs=dict(num_classes=5, img_size=64, depth=2, embed_dim=48, num_heads=3))
-    return MODELS.build(dict(
-        type='DistillImageClassifier',
-        backbone=dict(type='MoRViT', arch='tiny', embed_dim=32, num_heads=2, num_recursions=3, img_size=64,
-                      out_type='cls_token'),
-        head=dict(type='VisionTransformerClsHead', num_classes=5, in_channels=32),
-        **{'teacher': teacher, **kwargs}))
+    with DefaultScope.overwrite_default_scope('mmpretrain'):  # other tests leave mmdet's or mmseg's set
+        return MODELS.build(dict(
+            type='DistillImageClassifier',
+            backbone=dict(type='MoRViT', arch='tiny', embed_dim=32, num_heads=2, num_recursions=3, img_size=64,
+                          out_type='cls_token'),
+            head=dict(type='VisionTransformerClsHead', num_classes=5, in_channels=32),
+            **{'teacher': teacher, **kwargs}))
 
 
 def batch():

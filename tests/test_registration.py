@@ -9,7 +9,7 @@ from mmrecvit.mm.hooks import RecursionHook
 from mmrecvit.models import BACKBONES, NECKS
 
 
-@pytest.mark.parametrize('scope', ['mmdet', 'mmseg'])
+@pytest.mark.parametrize('scope', ['mmdet', 'mmseg', 'mmpretrain'])
 def test_every_backbone_neck_and_hook_is_registered(scope):
     registry = __import__(f'{scope}.registry', fromlist=['MODELS'])
     for name, cls in {**BACKBONES, **NECKS}.items():
@@ -18,15 +18,15 @@ def test_every_backbone_neck_and_hook_is_registered(scope):
 
 
 def test_register_all_is_idempotent():
-    assert mmrecvit.register_all() == ['mmdet', 'mmseg']
+    assert mmrecvit.register_all() == ['mmdet', 'mmseg', 'mmpretrain']
 
 
 def run_python(code):
     return subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
 
 
-def test_core_imports_without_mmdet_and_mmseg():
-    code = ("import sys; sys.modules['mmdet'] = None; sys.modules['mmseg'] = None\n"
+def test_core_imports_without_the_frameworks():
+    code = ("import sys; sys.modules['mmdet'] = sys.modules['mmseg'] = sys.modules['mmpretrain'] = None\n"
             "import torch, mmrecvit\n"
             "from mmrecvit.models import PlainViT\n"
             "assert mmrecvit.register_all() == []\n"

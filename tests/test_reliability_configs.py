@@ -59,6 +59,10 @@ COMMON = [
     ('init_cfg', dict(type='Pretrained', checkpoint='a.pth', strict=False), ValueError,
      ['init_cfg has unknown keys', "['type', 'checkpoint', 'prefix', 'map_location']"]),
     ('out_type', 'raw', ValueError, ['out_type', "['featmap', 'cls_token', 'avg_featmap']"]),
+    ('window_size', -1, ValueError, ['window_size', '[0, inf]']),
+    ('window_size', 14.0, TypeError, ['window_size', INT]),
+    ('global_steps', 3, TypeError, ['global_steps', 'list or tuple']),
+    ('global_steps', [0.5], TypeError, ['global_steps entry', INT]),
     ('final_norm', 'yes', TypeError, ['final_norm', BOOL]),
     ('nonfinite', 'ignore', ValueError, ['nonfinite', "['raise', 'warn']"]),
     ('nonfinite', None, ValueError, ['nonfinite', "['raise', 'warn']"]),
@@ -180,6 +184,8 @@ SPECIFIC = {
 }
 # Arguments of another argument's mode: (backbone, base kwargs, argument, value, exception, words).
 COMBINATIONS = [
+    *((name, dict(window_size=2), 'global_steps', [10_000], ValueError, ['global_steps entry (an application step)'])
+      for name in sorted(BACKBONES)),
     *((name, dict(out_type='cls_token'), 'with_cls_token', False, ValueError,
        ["out_type='cls_token' needs with_cls_token=True"]) for name in sorted(BACKBONES)),
     *((name, dict(out_type='avg_featmap'), 'final_norm', False, ValueError,

@@ -242,17 +242,17 @@ class EdgeRecViT(ViTBackbone):
             block, active = self.blocks[self.schedule[s]], plan.active(s)
             if self.tail_on_all and s == self.depth - 1:
                 active = TokenSubset.everything(B, N, x.device)
+            common = dict(drop_path_rate=self.drop_path_rates[s], windows=self.window_for(s))
             if active.is_full:  # no token has exited yet: the plain block, no key/value cache to fill
-                x, work = run_subset(block, x, active, drop_path_rate=self.drop_path_rates[s])
+                x, work = run_subset(block, x, active, **common)
             elif not self.frozen_kv:  # attention among the active tokens (empty images do nothing)
-                x, work = run_subset(block, x, active, drop_path_rate=self.drop_path_rates[s], inplace=inplace)
+                x, work = run_subset(block, x, active, inplace=inplace, **common)
             elif active.total:
                 new = cache.update(block, x, plan.exited(s), plan.frozen(s))
-                x, work = run_subset(block, x, active, kv_cache=cache, drop_path_rate=self.drop_path_rates[s],
-                                     inplace=inplace)
+                x, work = run_subset(block, x, active, kv_cache=cache, inplace=inplace, **common)
                 work = dataclasses.replace(work, new_kv=new.total / x.shape[0])
             else:
-                work = subset_work(block, active, cached_keys=True)
+                work = subset_work(block, active, cached_keys=True, windows=common['windows'])
             steps.append(work)
             if s in wanted:
                 wanted[s] = x.clone() if inplace and s < num_steps - 1 else x

@@ -61,12 +61,13 @@ class Attention(nn.Module):
         self.proj = nn.Linear(dim, dim)
 
     def forward(self, x: Tensor, rows: Any = None, attn_mask: Tensor | None = None) -> Tensor:
-        """(B, N, D) -> (B, N, D); with `rows`, the (T, D) rows of a token subset -> (T, D).
+        """(B, N, D) -> (B, N, D); with `rows`, another layout of the tokens: the (T, D) rows of a
+        token subset (`token_adaptive.TokenRows`) or windows (`windows.Windows`).
 
-        attn_mask: (B, 1, N, N) bool, True where a query may attend to a key (dense path only).
+        attn_mask: (B, 1, N, N) bool, True where a query may attend to a key.
         """
         if rows is not None:
-            return rows.attend(self, x)
+            return rows.attend(self, x, attn_mask)
         B, N, D = x.shape
         # (B, N, 3D) -> (3, B, heads, N, D/heads)
         q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)

@@ -344,13 +344,13 @@ class MoRViT(ViTBackbone):
             block, r = self.blocks[self.schedule[s]], self.recursion_of_step[s]
             if r is None:  # first / last block: every token
                 x = self.run_block(block, x, s)
-                steps.append(block.work(x.shape[1], x.shape[1]))
+                steps.append(self.step_work(s, x.shape[1]))
             else:
                 if self.recursion_of_step[s - 1] != r:  # the first application of recursion r
                     selection = routing.select(r, x)
                 active, gate = selection
                 x = self.run_gated(block, x, active, gate, s, inplace and not active.is_full)
-                steps.append(subset_work(block, active, cached_keys=False))
+                steps.append(subset_work(block, active, cached_keys=False, windows=self.window_for(s)))
             if s in wanted:
                 wanted[s] = x.clone() if inplace and s < num_steps - 1 else x
         losses, scalars = routing.finish()
@@ -362,10 +362,11 @@ class MoRViT(ViTBackbone):
                   inplace: bool = False) -> Tensor:
         """The gated update (`update`) for the `active` tokens, attention among them (step `step`'s
         drop-path rate; checkpointed like `run_block` when asked)."""
-        rate = self.drop_path_rates[step]
+        rate, windows = self.drop_path_rates[step], self.window_for(step)
         if self.with_cp and self.training and torch.is_grad_enabled():
-            return checkpoint(_gated_states, block, x, active, gate, self.update, rate, use_reentrant=False)
-        return run_subset(block, x, active, gate=gate, update=self.update, drop_path_rate=rate, inplace=inplace)[0]
+            return checkpoint(_gated_states, block, x, active, gate, self.update, rate, windows, use_reentrant=False)
+        return run_subset(block, x, active, gate=gate, update=self.update, drop_path_rate=rate, inplace=inplace,
+                          windows=windows)[0]
 
     # ---- weights ------------------------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -399,5 +400,6 @@ class MoRViT(ViTBackbone):
         return out
 
 
-def _gated_states(block: nn.Module, x: Tensor, active: TokenSubset, gate: Tensor, update: str, rate: float) -> Tensor:
-    return run_subset(block, x, active, gate=gate, update=update, drop_path_rate=rate)[0]
+def _gated_states(block: nn.Module, x: Tensor, active: TokenSubset, gate: Tensor, update: str, rate: float,
+                  windows: Any) -> Tensor:
+    return run_subset(block, x, active, gate=gate, update=update, drop_path_rate=rate, windows=windows)[0]

@@ -378,8 +378,8 @@ class ReViT(ViTBackbone):
                          reads=[[(j, whole(imgs)) for j, imgs in r.items()] for r in reads])
 
     # ---- forward ----------------------------------------------------------------------------
-    def _merge_and_apply(self, x: Tensor, gate: Tensor, drop_path_rate: float) -> Tensor:
-        return self.block(x, drop_path_rate, ffn=self.block.mlp.merge(gate))
+    def _merge_and_apply(self, x: Tensor, gate: Tensor, drop_path_rate: float, windows: Any) -> Tensor:
+        return self.block(x, drop_path_rate, rows=windows, ffn=self.block.mlp.merge(gate))
 
     def _apply_step(self, x: Tensor, step: int, gate: Tensor, ffn: MergedFfn | None) -> Tensor:
         """One application of the shared block as step `step` (its drop-path rate).
@@ -387,12 +387,12 @@ class ReViT(ViTBackbone):
         Training merges inside the (optionally checkpointed) call, so with `with_cp` the merged
         weights are recomputed in backward instead of stored; eval passes the cached merge.
         """
-        rate = self.drop_path_rates[step]
+        rate, windows = self.drop_path_rates[step], self.window_for(step)
         if ffn is not None:
-            return self.block(x, rate, ffn=ffn)
+            return self.block(x, rate, rows=windows, ffn=ffn)
         if self.with_cp and self.training and torch.is_grad_enabled():
-            return checkpoint(self._merge_and_apply, x, gate, rate, use_reentrant=False)
-        return self._merge_and_apply(x, gate, rate)
+            return checkpoint(self._merge_and_apply, x, gate, rate, windows, use_reentrant=False)
+        return self._merge_and_apply(x, gate, rate, windows)
 
     def forward_states(self, x: Tensor, indices: Sequence[int]) -> list[Tensor]:
         """Token states (B, N, D) after the requested application steps of the current L."""
@@ -434,7 +434,7 @@ class ReViT(ViTBackbone):
     def _statistics(self, plan: _Schedule, gates: Tensor, logits: Tensor, batch: int, tokens: int) -> ForwardStats:
         ran = [sum(batch if imgs is None else len(imgs) for _, imgs in runs) / batch for runs in plan.runs]
         last = max(t for t, r in enumerate(ran) if r > 0)
-        work = [self.block.work(tokens * r, tokens * r, attn_pairs=tokens * tokens * r) for r in ran[: last + 1]]
+        work = [self.step_work(t, tokens, r) for t, r in enumerate(ran[: last + 1])]
         weights = torch.tensor(plan.counts, dtype=gates.dtype, device=gates.device)
         weights = weights / weights.sum()  # share of the (image, step) applications per coordinate
         usage = (weights @ gates).detach()

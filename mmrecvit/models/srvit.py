@@ -293,6 +293,10 @@ class SRViT(ViTBackbone):
     def final_index(self) -> int:
         return self.unit_end(len(self.unit_sizes) - 1)
 
+    def default_global_steps(self) -> tuple[int, ...]:
+        """Global attention at the last application of every unit (its output, a multi-level feature)."""
+        return tuple(self.unit_end(u) for u in range(len(self.unit_sizes)))
+
     @property
     def out_indices(self) -> tuple[int, ...]:
         """The steps ending the `out_units` (read-only; set `out_units`)."""
@@ -334,8 +338,9 @@ class SRViT(ViTBackbone):
             if t and self.step_transform == 'linear':
                 work.append(linear_work(f'step_transforms.{u}.{t}', N, D, D))
             for j, b in enumerate(self.unit_blocks[u]):
-                h = self.run_block(self.blocks[b], h, self.unit_first_step[u] + t * self.unit_sizes[u] + j)
-                work.append(self.blocks[b].work(N, N))
+                step = self.unit_first_step[u] + t * self.unit_sizes[u] + j
+                h = self.run_block(self.blocks[b], h, step)
+                work.append(self.step_work(step, N))
             if router is None:
                 z = None
             else:

@@ -44,6 +44,7 @@ from torch import Tensor
 
 from .flops import BlockWork
 from .layers import Attention, Block
+from .windows import Windows, window_attention
 
 
 @dataclass(frozen=True)
@@ -214,14 +215,18 @@ class TokenRows:
         only (SPEC §4, MoR).
     """
 
-    def __init__(self, active: TokenSubset, kv_cache: KVCache | None = None) -> None:
-        self.active, self.kv_cache = active, kv_cache
+    def __init__(self, active: TokenSubset, kv_cache: KVCache | None = None, windows: Windows | None = None) -> None:
+        self.active, self.kv_cache, self.windows = active, kv_cache, windows
         self._images: Tensor | None = None
 
-    def attend(self, attn: Attention, x: Tensor) -> Tensor:
+    def attend(self, attn: Attention, x: Tensor, attn_mask: Tensor | None = None) -> Tensor:
         """Attention of the active rows x (T, D), already normalised -> (T, D)."""
+        if attn_mask is not None:
+            raise ValueError('a token subset attends as its kv_cache says: attn_mask is not supported')
         active, D = self.active, x.shape[-1]
         qkv = attn.project_qkv(x)  # (T, 3D)
+        if self.windows is not None:
+            return attn.proj(self._attend_windows(attn, qkv))
         q_counts = tuple(n for n in active.counts if n)  # images without active tokens do not attend
         if self.kv_cache is None:
             return attn.attend_rows(qkv[:, :D], qkv[:, D: 2 * D], qkv[:, 2 * D:], q_counts, q_counts)
@@ -235,6 +240,24 @@ class TokenRows:
         k, v = kv[:, :D].to(qkv.dtype), kv[:, D:].to(qkv.dtype)
         return attn.attend_rows(qkv[:, :D], k, v, q_counts, (N,) * len(q_counts))
 
+    def _attend_windows(self, attn: Attention, qkv: Tensor) -> Tensor:
+        """Windowed attention of the active rows: their queries scattered onto the dense grid, the
+        keys of every token (cached) or of the active ones, `window_attention`, the active rows back.
+        The attention then costs what the dense windowed block's does; qkv, MLP and norms still run
+        for the active rows only."""
+        active, w = self.active, self.windows
+        B, N, D = active.batch_size, active.num_tokens, qkv.shape[-1] // 3
+        q = qkv.new_zeros(B * N, D).index_copy(0, active.index, qkv[:, :D]).view(B, N, D)
+        if self.kv_cache is None:
+            kv = qkv.new_zeros(B * N, 2 * D).index_copy(0, active.index, qkv[:, D:])
+            key_valid = active.mask()
+        else:
+            kv = _write_rows(self.kv_cache.kv, active.index, qkv[:, D:], not torch.is_grad_enabled()).to(qkv.dtype)
+            key_valid = None
+        kv = kv.view(B, N, 2 * D)
+        out = window_attention(q, kv[..., :D], kv[..., D:], w.grid, w.size, w.num_prefix, attn.num_heads, key_valid)
+        return out.reshape(B * N, D).index_select(0, active.index)
+
     def drop_path(self, delta: Tensor, rate: float, training: bool) -> Tensor:
         """Stochastic depth per image (timm's `drop_path`) on rows (T, D)."""
         if rate == 0.0 or not training:
@@ -246,9 +269,11 @@ class TokenRows:
         return delta * scale[self._images].unsqueeze(-1)
 
 
-def subset_work(block: Block, active: TokenSubset, cached_keys: bool) -> BlockWork:
+def subset_work(block: Block, active: TokenSubset, cached_keys: bool, windows: Windows | None = None) -> BlockWork:
     """What `run_subset` computes, per image (means over the batch); `new_kv` is the caller's."""
     N = active.num_tokens
+    if windows is not None:  # attention as the dense windowed block's (`TokenRows._attend_windows`)
+        return block.work(active.mean_count, windows.size ** 2 + windows.num_prefix, attn_pairs=windows.pairs())
     keys = [N if cached_keys and n else n for n in active.counts]
     pairs = sum(n * k for n, k in zip(active.counts, keys)) / active.batch_size
     return block.work(active.mean_count, sum(keys) / active.batch_size, attn_pairs=pairs)
@@ -259,7 +284,7 @@ UPDATES = ('interpolate', 'additive')
 
 def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCache | None = None,
                gate: Tensor | None = None, update: str = 'interpolate', drop_path_rate: float = 0.0,
-               inplace: bool = False) -> tuple[Tensor, BlockWork]:
+               inplace: bool = False, windows: Windows | None = None) -> tuple[Tensor, BlockWork]:
     """One application of `block` to the `active` tokens of x (B, N, D); the others are untouched.
 
     Args:
@@ -275,6 +300,7 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
         inplace: write the active rows into `x` itself instead of a copy (saves a copy of all
             B*N rows per step; only without autograd). The caller must clone states it keeps.
             Use the returned tensor: when every token is active it is a new one.
+        windows: window attention for this application (`windows.Windows`), or None (global).
 
     Without autograd (`torch.no_grad()`), the fresh keys/values of the active rows are also written
     into `kv_cache` in place: those rows are not valid cache entries (their tokens are active), and
@@ -283,12 +309,12 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
     Returns:
         The new states (B, N, D) and the `BlockWork` of this call (`new_kv` left to the caller).
     """
-    work = subset_work(block, active, kv_cache is not None)
+    work = subset_work(block, active, kv_cache is not None, windows)
     if active.total == 0:
         return x, work
     B, N, D = x.shape
     if active.is_full:  # every token runs: the plain block, keys are all tokens either way
-        out = block(x, drop_path_rate)
+        out = block(x, drop_path_rate, rows=windows)
         if gate is None:
             return out, work
         if active.in_order:  # the gate rows are already image-major, token-minor
@@ -308,7 +334,7 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
                            'before run_subset')
     rows = x.reshape(B * N, D)
     h = rows.index_select(0, active.index)  # (T, D)
-    out = block(h, drop_path_rate, rows=TokenRows(active, kv_cache))
+    out = block(h, drop_path_rate, rows=TokenRows(active, kv_cache, windows))
     if gate is not None:
         g = gate.unsqueeze(-1)
         out = h + g * out if update == 'additive' else h + g * (out - h)

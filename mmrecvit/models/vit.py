@@ -21,10 +21,11 @@ from torch.utils.checkpoint import checkpoint
 
 from .checkpoint import load_pretrained, pick_or_average_blocks, split_timm_blocks
 from .checks import check_bool, check_choice, check_float, check_int, check_renamed, check_sequence
-from .flops import conv_work, dense_work
+from .flops import BlockWork, conv_work
 from .layers import Block, Mlp
 from .numerics import NONFINITE_MODES, FiniteGuard, sanitize
 from .stats import ForwardStats
+from .windows import Windows
 
 OUT_TYPES = ('featmap', 'cls_token', 'avg_featmap')
 # DeiT sizes (SPEC "Notation"); `depth` is the number of block applications L.
@@ -113,6 +114,11 @@ class ViTBackbone(nn.Module):
             name). None (default): only for the classification outputs; a dense backbone's maps
             stay un-normalised unless asked (as mmseg's ViT `final_norm`). The classification
             outputs need it.
+        window_size: window attention (ViTDet, `windows.py`): the patch grid attends within
+            `window_size` x `window_size` windows at every application step except `global_steps`
+            (0, the default: global attention everywhere). ViTDet's recipe: 14.
+        global_steps: the application steps with global attention when `window_size` > 0 (default:
+            the ends of the four stages, `default_global_steps`; SR-ViT: the units' last steps).
         nonfinite: what a forward does when router logits or an auxiliary loss contain NaN/inf
             (see `numerics.py`): 'raise' (default) a `NonFiniteError` naming the module and step,
             so a NaN never reaches an optimizer step; 'warn' skips them (zeros, cut from the graph)
@@ -124,7 +130,8 @@ class ViTBackbone(nn.Module):
                  img_size: int | Sequence[int] = 224, in_channels: int = 3,
                  with_cls_token: bool = True, drop_path_rate: float = 0.0, with_cp: bool = False,
                  pretrained: str | None = None, init_cfg: dict | None = None, out_type: str = 'featmap',
-                 final_norm: bool | None = None, nonfinite: str = 'raise') -> None:
+                 final_norm: bool | None = None, window_size: int = 0, global_steps: Sequence[int] | None = None,
+                 nonfinite: str = 'raise') -> None:
         super().__init__()
         self.embed_dim = check_int('embed_dim', embed_dim, 1)
         self.num_heads = check_int('num_heads', num_heads, 1)
@@ -158,6 +165,11 @@ class ViTBackbone(nn.Module):
         self.init_cfg = self._resolve_init_cfg(pretrained, init_cfg)
         self.nonfinite = check_choice('nonfinite', nonfinite, NONFINITE_MODES)
         self.out_type = check_choice('out_type', out_type, OUT_TYPES)
+        self.window_size = check_int('window_size', window_size, 0)
+        self.global_steps = None if global_steps is None else tuple(
+            check_int('global_steps entry (an application step)', s, 0, self.depth - 1)
+            for s in check_sequence('global_steps', global_steps, min_len=0))
+        self._grid: tuple[int, int] | None = None  # the patch grid of the forward in progress
         if out_type == 'cls_token' and not with_cls_token:
             raise ValueError("out_type='cls_token' needs with_cls_token=True")
         final_norm = out_type != 'featmap' if final_norm is None else check_bool('final_norm', final_norm)
@@ -337,10 +349,36 @@ class ViTBackbone(nn.Module):
                                      num_prefix_tokens=self.num_prefix_tokens)
         return x + pos
 
+    # ---- window attention ---------------------------------------------------------------------
+    def default_global_steps(self) -> tuple[int, ...]:
+        """The steps with global attention when `global_steps` is None: the ends of 4 equal stages."""
+        return stage_ends(self.depth)
+
+    def window_for(self, step: int) -> Windows | None:
+        """The window layout of application `step` of the forward in progress; None: global attention."""
+        if not self.window_size:
+            return None
+        global_steps = self.default_global_steps() if self.global_steps is None else self.global_steps
+        if step in global_steps:
+            return None
+        if self._grid is None:
+            raise RuntimeError('window attention needs the patch grid: call forward / get_intermediate_states')
+        return Windows(self._grid, self.window_size, self.num_prefix_tokens)
+
+    def step_work(self, step: int, tokens: int, share: float = 1.0) -> BlockWork:
+        """The work of application `step` over all `tokens` of a `share` of the images (per image)."""
+        windows = self.window_for(step)
+        pairs = tokens * tokens if windows is None else windows.pairs()
+        return BlockWork(self.embed_dim, self.mlp_hidden, tokens * share, tokens * share, attn_pairs=pairs * share)
+
     def run_block(self, block: nn.Module, x: Tensor, step: int, **kwargs: Any) -> Tensor:
-        """Apply `block` as application step `step` (its drop-path rate; checkpointed if asked);
-        `kwargs` go to `Block.forward` (an attention mask, an MLP's merged weights)."""
+        """Apply `block` as application step `step` (its drop-path rate and attention layout;
+        checkpointed if asked); `kwargs` go to `Block.forward` (an attention mask, an MLP's merged
+        weights)."""
         rate = self.drop_path_rates[step]
+        windows = self.window_for(step)
+        if windows is not None:
+            kwargs['rows'] = windows
         if self.with_cp and self.training and torch.is_grad_enabled():
             return checkpoint(block, x, rate, use_reentrant=False, **kwargs)
         return block(x, rate, **kwargs)
@@ -381,6 +419,7 @@ class ViTBackbone(nn.Module):
         (B, ..., h*w) over the patch tokens and which become (B, ..., h, w) here.
         """
         grid = self.patch_grid(x)
+        self._grid = grid
         # One sync at the end resolves every router/aux-loss check (none while jit traces: it would
         # bake the flags into the trace).
         mode = check_choice('nonfinite', self.nonfinite, NONFINITE_MODES)  # a plain attribute: may be set later
@@ -425,8 +464,8 @@ class ViTBackbone(nn.Module):
         return tokens[:, 0] if self.out_type == 'cls_token' else tokens[:, self.num_prefix_tokens:].mean(1)
 
     def dense_stats(self, tokens: int, num_applications: int) -> ForwardStats:
-        """Statistics of a forward that ran all `tokens` through `num_applications` block applications."""
-        return ForwardStats(work=list(dense_work(self.embed_dim, self.mlp_hidden, tokens, num_applications)))
+        """Statistics of a forward that ran all `tokens` through the first `num_applications` steps."""
+        return ForwardStats(work=[self.step_work(t, tokens) for t in range(num_applications)])
 
 
 class PlainViT(ViTBackbone):

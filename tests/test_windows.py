@@ -1,0 +1,111 @@
+"""Window attention (ViTDet) as a per-application schedule, for every backbone and execution path."""
+import pytest
+import torch
+import torch.nn.functional as F
+from backbone_cases import BACKBONE_CASES
+
+from mmrecvit.benchmark import force_mean_depth
+from mmrecvit.mm.complexity import traced_flops
+from mmrecvit.models import BACKBONES
+from mmrecvit.models import token_adaptive as engine
+from mmrecvit.models import windows as windows_module
+from mmrecvit.models.windows import Windows
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+
+def reference_window_attention(q, k, v, grid, size, num_prefix, num_heads, key_valid=None):
+    """Dense attention with the window rule as an explicit (N, N) mask: patch i sees patch j of its
+    window and the prefix tokens; a prefix token sees everything; invalid keys are masked."""
+    B, N, D = q.shape
+    h, w = grid
+    rows = torch.arange(h * w) // w // size
+    cols = torch.arange(h * w) % w // size
+    window = torch.cat([torch.full((num_prefix,), -1), rows * 10_000 + cols])
+    prefix = window < 0
+    allowed = (window[:, None] == window[None, :]) | prefix[None, :] | prefix[:, None]  # (N, N)
+    mask = allowed.expand(B, N, N)
+    if key_valid is not None:  # a query without any valid allowed key falls back to all allowed keys
+        mask = mask & key_valid[:, None, :]
+        mask = mask | (~mask.any(-1, keepdim=True) & allowed[None])
+    mask = mask[:, None]  # (B, 1, N, N)
+    H, d = num_heads, D // num_heads
+    heads = [t.view(B, N, H, d).transpose(1, 2) for t in (q, k, v)]
+    return F.scaled_dot_product_attention(*heads, attn_mask=mask).transpose(1, 2).reshape(B, N, D)
+
+
+def reference_attend(self, attn, x, attn_mask=None):
+    q, k, v = attn.project_qkv(x).chunk(3, dim=-1)
+    valid = None if attn_mask is None else attn_mask[:, 0, 0, :]
+    return attn.proj(reference_window_attention(q, k, v, self.grid, self.size, self.num_prefix, attn.num_heads, valid))
+
+
+# Every backbone with windows of 2 on a 5 x 3 grid (padded windows) and one global step; token-adaptive
+# ones on varied active tokens, in both executions.
+CASES = [(name, {}) for name in sorted(BACKBONES)] + [
+    ('EdgeRecViT', dict(execution='masked')), ('EdgeRecViT', dict(frozen_kv=False)),
+    ('MoRViT', dict(routing='token_choice')), ('SRViT', dict(readout='hard')),
+]
+
+
+def build(name, **kwargs):
+    torch.manual_seed(0)
+    model = BACKBONES[name](**{**BACKBONE_CASES[name], 'window_size': 2, **kwargs})
+    if name == 'EdgeRecViT':
+        force_mean_depth(model, 3.0, 1)
+    if name == 'MoRViT' and model.routing == 'expert_choice':
+        model.capacities = [1.0, 0.6, 0.3]
+    return model
+
+
+@pytest.mark.parametrize('train', [False, True], ids=['eval', 'train'])
+@pytest.mark.parametrize('name, kwargs', CASES, ids=[f'{n}{"-" + "-".join(map(str, k.values())) if k else ""}'
+                                                      for n, k in CASES])
+def test_window_attention_equals_the_masked_dense_reference(name, kwargs, train, monkeypatch):
+    model = build(name, **kwargs).train(train)
+    x = torch.randn(2, 3, 80, 48)  # 5 x 3 patches: windows of 2 need padding
+    torch.manual_seed(1)
+    fast = model(x)
+    monkeypatch.setattr(Windows, 'attend', reference_attend)
+    monkeypatch.setattr(engine, 'window_attention', reference_window_attention)
+    torch.manual_seed(1)
+    ref = model(x)
+    for a, b in zip(fast, ref):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_the_schedule_decides_which_steps_are_windowed():
+    model = BACKBONES['PlainViT'](**BACKBONE_CASES['PlainViT'], window_size=2)
+    model._grid = (4, 4)
+    assert [model.window_for(t) is None for t in range(4)] == [True, True, True, True]  # 4 blocks: all stage ends
+    model = BACKBONES['PlainViT'](**{**BACKBONE_CASES['PlainViT'], 'depth': 8}, window_size=2)
+    model._grid = (4, 4)
+    assert [model.window_for(t) is None for t in range(8)] == [t in (1, 3, 5, 7) for t in range(8)]
+    model.global_steps = (0,)
+    assert [model.window_for(t) is None for t in range(8)] == [t == 0 for t in range(8)]
+    srvit = BACKBONES['SRViT'](**BACKBONE_CASES['SRViT'], window_size=2)
+    assert srvit.default_global_steps() == srvit.out_indices  # the units' outputs
+
+
+@pytest.mark.parametrize('name', ['PlainViT', 'SRViT', 'ReViT', 'NaiveRecursiveViT'])
+def test_windowed_flops_equal_mmengine_and_drop(name):
+    kwargs = dict(BACKBONE_CASES[name])
+    kwargs['depth' if name != 'SRViT' else 'num_blocks'] = 6 if name == 'SRViT' else 8
+    dense = BACKBONES[name](**kwargs).eval()
+    windowed = BACKBONES[name](**kwargs, window_size=2).eval()
+    x = torch.randn(1, 3, 128, 128)  # 8 x 8 patches: 16 windows
+    flops = {}
+    for label, model in (('dense', dense), ('windowed', windowed)):
+        with torch.no_grad():
+            model(x)
+        traced = traced_flops(model, (x,))  # mmengine: 2 x MACs of matmuls and SDPA calls
+        assert model.stats.flops == pytest.approx(traced, rel=1e-12), label
+        flops[label] = traced
+    assert flops['windowed'] < flops['dense']
+
+
+def test_padding_does_not_change_the_result():
+    """A windowed model gives the same output for a grid that needs padding whatever it is padded with."""
+    q, k, v = (torch.randn(1, 1 + 15, 8) for _ in range(3))
+    out = windows_module.window_attention(q, k, v, (5, 3), 2, 1, 2)
+    torch.testing.assert_close(out, reference_window_attention(q, k, v, (5, 3), 2, 1, 2), atol=1e-6, rtol=1e-6)
