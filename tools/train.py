@@ -24,7 +24,12 @@ def parse_args(argv=None):
     parser = cli.tool_parser('Train a detector or segmentor', {'config': 'train config file path'},
                              work_dir_help='the dir to save logs and models')
     parser.add_argument('--amp', action='store_true', default=False,
-                        help='enable automatic-mixed-precision training (fp16, needs a GPU)')
+                        help='enable automatic-mixed-precision training (fp16 by default: mmengine\'s AmpOptimWrapper, '
+                             'needs a GPU)')
+    parser.add_argument('--amp-dtype', choices=['fp16', 'bf16'], default=None,
+                        help='fp16: the whole model under autocast with loss scaling (mmengine, GPU); bf16: the '
+                             'mmrecvit backbone under bf16 autocast (implies --amp; CPU or GPU; no loss scaling; the '
+                             'heads stay fp32 because mmcv\'s RoIAlign/nms have no bf16 kernels)')
     parser.add_argument('--auto-scale-lr', action='store_true', help='scale lr by the actual total batch size')
     parser.add_argument('--resume', nargs='?', type=str, const='auto',
                         help='resume from this checkpoint, or without a path from the latest one in work_dir')
@@ -34,12 +39,15 @@ def parse_args(argv=None):
 
 def build_cfg(args) -> Config:
     cfg = cli.load_config(args)
-    if args.amp:
+    if args.amp_dtype == 'bf16':
+        cfg.model.backbone.amp_dtype = 'bf16'
+    elif args.amp or args.amp_dtype == 'fp16':
         if not torch.cuda.is_available():
             raise SystemExit('--amp uses mmengine\'s AmpOptimWrapper (fp16 loss scaling), which needs a GPU; '
                              'none is visible on this machine.')
         cfg.optim_wrapper.type = 'AmpOptimWrapper'
         cfg.optim_wrapper.loss_scale = 'dynamic'
+        cfg.optim_wrapper.dtype = 'float16'
     if args.auto_scale_lr:
         if 'auto_scale_lr' not in cfg or 'base_batch_size' not in cfg.auto_scale_lr:
             raise SystemExit('--auto-scale-lr needs `auto_scale_lr = dict(base_batch_size=...)` in the config')

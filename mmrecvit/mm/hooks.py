@@ -135,11 +135,11 @@ class RNGStateHook(Hook):
     bit-identical weights on CPU with `randomness=dict(seed=..., deterministic=True)`
     (`tests/test_reliability_resume.py`). How:
 
-    * the states of Python's `random`, numpy and torch (CPU, and CUDA when present) as they are at
-      the end of each training iteration (epoch) go into every checkpoint as `rng_states`; in a
-      distributed run every rank's states are gathered there (one small `all_gather_object` per
-      iteration, only when world size > 1, because mmengine saves on rank 0 only) and each rank
-      gets its own back;
+    * the states of Python's `random`, numpy and torch (CPU, and CUDA when present) as they are
+      when a checkpoint is written (the end of a training iteration or epoch) go into it as
+      `rng_states`; in a distributed run every rank's states are gathered then (one small
+      `all_gather_object` per checkpoint, because mmengine writes on rank 0 only; mmengine calls
+      `before_save_checkpoint` on every rank) and each rank gets its own back;
     * validation during training does not consume the training streams: the states are set back
       after each validation, so a checkpoint written before a validation resumes exactly, and the
       validation schedule does not change the training trajectory (a decision; mmengine alone lets
@@ -155,19 +155,8 @@ class RNGStateHook(Hook):
     priority = 'LOW'
 
     def __init__(self) -> None:
-        self._states: list[dict] | None = None     # every rank's states at the end of the last iteration
         self._val_states: dict | None = None       # this rank's states before a validation
         self._loaded: dict | None = None           # `rng_states` of the checkpoint being loaded
-
-    def _record(self) -> None:
-        states = get_rng_states()
-        self._states = all_gather_object(states) if get_world_size() > 1 else [states]
-
-    def after_train_iter(self, runner, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
-        self._record()
-
-    def after_train_epoch(self, runner) -> None:
-        self._record()
 
     def before_val(self, runner) -> None:
         self._val_states = get_rng_states()
@@ -178,8 +167,9 @@ class RNGStateHook(Hook):
             self._val_states = None
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        states = self._states if self._states is not None else [get_rng_states()]
-        checkpoint['rng_states'] = {'world_size': len(states), 'ranks': states}
+        states = get_rng_states()
+        ranks = all_gather_object(states) if get_world_size() > 1 else [states]
+        checkpoint['rng_states'] = {'world_size': len(ranks), 'ranks': ranks}
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
         self._loaded = checkpoint.get('rng_states')

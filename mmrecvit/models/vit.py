@@ -28,6 +28,7 @@ from .stats import ForwardStats
 from .windows import Windows
 
 OUT_TYPES = ('featmap', 'cls_token', 'avg_featmap')
+AMP_DTYPES = {None: None, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 # DeiT sizes (SPEC "Notation"); `depth` is the number of block applications L.
 ARCH_SETTINGS: dict[str, dict[str, int]] = {
     'tiny': dict(embed_dim=192, num_heads=3, depth=12),
@@ -119,6 +120,10 @@ class ViTBackbone(nn.Module):
             (0, the default: global attention everywhere). ViTDet's recipe: 14.
         global_steps: the application steps with global attention when `window_size` > 0 (default:
             the ends of the four stages, `default_global_steps`; SR-ViT: the units' last steps).
+        amp_dtype: None (default), 'bf16' or 'fp16': the backbone's forward runs under autocast
+            in that dtype on its device and returns fp32 outputs, so the rest of a detector (mmcv's
+            RoIAlign and nms have no bf16 kernels) stays in fp32. A plain attribute
+            (`tools/train.py --amp-dtype bf16` sets it); routers still decide in fp32.
         nonfinite: what a forward does when router logits or an auxiliary loss contain NaN/inf
             (see `numerics.py`): 'raise' (default) a `NonFiniteError` naming the module and step,
             so a NaN never reaches an optimizer step; 'warn' skips them (zeros, cut from the graph)
@@ -131,7 +136,7 @@ class ViTBackbone(nn.Module):
                  with_cls_token: bool = True, drop_path_rate: float = 0.0, with_cp: bool = False,
                  pretrained: str | None = None, init_cfg: dict | None = None, out_type: str = 'featmap',
                  final_norm: bool | None = None, window_size: int = 0, global_steps: Sequence[int] | None = None,
-                 nonfinite: str = 'raise') -> None:
+                 amp_dtype: str | None = None, nonfinite: str = 'raise') -> None:
         super().__init__()
         self.embed_dim = check_int('embed_dim', embed_dim, 1)
         self.num_heads = check_int('num_heads', num_heads, 1)
@@ -165,6 +170,7 @@ class ViTBackbone(nn.Module):
         self.init_cfg = self._resolve_init_cfg(pretrained, init_cfg)
         self.nonfinite = check_choice('nonfinite', nonfinite, NONFINITE_MODES)
         self.out_type = check_choice('out_type', out_type, OUT_TYPES)
+        self.amp_dtype = check_choice('amp_dtype', amp_dtype, list(AMP_DTYPES))
         self.window_size = check_int('window_size', window_size, 0)
         self.global_steps = None if global_steps is None else tuple(
             check_int('global_steps entry (an application step)', s, 0, self.depth - 1)
@@ -453,6 +459,15 @@ class ViTBackbone(nn.Module):
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:
         """(B, C, H, W) -> `out_type`'s outputs: maps (B, D, ceil(H/p), ceil(W/p)), one per
         `out_indices`, or a 1-tuple with the (B, D) classification feature."""
+        dtype = AMP_DTYPES[check_choice('amp_dtype', self.amp_dtype, list(AMP_DTYPES))]
+        if dtype is None:
+            return self.forward_outputs(x)
+        with torch.autocast(x.device.type, dtype=dtype):
+            outputs = self.forward_outputs(x)
+        return tuple(o.float() for o in outputs)
+
+    def forward_outputs(self, x: Tensor) -> tuple[Tensor, ...]:
+        """`forward` at the precision in force."""
         if self.out_type == 'featmap':
             states, grid = self.get_intermediate_states(x, self.out_indices)
             return self.to_maps(states, grid)
