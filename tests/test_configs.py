@@ -42,7 +42,7 @@ def test_every_method_has_a_real_and_a_toy_config_per_task():
 
 
 def test_toy_det_metainfo_matches_the_generator():
-    cfg = Config.fromfile(f'{REPO}/configs/det/mask-rcnn_plainvit_fpn_toy-coco.py')
+    cfg = Config.fromfile(f'{REPO}/configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py')
     meta = cfg.train_dataloader.dataset.metainfo
     assert tuple(meta['classes']) == TOY_COCO_CLASSES
     assert [tuple(c) for c in meta['palette']] == [tuple(c) for c in TOY_COCO_PALETTE]
