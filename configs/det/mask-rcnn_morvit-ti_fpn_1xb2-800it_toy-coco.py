@@ -1,4 +1,4 @@
-# Toy (CPU) variant of mask-rcnn_morvit-s_fpn_1x_coco.py: ViT-Ti first block, shared x4, last (6 steps).
+# Toy (CPU) twin of mask-rcnn_morvit-s_fpn_1x_coco.py (the same method at toy size):
+# ViT-Ti first block, shared x4, last (depth 6); with timm_init='pick' the shared block comes from checkpoint block 2.
 _base_ = './_base_/mask-rcnn_vit-ti_fpn_1xb2-800it_toy-coco.py'
-model = dict(backbone=dict(_delete_=True, type='MoRViT', arch='tiny', num_recursions=4, routing='expert_choice',
-                           shared_init_block=2, out_indices=(0, 2, 3, 5)))
+model = dict(backbone=dict(type='MoRViT', num_recursions=4, shared_init_block=2))

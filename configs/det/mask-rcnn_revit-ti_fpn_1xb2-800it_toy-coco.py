@@ -1,3 +1,4 @@
-# Toy (CPU) variant of mask-rcnn_revit-s_fpn_1x_coco.py: one ViT-Ti block applied 6 times, 4 experts.
+# Toy (CPU) twin of mask-rcnn_revit-s_fpn_1x_coco.py (the same method at toy size):
+# One ViT-Ti block applied 6 times, 4 experts.
 _base_ = './_base_/mask-rcnn_vit-ti_fpn_1xb2-800it_toy-coco.py'
-model = dict(backbone=dict(type='ReViT', arch='tiny', depth=6, num_experts=4, out_depths=(0.25, 0.5, 0.75, 1.0)))
+model = dict(backbone=dict(type='ReViT', depth=6, num_experts=4))
