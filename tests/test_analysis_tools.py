@@ -31,8 +31,8 @@ from mmrecvit.models import checkpoint as checkpoint_module  # noqa: E402
 from mmrecvit.models.checkpoint import CheckpointError  # noqa: E402
 from mmrecvit.models.flops import BlockWork  # noqa: E402
 
-SEG_TOY = osp.join(REPO, 'configs/seg/upernet_plainvit_toy-ade20k.py')
-DET_TOY = osp.join(REPO, 'configs/det/mask-rcnn_plainvit_fpn_toy-coco.py')
+SEG_TOY = osp.join(REPO, 'configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py')
+DET_TOY = osp.join(REPO, 'configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py')
 SHAPE = ['--shape', '64', '80']
 
 

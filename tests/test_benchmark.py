@@ -365,7 +365,7 @@ def test_memory_only_run_has_no_latency(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec('mmseg') is None, reason='needs mmseg')
 def test_config_backbone_and_whole_segmentor(capsys):
-    config = ROOT / 'configs' / 'seg' / 'upernet_plainvit_toy-ade20k.py'
+    config = ROOT / 'configs' / 'seg' / 'upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py'
     if not config.is_file():
         pytest.skip(f'{config} not written yet')
     tool = load_tool()

@@ -192,7 +192,7 @@ def test_toy_detector_config_trains_with_the_constructor():
 
     from mmrecvit.mm.tooling import REPO, build_model
 
-    cfg = Config.fromfile(f'{REPO}/configs/det/mask-rcnn_plainvit_fpn_toy-coco.py')
+    cfg = Config.fromfile(f'{REPO}/configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py')
     cfg.merge_from_dict({'optim_wrapper.constructor': 'LayerDecayOptimWrapperConstructor',
                          'optim_wrapper.paramwise_cfg.layer_decay_rate': 0.75})
     model, _ = build_model(cfg)  # selects the mmdet scope

@@ -62,7 +62,8 @@ def test_roi_align_reads_its_input_as_nchw_contiguous():
     assert (misread - ref).abs().max() > 0.1, 'mmcv RoIAlign now handles channels-last input: the copies may go'
 
 
-@pytest.mark.parametrize('config', ['mask-rcnn_plainvit_fpn_toy-coco.py', 'mask-rcnn_morvit_fpn_toy-coco.py'])
+@pytest.mark.parametrize('config', ['mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py',
+                                    'mask-rcnn_morvit-ti_fpn_1xb2-800it_toy-coco.py'])
 def test_detector_roi_features_are_the_features_at_the_boxes(config):
     """End to end through our backbone, SimplePyramid and mmdet's FPN: the RoI head's features equal
     torchvision's RoIAlign of the right FPN level at each box (this caught the channels-last bug,

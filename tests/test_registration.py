@@ -36,8 +36,9 @@ def test_core_imports_without_the_frameworks():
     assert 'torch.Size([1, 192, 2, 2])' in res.stdout
 
 
-@pytest.mark.parametrize('config, scope', [('configs/det/mask-rcnn_plainvit_fpn_toy-coco.py', 'mmdet'),
-                                           ('configs/seg/upernet_plainvit_toy-ade20k.py', 'mmseg')])
+@pytest.mark.parametrize('config, scope', [
+    ('configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py', 'mmdet'),
+    ('configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py', 'mmseg')])
 def test_custom_imports_in_a_config_is_enough(config, scope):
     # A fresh interpreter that never imports mmrecvit itself: the config's custom_imports does it.
     code = ("from mmengine.config import Config\n"

@@ -31,8 +31,8 @@ sys.path.insert(0, osp.join(REPO, 'tools'))
 import test as test_tool  # noqa: E402  (tools/test.py)
 import train as train_tool  # noqa: E402  (tools/train.py)
 
-DET = osp.join(REPO, 'configs/det/mask-rcnn_edgerecvit_fpn_toy-coco.py')
-SEG = osp.join(REPO, 'configs/seg/upernet_morvit_toy-ade20k.py')
+DET = osp.join(REPO, 'configs/det/mask-rcnn_edgerecvit-ti_fpn_1xb2-800it_toy-coco.py')
+SEG = osp.join(REPO, 'configs/seg/upernet_morvit-ti_1xb4-150it_toy-ade20k-256x256.py')
 CORRUPT = 'the file is truncated, corrupt or not a PyTorch/safetensors checkpoint'
 
 

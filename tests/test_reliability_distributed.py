@@ -196,7 +196,7 @@ def test_every_shipped_backbone_config_puts_every_parameter_in_the_graph():
 
 
 # ---- through the tools ---------------------------------------------------------------------------------
-SEG = osp.join(REPO, 'configs/seg/upernet_morvit_toy-ade20k.py')
+SEG = osp.join(REPO, 'configs/seg/upernet_morvit-ti_1xb4-150it_toy-ade20k-256x256.py')
 ITERS = 3
 
 

@@ -27,8 +27,8 @@ from mmrecvit.mm.hooks import get_rng_states, set_rng_states
 sys.path.insert(0, osp.join(REPO, 'tools'))
 import train as train_tool  # noqa: E402  (tools/train.py)
 
-DET = osp.join(REPO, 'configs/det/mask-rcnn_edgerecvit_fpn_toy-coco.py')
-SEG = osp.join(REPO, 'configs/seg/upernet_revit_toy-ade20k.py')
+DET = osp.join(REPO, 'configs/det/mask-rcnn_edgerecvit-ti_fpn_1xb2-800it_toy-coco.py')
+SEG = osp.join(REPO, 'configs/seg/upernet_revit-ti_1xb4-150it_toy-ade20k-256x256.py')
 K, N = 2, 4
 # Randomness on in the backbone (the toy configs leave drop path at 0); deterministic kernels.
 EXTRA = ['randomness.seed=0', 'randomness.deterministic=True', 'model.backbone.drop_path_rate=0.1']

@@ -57,7 +57,7 @@ def test_other_mmdet_detectors_train_with_our_backbone(base, toy_root, tmp_path)
     text = (f"_base_ = ['mmdet::_base_/models/{base}.py']\n"
             "custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)\n"
             f"model = dict(backbone={BACKBONE}, neck={DET_CASES[base]})\n")
-    data = loader_cfg('configs/det/mask-rcnn_plainvit_fpn_toy-coco.py', f'{toy_root}/toy_coco/', 'det')
+    data = loader_cfg('configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py', f'{toy_root}/toy_coco/', 'det')
     log_vars = build_and_step(text, tmp_path, data, 'mmdet')
     assert any(k.startswith('loss_cls') or k.startswith('s0.loss_cls') for k in log_vars)
 
@@ -69,6 +69,7 @@ def test_mmseg_fpn_head_trains_with_our_backbone(toy_root, tmp_path):
             f"model = dict(pretrained=None, data_preprocessor=dict(size=(256, 256)), backbone={BACKBONE}, "
             f"neck=[{PYRAMID}, dict(type='FPN', in_channels={FPN_IN}, out_channels=256, num_outs=4)], "
             "decode_head=dict(num_classes=150))\n")
-    data = loader_cfg('configs/seg/upernet_plainvit_toy-ade20k.py', f'{toy_root}/toy_ade/ADEChallengeData2016', 'seg')
+    data = loader_cfg('configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py',
+                      f'{toy_root}/toy_ade/ADEChallengeData2016', 'seg')
     log_vars = build_and_step(text, tmp_path, data, 'mmseg')
     assert 'decode.loss_ce' in log_vars

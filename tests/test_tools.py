@@ -16,8 +16,8 @@ import demo as demo_tool  # noqa: E402  (tools/demo.py)
 import test as test_tool  # noqa: E402  (tools/test.py)
 import train as train_tool  # noqa: E402  (tools/train.py)
 
-DET = osp.join(REPO, 'configs/det/mask-rcnn_plainvit_fpn_toy-coco.py')
-SEG = osp.join(REPO, 'configs/seg/upernet_plainvit_toy-ade20k.py')
+DET = osp.join(REPO, 'configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py')
+SEG = osp.join(REPO, 'configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py')
 
 pytestmark = pytest.mark.slow
 
@@ -122,7 +122,7 @@ def test_demo_trains_evaluates_and_draws_both_tasks(toy_root, tmp_path, capsys):
 def test_demo_iters_stretches_the_schedule_to_its_end(iters):
     """--iters N: the decay that ended at the config's last iteration ends at N (the warm-up stays)."""
     from mmengine.config import Config
-    cfg = Config.fromfile(osp.join(REPO, 'configs/det/mask-rcnn_plainvit_fpn_toy-coco.py'))
+    cfg = Config.fromfile(osp.join(REPO, 'configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py'))
     warmup, decay = (dict(p) for p in cfg.param_scheduler)
     demo_tool.stretch_schedule(cfg, iters)
     assert cfg.train_cfg.max_iters == iters

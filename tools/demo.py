@@ -34,8 +34,8 @@ from mmrecvit.datasets import TOY_ADE_DIR, TOY_COCO_DIR, make_toy_data, toy_data
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DEFAULT_DATA_ROOT = osp.join(ROOT, 'data')
 CONFIGS = {
-    'det': 'configs/det/mask-rcnn_{model}_fpn_toy-coco.py',
-    'seg': 'configs/seg/upernet_{model}_toy-ade20k.py',
+    'det': 'configs/det/mask-rcnn_{model}-ti_fpn_1xb2-800it_toy-coco.py',
+    'seg': 'configs/seg/upernet_{model}-ti_1xb4-150it_toy-ade20k-256x256.py',
 }
 METRICS = {
     'det': [('bbox mAP', 'coco/bbox_mAP'), ('segm mAP', 'coco/segm_mAP')],

@@ -2,7 +2,7 @@
 
 Same flags as mmdet's and mmseg's `tools/train.py`; the task follows the config's
 `default_scope`. Examples:
-    python tools/train.py configs/det/mask-rcnn_plainvit_fpn_toy-coco.py
+    python tools/train.py configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py
     python tools/train.py CONFIG --resume                 # from the latest checkpoint in work_dir
     python tools/train.py CONFIG --cfg-options train_cfg.max_iters=10
     bash tools/dist_train.sh CONFIG 2                     # 2 processes (gloo on CPU, nccl on GPU)

@@ -1,6 +1,6 @@
-# Edge-RecViT (SPEC §3): DeiT-S head block, one shared block up to 10 times, tail block; the EARR
-# ranker gives each token its depth. Outputs after steps 3/6/9/12. Compute/accuracy knobs at
-# test time without retraining:  --cfg-options model.backbone.max_depth=8  (or depth_shift=-2)
+# Edge-RecViT (SPEC §3): DeiT-S head block, one shared block up to 10 times, tail block (depth=12
+# applications); the EARR ranker gives each token its depth. Outputs after steps 3/6/9/12 (the default
+# out_indices). Compute/accuracy knobs at test time without retraining:
+#   --cfg-options model.backbone.max_depth=8  (or depth_shift=-2)
 _base_ = './_base_/mask-rcnn_vit_fpn_1x_coco.py'
-model = dict(backbone=dict(type='EdgeRecViT', arch='small', depth=12, shared_init_block=6,
-                           out_indices=(2, 5, 8, 11)))
+model = dict(backbone=dict(type='EdgeRecViT', depth=12))

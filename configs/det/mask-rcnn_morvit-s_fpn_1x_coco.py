@@ -1,8 +1,8 @@
-# MoR-ViT (SPEC §4): DeiT-S first block, one shared block cycled 10 times with expert-choice
-# routing (capacities (N_r - r)/N_r), last block; outputs after applications 3/6/9/12.
+# MoR-ViT (SPEC §4): DeiT-S first block, one shared block cycled num_recursions N_r=10 times with
+# expert-choice routing (the default; capacities (N_r - r)/N_r), last block: depth 2 + 10 = 12
+# applications; outputs after applications 3/6/9/12 (the default out_indices).
 # Compute/accuracy knob at test time without retraining (one capacity per recursion, non-increasing):
 #   --cfg-options "model.backbone.capacities=[1.0,0.8,0.6,0.5,0.4,0.3,0.2,0.15,0.1,0.05]"
 # Token-choice routing: model.backbone.routing=token_choice
 _base_ = './_base_/mask-rcnn_vit_fpn_1x_coco.py'
-model = dict(backbone=dict(type='MoRViT', arch='small', num_recursions=10, routing='expert_choice',
-                           out_indices=(2, 5, 8, 11)))
+model = dict(backbone=dict(type='MoRViT', num_recursions=10))

@@ -1,6 +1,5 @@
-# reViT (SPEC §2): one shared DeiT-S block applied 12 times with 4 depth-programmed expert FFNs;
-# outputs at normalised depths 0.25/0.5/0.75/1.0. Elastic depth at test time:
-#   --cfg-options model.backbone.depth=8
+# reViT (SPEC §2): one shared DeiT-S block applied depth=12 times with num_experts=4 depth-programmed
+# expert FFNs; outputs at normalised depths 0.25/0.5/0.75/1.0 (the default out_depths).
+# Elastic depth at test time:  --cfg-options model.backbone.depth=8
 _base_ = './_base_/mask-rcnn_vit_fpn_1x_coco.py'
-model = dict(backbone=dict(type='ReViT', arch='small', depth=12, num_experts=4,
-                           out_depths=(0.25, 0.5, 0.75, 1.0)))
+model = dict(backbone=dict(type='ReViT', depth=12, num_experts=4))

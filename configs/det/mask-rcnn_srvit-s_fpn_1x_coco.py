@@ -1,4 +1,6 @@
-# SR-ViT (SoftMoR, SPEC §1): DeiT-S blocks in units [4, 4, 2, 2], each run T=4 steps and mixed
-# per token; the 4 unit outputs are the multi-level features.
+# SR-ViT (SoftMoR, SPEC §1): the 12 DeiT-S blocks (num_blocks from arch) in recursion units [4, 4, 2, 2],
+# each unit run num_recursions T=4 times, its recursions mixed per token (readout='soft', the default):
+# depth 48 block applications. The 4 unit outputs (out_units, default all) are the multi-level features.
+# Compute/accuracy knob at test time without retraining:  --cfg-options model.backbone.eval_recursions=2
 _base_ = './_base_/mask-rcnn_vit_fpn_1x_coco.py'
-model = dict(backbone=dict(type='SRViT', arch='small', unit_sizes=(4, 4, 2, 2), num_recursions=4, readout='soft'))
+model = dict(backbone=dict(type='SRViT', unit_sizes=(4, 4, 2, 2), num_recursions=4))

@@ -34,8 +34,8 @@ Examples (the README's tables; scripts/benchmarks.sh runs them all):
       paper='EdgeRecViT(arch="small", forced_mean_depth=8.3)' half='EdgeRecViT(arch="small", forced_mean_depth=6)' \\
       --batch 1 4 --size 512
   # whole detectors/segmentors (untimed data preprocessor), CSV
-  python tools/analysis_tools/benchmark.py configs/det/mask-rcnn_plainvit_fpn_toy-coco.py \\
-      configs/seg/upernet_plainvit_toy-ade20k.py --whole --size 512 --csv whole.csv
+  python tools/analysis_tools/benchmark.py configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py \\
+      configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py --whole --size 512 --csv whole.csv
 """
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Draw what a backbone's routers did on images: per-token maps and per-forward tables, as PNGs.
 
-    python tools/analysis_tools/visualize_depth.py configs/det/mask-rcnn_edgerecvit_fpn_toy-coco.py \\
-        work_dirs/mask-rcnn_edgerecvit_fpn_toy-coco/iter_150.pth data/toy_coco/val2017/000001000001.jpg
-    python tools/analysis_tools/visualize_depth.py configs/seg/upernet_srvit_toy-ade20k.py none   # toy image
+    python tools/analysis_tools/visualize_depth.py configs/det/mask-rcnn_edgerecvit-ti_fpn_1xb2-800it_toy-coco.py \\
+        work_dirs/mask-rcnn_edgerecvit-ti_fpn_1xb2-800it_toy-coco/iter_800.pth data/toy_coco/val2017/000001000001.jpg
+    python tools/analysis_tools/visualize_depth.py \\
+        configs/seg/upernet_srvit-ti_1xb4-150it_toy-ade20k-256x256.py none   # toy image
 
 Everything comes from the statistics of one forward of the backbone (`backbone.stats`, the numbers
 the training log and get_flops read too), and the tool iterates over whatever the backbone reports,

@@ -1,7 +1,7 @@
 """Write `metafile.yml` (OpenMMLab model index) for every config and print the README model table.
 
     python tools/misc/gen_metafile.py                      # all configs in configs/, writes metafile.yml
-    python tools/misc/gen_metafile.py --configs configs/det/mask-rcnn_plainvit_fpn_toy-coco.py --out x.yml
+    python tools/misc/gen_metafile.py --configs configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py --out x.yml
 
 Params and FLOPs are computed here, every run, so the file stays true: each config's model is built
 through mmdet's/mmseg's registry with random weights (seed 0) and counted by

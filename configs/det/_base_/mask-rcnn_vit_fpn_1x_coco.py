@@ -1,5 +1,7 @@
 # Mask R-CNN with an mmrecvit backbone on COCO: mmdet's 1x recipe adapted to ViTs.
-# Per-method configs (../mask-rcnn_<method>-s_fpn_1x_coco.py) set only `model.backbone`.
+# Per-method configs (../mask-rcnn_<method>-s_fpn_1x_coco.py) set only `model.backbone`: its type and the
+# arguments where the method differs from the class defaults, merged into the PlainViT-S backbone below
+# (arch, drop_path_rate and init_cfg apply to every method).
 #   backbone -> 4 stride-16 maps (recursion steps) -> SimplePyramid (strides 4/8/16/32)
 #   -> mmdet FPN -> RPN + RoI heads.
 _base_ = [

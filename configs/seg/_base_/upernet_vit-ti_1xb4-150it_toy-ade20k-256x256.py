@@ -1,9 +1,12 @@
-# The toy variant of the ADE20K recipe: trains in a few minutes on 2 CPU cores.
+# The toy variant of the ADE20K recipe: trains in a few minutes on 2 CPU cores (1 process x 4 images,
+# 150 iterations, 256x256 crops).
 # It inherits the real recipe and changes only the data (the embedded toy ADE20K written by
 # tools/misc/make_toy_data.py, in ADE20K's own layout and 150-class label space), the image size,
 # the schedule and the model size (ViT-Ti width, 128-channel heads with GroupNorm: SyncBN needs
 # GPUs, and GN does not depend on the batch, so 1 image per process works in distributed CPU runs).
-# Per-method toy configs set only `model.backbone`.
+# The backbone keeps the real recipe's type and arguments; each per-method toy config
+# (../upernet_<method>-ti_1xb4-150it_toy-ade20k-256x256.py) sets `model.backbone` as its real twin
+# does, with the method's toy size (depth etc.): tests/test_configs.py checks the pairs.
 _base_ = './upernet_vit_8xb2-160k_ade20k-512x512.py'
 
 data_root = 'data/toy_ade/ADEChallengeData2016'
@@ -12,7 +15,8 @@ embed_dim = 192  # toy backbones are ViT-Ti wide
 norm_cfg = dict(type='GN', num_groups=16, requires_grad=True)
 model = dict(
     data_preprocessor=dict(size=crop_size),
-    backbone=dict(_delete_=True, type='PlainViT', arch='tiny', depth=6, init_cfg=None),
+    # trained from scratch (no DeiT-Ti weights) for 150 iterations: no stochastic depth
+    backbone=dict(arch='tiny', drop_path_rate=0.0, init_cfg=None),
     neck=dict(type='SimplePyramid', in_channels=embed_dim),
     decode_head=dict(in_channels=[embed_dim // 4, embed_dim // 2, embed_dim, embed_dim], channels=128,
                      norm_cfg=norm_cfg),

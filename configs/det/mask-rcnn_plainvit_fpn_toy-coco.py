@@ -1,3 +1,0 @@
-# Toy (CPU) variant of mask-rcnn_plainvit-s_fpn_1x_coco.py: a 6-block ViT-Ti.
-_base_ = './_base_/mask-rcnn_vit_fpn_toy-coco.py'
-model = dict(backbone=dict(type='PlainViT', arch='tiny', depth=6, out_indices=(0, 2, 3, 5)))

@@ -1,3 +1,0 @@
-# Toy (CPU) variant of mask-rcnn_revit-s_fpn_1x_coco.py: one ViT-Ti block applied 6 times, 4 experts.
-_base_ = './_base_/mask-rcnn_vit_fpn_toy-coco.py'
-model = dict(backbone=dict(type='ReViT', arch='tiny', depth=6, num_experts=4, out_depths=(0.25, 0.5, 0.75, 1.0)))

@@ -1,4 +1,0 @@
-# Toy (CPU) variant of upernet_naiverecvit-s_8xb2-160k_ade20k-512x512.py: 2 unique ViT-Ti blocks, 6 steps.
-_base_ = './_base_/upernet_vit_toy-ade20k.py'
-model = dict(backbone=dict(type='NaiveRecursiveViT', arch='tiny', depth=6, num_blocks=2,
-                           out_indices=(0, 2, 3, 5)))

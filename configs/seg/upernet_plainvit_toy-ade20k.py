@@ -1,3 +1,0 @@
-# Toy (CPU) variant of upernet_plainvit-s_8xb2-160k_ade20k-512x512.py: a 6-block ViT-Ti.
-_base_ = './_base_/upernet_vit_toy-ade20k.py'
-model = dict(backbone=dict(type='PlainViT', arch='tiny', depth=6, out_indices=(0, 2, 3, 5)))
