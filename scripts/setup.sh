@@ -6,12 +6,19 @@
 # Steps (each skipped when already done):
 #   1. create .venv with Python 3.11 ($PYTHON to override)
 #   2. install the pinned stack from requirements.txt (torch 2.14.1 comes from the machine's disk)
-#   3. install mmcv 2.1.0 with its compiled ops, from the first of:
-#        a. a wheel in $MMRECVIT_WHEEL_DIR (checked against SHA256SUMS there when present)
-#        b. the wheel cache ${XDG_CACHE_HOME:-~/.cache}/mmrecvit/wheels
-#        c. a source build of the sdist (~25 min on 2 cores), whose wheel is then cached (b)
+#   3. install mmcv 2.1.0 with its compiled ops for this machine's ops variant (`cpu`, or
+#      `cu<CUDA>-sm<archs>` when torch is a CUDA build and a GPU is visible, or FORCE_CUDA=1 with
+#      TORCH_CUDA_ARCH_LIST), from the first of:
+#        a. a wheel in $MMRECVIT_WHEEL_DIR/<variant>/ (the flat $MMRECVIT_WHEEL_DIR holds CPU wheels);
+#           checked against SHA256SUMS there when present
+#        b. the wheel cache ${XDG_CACHE_HOME:-~/.cache}/mmrecvit/wheels/<variant>/
+#        c. a source build of the sdist (~25 min on 2 cores for CPU ops), whose wheel is then cached (b)
+#      and check that the installed ops are that variant's (a GPU machine with CPU-only ops fails here)
 #   4. install mmdet 3.3.0 and mmsegmentation 1.2.2 (--no-deps: their mmcv pins are handled above)
 #   5. pip install -e . (mmrecvit itself)
+#
+#   bash scripts/setup.sh --ops-variant   # print the ops variant this machine needs, and exit
+#   bash scripts/setup.sh --check-ops     # fail unless the installed mmcv ops are that variant's
 # Why the mmcv build needs care (../shared/ENV.md): its setup.py imports pkg_resources
 # (setuptools < 82), must see torch (--no-build-isolation) or it silently drops mmcv._ext, and
 # hard-codes -std=c++14/17 while torch >= 2.10 headers require C++20.
@@ -27,10 +34,56 @@ STAMP="$VENV/.mmrecvit-setup"
 step() { printf '\033[1m[setup %s] %s\033[0m\n' "$(date +%H:%M:%S)" "$*"; }
 die() { printf '\033[31m[setup] ERROR: %s\033[0m\n' "$*" >&2; exit 1; }
 
+# The kernels mmcv's ops must hold here: `cpu`, or `cu<torch CUDA version>-sm<archs>` for the
+# visible GPUs (or TORCH_CUDA_ARCH_LIST with FORCE_CUDA=1). A CUDA build needs nvcc.
+ops_variant() {
+  local probe cuda gpus archs
+  probe=$("$PY" -c 'import torch
+v = torch.version.cuda or ""
+n = torch.cuda.device_count() if v else 0
+print(v, n, "+".join(sorted({"%d%d" % torch.cuda.get_device_capability(i) for i in range(n)})), sep="|")') \
+    || die "cannot import torch from $PY to decide the mmcv ops variant"
+  IFS='|' read -r cuda gpus archs <<<"$probe"
+  if [[ ${FORCE_CUDA:-0} == 1 ]]; then
+    [[ -n "$cuda" ]] || die "FORCE_CUDA=1, but torch ($PY) is not a CUDA build"
+    if [[ -n "${TORCH_CUDA_ARCH_LIST:-}" ]]; then
+      archs=$(tr -d '.' <<<"$TORCH_CUDA_ARCH_LIST" | tr ';, ' '+++')
+    fi
+    [[ -n "$archs" ]] || die "FORCE_CUDA=1 without a visible GPU needs TORCH_CUDA_ARCH_LIST (e.g. '8.0;9.0')"
+  elif [[ -z "$cuda" || ${gpus:-0} -eq 0 ]]; then
+    echo cpu
+    return
+  fi
+  command -v nvcc >/dev/null \
+    || die "a GPU is visible and torch is a CUDA $cuda build, but nvcc is not on PATH: install the CUDA toolkit $cuda (mmcv's CUDA ops are compiled from source); CPU-only ops cannot run the detectors on the GPU"
+  echo "cu${cuda//./}-sm${archs}"
+}
+
+# The kind of the installed mmcv ops, cpu or cuda (empty if mmcv.ops does not import).
+installed_ops() {
+  "$PY" -c 'from mmcv.ops import get_compiling_cuda_version as v; print("cpu" if v() == "not available" else "cuda")' \
+    2>/dev/null || true
+}
+ops_kind() { [[ $1 == cpu ]] && echo cpu || echo cuda; }  # variant -> kind
+
+check_ops() {  # the installed mmcv ops must hold this machine's kernels
+  local want got
+  want=$(ops_variant)
+  got=$(installed_ops)
+  [[ "$got" == "$(ops_kind "$want")" ]] \
+    || die "this machine needs mmcv ops for $want but the installed mmcv has ${got:-no} ops: a GPU machine with CPU-only mmcv ops would fail inside the detectors; remove mmcv (and any CPU wheel offered for $want) and re-run scripts/setup.sh"
+}
+
+case ${1:-} in
+  --ops-variant) ops_variant; exit 0 ;;  # print the variant this machine needs
+  --check-ops) check_ops; step "mmcv ops match this machine ($(ops_variant))"; exit 0 ;;
+esac
+
 # The stamp records what the environment was built from; a changed requirements.txt or setup
 # script re-runs the (fast, idempotent) pip steps.
 want_stamp=$(cat "$ROOT/requirements.txt" "$ROOT/scripts/setup.sh" | sha256sum | cut -d' ' -f1)
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]] && "$PY" -c 'import mmcv.ops, mmdet, mmseg, mmrecvit' 2>/dev/null; then
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]] && "$PY" -c 'import mmcv.ops, mmdet, mmseg, mmrecvit' 2>/dev/null \
+   && [[ "$(installed_ops)" == "$(ops_kind "$(ops_variant)")" ]]; then
   step "environment up to date ($VENV)"
   exit 0
 fi
@@ -67,10 +120,14 @@ assert mmcv.__version__ == '2.1.0'
 EOF
 }
 
-find_wheel() {  # $1 = directory; prints the mmcv wheel path matching this Python, if any
-  local dir=$1 tag
+find_wheel() {  # $1 = directory; prints the mmcv wheel path matching this Python and $VARIANT, if any
+  local dir=$1 tag pattern
   tag=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
-  compgen -G "$dir/mmcv-$MMCV_VERSION-$tag-$tag-linux_$(uname -m).whl" | head -n1 || true
+  pattern="mmcv-$MMCV_VERSION-$tag-$tag-linux_$(uname -m).whl"
+  compgen -G "$dir/$VARIANT/$pattern" | head -n1 || true
+  if [[ $VARIANT == cpu && $dir != "$CACHE_DIR" ]]; then  # a flat wheel directory holds CPU wheels
+    compgen -G "$dir/$pattern" | head -n1 || true
+  fi
 }
 
 install_wheel() {  # $1 = wheel path
@@ -78,6 +135,7 @@ install_wheel() {  # $1 = wheel path
   "${PIP[@]}" install --progress-bar off -q --no-deps --force-reinstall "$1"
   "${PIP[@]}" install --progress-bar off -q addict packaging pyyaml yapf  # mmcv's own runtime deps
   mmcv_ok || die "$1 installed but 'import mmcv.ops' fails: the wheel was built for another torch/Python. Remove it and re-run to build from source."
+  check_ops
 }
 
 build_mmcv() {
@@ -99,7 +157,13 @@ build_mmcv() {
   local src="$work/mmcv-$MMCV_VERSION"
   sed -i -E 's/-std=c\+\+1[47]/-std=c++20/g' "$src/setup.py"
   grep -q -- '-std=c++20' "$src/setup.py" || die "patching mmcv's setup.py for C++20 failed (unexpected sdist layout)."
-  ( cd "$src" && MMCV_WITH_OPS=1 FORCE_CUDA=${FORCE_CUDA:-0} MAX_JOBS=$jobs \
+  local cuda=0 arch_list=${TORCH_CUDA_ARCH_LIST:-}
+  if [[ $VARIANT != cpu ]]; then  # e.g. cu130-sm90+100 -> TORCH_CUDA_ARCH_LIST=9.0;10.0
+    cuda=1
+    [[ -n "$arch_list" ]] || arch_list=$(sed -E 's/.*-sm//; s/\+/ /g' <<<"$VARIANT" | \
+      awk '{for (i = 1; i <= NF; i++) printf "%s%s.%s", (i > 1 ? ";" : ""), substr($i, 1, length($i) - 1), substr($i, length($i))}')
+  fi
+  ( cd "$src" && MMCV_WITH_OPS=1 FORCE_CUDA=$cuda TORCH_CUDA_ARCH_LIST=$arch_list MAX_JOBS=$jobs \
       "${PIP[@]}" wheel --no-deps --no-build-isolation -w "$work/dist" . >"$log" 2>&1 ) &
   local pid=$!
   # Progress: count compiled objects while the build runs (77 C++ sources on CPU).
@@ -116,14 +180,16 @@ build_mmcv() {
   local whl
   whl=$(compgen -G "$work/dist/mmcv-$MMCV_VERSION-*.whl" | head -n1)
   [[ -n "$whl" ]] || die "mmcv build produced no wheel (log: $log)."
-  mkdir -p "$CACHE_DIR"
-  cp "$whl" "$CACHE_DIR/"
-  step "mmcv built in $(( ($(date +%s) - start) / 60 )) min; cached $(basename "$whl") in $CACHE_DIR"
+  mkdir -p "$CACHE_DIR/$VARIANT"
+  cp "$whl" "$CACHE_DIR/$VARIANT/"
+  step "mmcv built in $(( ($(date +%s) - start) / 60 )) min; cached $(basename "$whl") in $CACHE_DIR/$VARIANT"
   rm -rf "$work"
 }
 
-if mmcv_ok; then
-  step "mmcv $MMCV_VERSION with ops already installed"
+VARIANT=$(ops_variant)
+step "mmcv ops variant: $VARIANT"
+if mmcv_ok && [[ "$(installed_ops)" == "$(ops_kind "$VARIANT")" ]]; then
+  step "mmcv $MMCV_VERSION with $VARIANT ops already installed"
 else
   whl=""
   if [[ -n "${MMRECVIT_WHEEL_DIR:-}" ]]; then
@@ -134,7 +200,7 @@ else
         || die "$whl does not match $MMRECVIT_WHEEL_DIR/SHA256SUMS: refusing to install it."
       step "checksum of $(basename "$whl") verified"
     fi
-    [[ -n "$whl" ]] || step "no matching mmcv wheel in MMRECVIT_WHEEL_DIR=$MMRECVIT_WHEEL_DIR; trying the cache"
+    [[ -n "$whl" ]] || step "no matching mmcv wheel in MMRECVIT_WHEEL_DIR=$MMRECVIT_WHEEL_DIR; trying the $VARIANT cache"
   fi
   [[ -n "$whl" ]] || whl=$(find_wheel "$CACHE_DIR")
   if [[ -z "$whl" ]]; then
