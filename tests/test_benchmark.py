@@ -379,3 +379,19 @@ def test_config_backbone_and_whole_segmentor(capsys):
     assert set(rows) == {'bb', 'whole'}
     assert "EncoderDecoder(inputs, data_samples, mode='tensor')" in out
     assert not math.isnan(float(rows['whole'].split('|')[3]))
+
+
+def test_train_mode_times_a_training_step():
+    """mode='train': train mode, forward + backward + an optimizer step (the weights move), peak memory of it."""
+    bench = bm.build_model(parse_spec("EdgeRecViT(arch='tiny', embed_dim=32, num_heads=2, depth=4, img_size=64)"),
+                           (64, 64))
+    before = {k: v.clone() for k, v in bench.module.state_dict().items()}
+    result = bm.run_benchmark([bench], BenchConfig(batches=(2,), hw=(64, 64), warmup=1, repeats=2, mode='train',
+                                                   progress=False))
+    assert bench.module.training
+    assert any(not torch.equal(before[k], v) for k, v in bench.module.state_dict().items())
+    (row,) = result.rows
+    assert len(row.samples_s) == 2 and row.peak_bytes > 0 and row.flops_per_image > 0
+    assert 'training step' in result.env['timed']
+    with pytest.raises(ValueError, match='mode must be one of'):
+        bm.run_benchmark([bench], BenchConfig(mode='backward'))

@@ -8,14 +8,17 @@ How a run measures (and why):
 * **Latency** is the wall time of one forward (`time.perf_counter`; on CUDA bracketed by
   `torch.cuda.synchronize`), reported as median and spread (IQR, min-max); throughput, FLOP/s
   and ratios use the median (or, with `statistic='min'`, the fastest repeat: on a machine shared
-  with other jobs the minimum estimates the undisturbed time better). Everything runs in `eval()`
-  under `torch.inference_mode()`, in fp32 unless an autocast dtype is asked for, with a fixed
-  thread count.
+  with other jobs the minimum estimates the undisturbed time better). Mode 'inference' (default)
+  runs everything in `eval()` under `torch.inference_mode()`; mode 'train' times a training step
+  instead (`training_step`: train mode with its noise, forward, backward, AdamW step). In fp32
+  unless an autocast dtype is asked for, with a fixed thread count.
 * **Peak memory** is measured in a separate, untimed forward: on CUDA from the allocator
   (`max_memory_allocated` minus what was allocated before), on the CPU with `PeakMemoryTracker`
   (tensor bookkeeping, which slows execution, hence the separate pass). Both count the tensors
   allocated during the forward, not the parameters or the input.
-* **Analytic FLOPs** per image come from each model's `flops()` (`mmrecvit/models/flops.py`).
+* **Analytic FLOPs** per image come from each model's `flops()` (`mmrecvit/models/flops.py`): the
+  forward's, also in mode 'train' (a step's backward is about twice its forward for every model,
+  so FLOP ratios between models stay the forward's).
 * **Machine peak**: a square `torch.mm` (2048^3 on the CPU, 8192^3 on CUDA) in the same dtype. It
   runs best-of-5 at the start and end, and once in every interleaved round as one more "model", so
   it sees the same machine load as the models. Each model's achieved FLOP/s (analytic FLOPs at its
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from .build import BenchModel
 from .memory import PeakMemoryTracker
@@ -222,6 +226,36 @@ def add_ratios(rows: Iterable[Row], reference: str) -> None:
         r.memory_ratio = _ratio(r.peak_bytes, ref.peak_bytes)
 
 
+MODES = ('inference', 'train')
+
+
+def _tensors(out: Any) -> list[Tensor]:
+    if isinstance(out, Tensor):
+        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
+    return [t for o in (out if isinstance(out, (list, tuple)) else []) for t in _tensors(o)]
+
+
+def training_step(model: Any) -> Callable[[Any], None]:
+    """A timed training step of a `BenchModel`: train mode (drop path, router noise, step dropout
+    as in training), forward, a loss (mean square of the outputs plus a backbone's auxiliary
+    losses), backward and an AdamW step."""
+    module = model.module.train()
+    optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=1e-4)
+
+    def step(inputs: Any) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss = sum(t.float().square().mean() for t in _tensors(model.run(inputs)))
+        stats = getattr(module, 'stats', None)
+        if stats is not None and stats.aux_losses:
+            loss = loss + sum(stats.aux_losses.values())
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
 @dataclass
 class BenchConfig:
     """How to run: see the command line's help for each field."""
@@ -238,6 +272,7 @@ class BenchConfig:
     peak_size: int | None = None
     seed: int = 0
     progress: bool = True
+    mode: str = 'inference'
 
 
 @dataclass
@@ -282,6 +317,8 @@ def environment(config: BenchConfig, threads: int) -> dict[str, str]:
         'date': datetime.datetime.now().astimezone().isoformat(timespec='seconds'),
         'device': dev,
         'threads': str(threads),
+        'timed': ('one forward (eval, inference mode)' if config.mode == 'inference' else
+                  'one training step (train mode, forward + backward + AdamW step; GFLOPs are the forward\'s)'),
         'dtype': config.dtype if config.dtype == 'fp32' else f'autocast {config.dtype} (fp32 weights)',
         'input': f'{config.hw[0]}x{config.hw[1]}, batch {", ".join(map(str, config.batches))}',
         'repeats': f'{config.warmup} warm-up + {config.repeats} interleaved per model and batch',
@@ -324,6 +361,8 @@ def run_benchmark(models: Sequence[BenchModel], config: BenchConfig, reference: 
         raise ValueError('repeats and warmup must be >= 0')
     if config.repeats == 0 and not config.memory:
         raise ValueError('nothing to measure: repeats is 0 and memory is off')
+    if config.mode not in MODES:
+        raise ValueError(f'mode must be one of {MODES}, got {config.mode!r}')
     device = torch.device(config.device)
     if device.type == 'cuda' and not torch.cuda.is_available():
         raise ValueError('device cuda asked for, but torch sees no GPU')
@@ -338,8 +377,10 @@ def run_benchmark(models: Sequence[BenchModel], config: BenchConfig, reference: 
         env = environment(config, threads)
         for m in models:
             m.module.to(device)
+        runs = [m.run if config.mode == 'inference' else training_step(m) for m in models]
         gen = torch.Generator().manual_seed(config.seed)
-        with torch.inference_mode(), _progress(per_batch * len(config.batches), config.progress) as bar:
+        grad_mode = torch.inference_mode() if config.mode == 'inference' else contextlib.nullcontext()
+        with grad_mode, _progress(per_batch * len(config.batches), config.progress) as bar:
             probe = MatmulProbe(device, dtype, peak_n)
             peak = probe.best()
             for batch in config.batches:
@@ -351,17 +392,17 @@ def run_benchmark(models: Sequence[BenchModel], config: BenchConfig, reference: 
                     for i, m in enumerate(models):
                         bar.set_postfix_str(f'warm-up {m.label} b{batch}')
                         for _ in range(config.warmup):
-                            m.run(inputs[i])
+                            runs[i](inputs[i])
                             bar.update()
                     bar.set_postfix_str(f'timing b{batch}')
                     for i in interleaved_order(n + 1, config.repeats):
-                        fn, x = (probe, None) if i == n else (models[i].run, inputs[i])
+                        fn, x = (probe, None) if i == n else (runs[i], inputs[i])
                         samples[i].append(time_call(fn, x, device))
                         bar.update()
                     if config.memory:
                         for i, m in enumerate(models):
                             bar.set_postfix_str(f'memory {m.label} b{batch}')
-                            peaks[i] = peak_memory(m.run, inputs[i], device)
+                            peaks[i] = peak_memory(runs[i], inputs[i], device)
                             bar.update()
                 mm = samples[n]
                 matmul = probe.flops / (min(mm) if config.statistic == 'min' else percentile(mm, 50)) if mm else None

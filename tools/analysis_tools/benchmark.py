@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument('--whole-mode', choices=WHOLE_MODES, default='tensor',
                         help="forward mode of whole models (default: 'tensor', no post-processing)")
     parser.add_argument('--no-memory', dest='memory', action='store_false', help='skip the peak-memory pass')
+    parser.add_argument('--mode', choices=['inference', 'train'], default='inference',
+                        help='time a forward in eval mode (default), or a training step: train mode, forward, '
+                             'backward, AdamW step (what a GPU user pays per iteration)')
     parser.add_argument('--peak-size', type=positive_int, default=None,
                         help='n of the n^3 matmul measuring the machine peak (default: 2048 cpu, 8192 cuda)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the weights and the input images')
@@ -127,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         dtype = 'fp16' if args.device == 'cuda' else 'bf16'
     if args.repeats == 0 and not args.memory:
         parser.error('nothing to measure: --repeats 0 together with --no-memory')
+    if args.mode == 'train' and args.whole:
+        parser.error('--mode train times backbones (a whole detector needs annotations for its losses)')
     try:
         specs = parse_specs(args.models)
         labels = [s.label for s in specs]
@@ -140,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(e))
     config = BenchConfig(batches=args.batch, hw=hw, device=args.device, threads=args.threads, dtype=dtype,
                          warmup=args.warmup, repeats=args.repeats, memory=args.memory, statistic=args.stat,
-                         peak_size=args.peak_size, seed=args.seed, progress=args.progress)
+                         peak_size=args.peak_size, seed=args.seed, progress=args.progress, mode=args.mode)
     result = run_benchmark(models, config, reference=args.reference)
     result.command = ' '.join(['python', parser.prog] + [shlex.quote(a) for a in argv])
     report = format_markdown(result, args.title, args.about)
