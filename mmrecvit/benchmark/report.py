@@ -62,9 +62,10 @@ def format_markdown(result: BenchResult, title: str | None = None, about: str | 
     for label, timed, _ in result.models:
         lines.append(f'- **{label}**: {timed}')
     lines.append('')
-    lines.append('Latency: wall time of one forward; peak mem: tensors allocated during one forward '
-                 '(untimed pass; parameters and input not counted); GFLOPs: analytic, per image, only the '
-                 'tokens each step processed; quotient = speed-up / ideal speed-up.')
+    what = 'one forward' if result.config.mode == 'inference' else 'one training step'
+    lines.append(f'Latency: wall time of {what}; peak mem: tensors allocated during {what} '
+                 '(untimed pass; parameters and input not counted); GFLOPs: analytic, per image, of the forward, '
+                 'only the tokens each step processed; quotient = speed-up / ideal speed-up.')
     return '\n'.join(lines) + '\n'
 
 
