@@ -270,7 +270,7 @@ class EdgeRecViT(ViTBackbone):
 
     def _scalars(self, depth: Tensor, prefix: str) -> dict[str, Tensor]:
         """Mean depth and the depth histogram (fraction of patch tokens per depth), named `prefix`*."""
-        hist = torch.bincount(depth.flatten(), minlength=self.depth + 1)[1:].float() / depth.numel()
+        hist = F.one_hot(depth.flatten() - 1, self.depth).float().mean(0)  # static shape: traceable, exportable
         scalars = {f'{prefix}mean': depth.float().mean()}
         scalars.update({f'{prefix}d{level}': f for level, f in enumerate(hist.unbind(), start=1)})
         return scalars

@@ -23,7 +23,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Union
 
+import torch
 from torch import nn
+
+
+def _as_floats(work: object, names: Sequence[str]) -> None:
+    """Counts as Python floats (torch.jit traces hand in 0-d tensors); kept symbolic while
+    torch.export/compile traces, where float() would specialise the graph to one input size."""
+    if not torch.compiler.is_compiling():
+        for name in names:
+            object.__setattr__(work, name, float(getattr(work, name)))
 
 
 @dataclass(frozen=True)
@@ -44,9 +53,8 @@ class BlockWork:
     new_kv: float = 0.0
     attn_pairs: float | None = None
 
-    def __post_init__(self) -> None:  # counts traced by torch.jit arrive as 0-d tensors
-        for name in ('queries', 'keys', 'new_kv') + (('attn_pairs',) if self.attn_pairs is not None else ()):
-            object.__setattr__(self, name, float(getattr(self, name)))
+    def __post_init__(self) -> None:
+        _as_floats(self, ('queries', 'keys', 'new_kv') + (('attn_pairs',) if self.attn_pairs is not None else ()))
 
     @property
     def macs(self) -> float:
@@ -71,7 +79,7 @@ class OpWork:
     macs: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, 'macs', float(self.macs))
+        _as_floats(self, ('macs',))
 
     @property
     def flops(self) -> float:
@@ -83,13 +91,13 @@ Work = Union[BlockWork, OpWork]
 
 def linear_work(name: str, rows: float, in_features: int, out_features: int) -> OpWork:
     """A linear layer applied to `rows` tokens (bias not counted)."""
-    return OpWork(name, float(rows) * in_features * out_features)
+    return OpWork(name, rows * in_features * out_features)
 
 
 def conv_work(name: str, conv: nn.Conv2d, out_hw: Sequence[int]) -> OpWork:
     """A 2-d convolution producing an `out_hw` map (bias not counted)."""
     kh, kw = conv.kernel_size
-    return OpWork(name, float((conv.in_channels // conv.groups) * kh * kw * conv.out_channels * out_hw[0] * out_hw[1]))
+    return OpWork(name, (conv.in_channels // conv.groups) * kh * kw * conv.out_channels * out_hw[0] * out_hw[1])
 
 
 def dense_work(dim: int, mlp_hidden: int, tokens: int, depth: int) -> list[BlockWork]:

@@ -94,7 +94,7 @@ class Attention(nn.Module):
         per image: exact and wasting nothing (a key-padding mask would leave the fused kernel).
         """
         H, d = self.num_heads, self.head_dim
-        if len(set(q_counts)) == 1 and len(set(k_counts)) == 1:
+        if all(n == q_counts[0] for n in q_counts) and all(n == k_counts[0] for n in k_counts):
             B, nq, nk = len(q_counts), q_counts[0], k_counts[0]
             # (B*n, D) -> (B, heads, n, D/heads)
             out = F.scaled_dot_product_attention(q.view(B, nq, H, d).transpose(1, 2),

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 import torch
@@ -73,7 +74,7 @@ from .checks import check_choice, check_float, check_int, check_renamed, check_s
 from .flops import OpWork, linear_work
 from .stats import ForwardStats
 from .token_adaptive import UPDATES, DepthPlan, TokenSubset, run_subset, subset_work
-from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, full_precision, resolve_arch, stage_ends
+from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, full_precision, resolve_arch, stage_ends, tracing
 
 ROUTINGS = ('expert_choice', 'token_choice')
 TIMM_INITS = ('average', 'pick')
@@ -86,10 +87,23 @@ def default_capacities(num_recursions: int) -> tuple[float, ...]:
     return tuple((num_recursions - r) / num_recursions for r in range(num_recursions))
 
 
+def top_k(scores: Tensor, k: int) -> Tensor:
+    """Indices (B, k) of the k highest scores per row, ties broken by position (the lower first).
+
+    Eagerly a stable sort: `torch.topk` breaks ties differently on different devices. While
+    exporting, `topk` (ONNX's TopK, which breaks ties the same way; a stable sort has no ONNX op).
+    """
+    if tracing():
+        return scores.topk(k, dim=1).indices
+    return scores.sort(dim=1, descending=True, stable=True).indices[:, :k]
+
+
 def capacity_tokens(capacity: float, num_patches: int) -> int:
-    """Patch tokens kept at capacity `capacity`: ceil(cap * Np), at least 1 (rounded to 1e-6 first so
-    that e.g. 0.7 * 10 is 7, not 8). `int()`: tracing may hand in the shape as a tensor."""
-    return max(1, math.ceil(round(capacity * int(num_patches), 6)))
+    """Patch tokens kept at capacity `capacity`: ceil(cap * Np), at least 1, with `cap` as the nearest
+    fraction of denominator <= 10^6 (so 0.7 * 10 is 7, not 8) and integer arithmetic only, which a
+    symbolic Np (export with a dynamic image size) supports."""
+    fraction = Fraction(capacity).limit_denominator(10 ** 6)
+    return max(1, -(-num_patches * fraction.numerator // fraction.denominator))
 
 
 def _make_router(dim: int, out_features: int) -> nn.Linear:
@@ -117,7 +131,7 @@ class ExpertChoice:
         self.capacities = model.capacity_schedule
         self.recursions = torch.zeros(B, N - P, dtype=torch.long, device=device)  # recursions run, patch tokens
         self.bce: list[Tensor] = []
-        self.fractions: list[float] = []
+        self.chosen: list[int] = []
         self.gate_means: list[Tensor] = []
         self.everything: TokenSubset | None = None  # the all-tokens subset, made once per forward
         self.work: list[OpWork] = []  # the routers' (flops.py)
@@ -137,8 +151,7 @@ class ExpertChoice:
         patch_logits = logits[:, P:]
         k = min(k_prev, capacity_tokens(self.capacities[r], self.num_patches))
         if k < k_prev:
-            # Deterministic top-k: a stable sort breaks ties by position on every device (topk does not).
-            top = patch_logits.sort(dim=1, descending=True, stable=True).indices[:, :k].sort(1).values  # (B, k)
+            top = top_k(patch_logits, k).sort(1).values  # (B, k), in token order
             chosen, chosen_logits = self.candidates.gather(1, top), patch_logits.gather(1, top)
         else:
             top, chosen, chosen_logits = None, self.candidates, patch_logits
@@ -148,7 +161,7 @@ class ExpertChoice:
                 target = torch.zeros_like(target).scatter_(1, top, 1.0)
             self.bce.append(F.binary_cross_entropy_with_logits(patch_logits.float(), target))
         self.candidates = chosen
-        self.fractions.append(k / self.num_patches)
+        self.chosen.append(k)  # tokens chosen at each recursion run
         self.work.append(linear_work(f'routers.{r}', P + k_prev, D, 1))
         if k == self.num_patches:  # every token, in order: no index or concatenation needed
             self.recursions.fill_(r + 1)
@@ -168,8 +181,8 @@ class ExpertChoice:
             losses['loss_router_bce'] = self.model.bce_loss_weight * torch.stack(self.bce).mean()
         if self.gate_means:
             scalars['gate/mean'] = torch.stack(self.gate_means).mean()
-        device = self.recursions.device
-        scalars.update({f'sel/r{r}': torch.tensor(f, device=device) for r, f in enumerate(self.fractions)})
+        # The chosen sets are nested: recursion r ran the tokens that reached more than r recursions.
+        scalars.update({f'sel/r{r}': (self.recursions > r).float().mean() for r in range(len(self.chosen))})
         scalars['recursions/mean'] = self.recursions.float().mean()
         return losses, scalars
 

@@ -97,6 +97,13 @@ class FiniteGuard:
         logger.warning(message + " (nonfinite='warn': replaced by 0 in this forward)")
 
 
+def tracing() -> bool:
+    """True while torch.jit traces, torch.compile/dynamo compiles or torch.export exports the forward:
+    data-dependent Python decisions (the finiteness checks' flags, statistics read to the host) would
+    become constants or graph breaks there, so those parts step aside (the eager forward keeps them)."""
+    return torch.jit.is_tracing() or torch.compiler.is_compiling()
+
+
 def zero_touch(module: nn.Module) -> Tensor:
     """A scalar 0 that depends on every trainable parameter of `module` with a finite (zero)
     gradient, even for NaN/inf parameters (their non-finite entries are masked before the sum)."""

@@ -23,7 +23,7 @@ from .checkpoint import load_pretrained, pick_or_average_blocks, split_timm_bloc
 from .checks import check_bool, check_choice, check_float, check_int, check_renamed, check_sequence
 from .flops import BlockWork, conv_work
 from .layers import Block, Mlp
-from .numerics import NONFINITE_MODES, FiniteGuard, sanitize
+from .numerics import NONFINITE_MODES, FiniteGuard, sanitize, tracing
 from .stats import ForwardStats
 from .windows import Windows
 
@@ -429,7 +429,7 @@ class ViTBackbone(nn.Module):
         # One sync at the end resolves every router/aux-loss check (none while jit traces: it would
         # bake the flags into the trace).
         mode = check_choice('nonfinite', self.nonfinite, NONFINITE_MODES)  # a plain attribute: may be set later
-        guard = None if torch.jit.is_tracing() else FiniteGuard(type(self).__name__, mode)
+        guard = None if tracing() else FiniteGuard(type(self).__name__, mode)
         self._guard = guard
         try:
             # No local name keeps the embedded tokens alive while the blocks run (peak memory as timm).
