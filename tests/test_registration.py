@@ -1,32 +1,38 @@
-"""`import mmrecvit` registers into both mmdet and mmseg; the core needs neither (issue 2 §2)."""
+"""`import mmrecvit` registers into mmdet, mmseg and mmpretrain; the core needs none of them."""
 import subprocess
 import sys
 
 import pytest
 
 import mmrecvit
-from mmrecvit.mm.hooks import RecursionHook
+from mmrecvit.mm.hooks import HOOK_CLASSES
+from mmrecvit.mm.optim import OPTIM_WRAPPER_CONSTRUCTORS
 from mmrecvit.models import BACKBONES, NECKS
 
+SCOPES = ['mmdet', 'mmseg', 'mmpretrain']
 
-@pytest.mark.parametrize('scope', ['mmdet', 'mmseg'])
-def test_every_backbone_neck_and_hook_is_registered(scope):
+
+@pytest.mark.parametrize('scope', SCOPES)
+def test_every_backbone_neck_hook_and_constructor_is_registered(scope):
     registry = __import__(f'{scope}.registry', fromlist=['MODELS'])
     for name, cls in {**BACKBONES, **NECKS}.items():
         assert registry.MODELS.module_dict[name] is cls
-    assert registry.HOOKS.module_dict['RecursionHook'] is RecursionHook
+    for name, cls in HOOK_CLASSES.items():
+        assert registry.HOOKS.module_dict[name] is cls
+    for name, cls in OPTIM_WRAPPER_CONSTRUCTORS.items():
+        assert registry.OPTIM_WRAPPER_CONSTRUCTORS.module_dict[name] is cls
 
 
 def test_register_all_is_idempotent():
-    assert mmrecvit.register_all() == ['mmdet', 'mmseg']
+    assert mmrecvit.register_all() == SCOPES
 
 
 def run_python(code):
     return subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
 
 
-def test_core_imports_without_mmdet_and_mmseg():
-    code = ("import sys; sys.modules['mmdet'] = None; sys.modules['mmseg'] = None\n"
+def test_core_imports_without_the_frameworks():
+    code = ("import sys; sys.modules['mmdet'] = sys.modules['mmseg'] = sys.modules['mmpretrain'] = None\n"
             "import torch, mmrecvit\n"
             "from mmrecvit.models import PlainViT\n"
             "assert mmrecvit.register_all() == []\n"
