@@ -1,8 +1,8 @@
 """Every backbone as an image classifier's backbone (`out_type`) and the transfer of its weights."""
 import pytest
 import torch
-
 from backbone_cases import BACKBONE_CASES
+
 from mmrecvit.models import BACKBONES
 from mmrecvit.models.checkpoint import CheckpointError, load_pretrained
 

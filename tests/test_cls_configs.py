@@ -139,3 +139,32 @@ def test_classifier_init_keeps_the_backbones_zero_routers():
         if name.startswith(('routers.', 'step_transforms.')):
             assert not p.any(), name
     assert not model.head.layers.head.weight.any()  # VisionTransformerClsHead's own zero init
+
+
+def test_the_imagenet_recipes_data_path_and_loss_run_on_this_stack(toy_root):
+    """DeiT's augmentations (RandomResizedCrop, RandAugment, random erasing), repeated augmentation, Mixup/
+    CutMix and the label-smoothed loss through a backward, on toy images: the parts of mmpretrain the real
+    recipes use that no toy run reaches, on numpy 2 / torch 2.14 (no fix was needed; mmrecvit/compat.py)."""
+    from mmengine.dataset import pseudo_collate
+    from mmpretrain.registry import DATA_SAMPLERS, DATASETS, MODELS
+
+    cfg = Config.fromfile(osp.join(REPO, 'configs/cls/srvit-small_4xb256_in1k.py'))
+    init_default_scope('mmpretrain')
+    dataset = DATASETS.build(dict(cfg.train_dataloader.dataset, data_root=str(toy_root / 'toy_cls'),
+                                  metainfo=dict(classes=TOY_CLS_CLASSES)))
+    sampler = DATA_SAMPLERS.build(dict(cfg.train_dataloader.sampler, dataset=dataset, seed=0))
+    indices = list(sampler)
+    assert len(indices) == len(dataset) and len(set(indices)) < len(indices)  # on 1 GPU: a third, each 3 times
+    batch = pseudo_collate([dataset[i] for i in indices[:4]])
+    assert batch['inputs'][0].shape == (3, 224, 224)
+    model_cfg = dict(cfg.model, data_preprocessor=cfg.data_preprocessor)
+    model_cfg['backbone'] = dict(type='SRViT', arch='tiny', num_blocks=2, unit_sizes=(1, 1), num_recursions=2,
+                                 out_type='cls_token', drop_path_rate=0.1)  # a small twin of the recipe's model
+    model_cfg['head'] = dict(cfg.model.head, in_channels=192)
+    model = MODELS.build(model_cfg)
+    data = model.data_preprocessor(batch, True)
+    assert data['data_samples'][0].gt_score.shape == (1000,)  # Mixup/CutMix: soft targets
+    loss = model(**data, mode='loss')['loss']
+    assert torch.isfinite(loss)
+    loss.backward()
+    assert model.backbone.routers['0'].proj.weight.grad is not None
