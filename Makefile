@@ -1,5 +1,6 @@
 # mmrecvit — the two commands of the README, and a few helpers.
-#   make demo    set up, make the toy data, train + evaluate the toy Mask R-CNN (MODEL=..., TASK=det|seg|both)
+#   make demo    set up, make the toy data, train + evaluate the toy Mask R-CNN (MODEL=..., TASK=det|seg|both|cls|transfer;
+#                cls: the toy classifier, transfer: the toy classifier, then the toy Mask R-CNN started from it)
 #   make test    set up, lint, run the test suite
 #   make bench   every README benchmark table into benchmarks/ (run it on an idle machine)
 VENV   ?= .venv

@@ -1,5 +1,5 @@
-"""Small fixes that let the OpenMMLab stack (mmengine 0.10.7, mmdet 3.3.0, mmseg 1.2.2) run on
-current torch/numpy. Applied once by `import mmrecvit`; nothing in site-packages is edited.
+"""Small fixes that let the OpenMMLab stack (mmengine 0.10.7, mmdet 3.3.0, mmseg 1.2.2, mmpretrain
+1.2.0) run on current torch/numpy. Applied once by `import mmrecvit`; nothing in site-packages is edited.
 
 Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` covers each one.
 
@@ -18,6 +18,13 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    `mmrecvit.mm.dist`, because it needs the launcher arguments.
 
 numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/test_compat.py`).
+
+mmpretrain 1.2.0 with mmcv 2.1.0 / mmengine 0.10.7 / torch 2.14 / numpy 2: nothing beyond fix 1 was
+needed on the classification paths we use: the toy classifiers train, test and infer through
+tools/ (`tests/test_cls_tools.py`), and the ImageNet recipes' data path (RandomResizedCrop,
+RandAugment, random erasing, RepeatAugSampler), Mixup/CutMix and loss run a backward
+(`tests/test_cls_configs.py`). Its `mmpretrain::` base configs resolve through `pkg_resources` like
+mmdet's (setuptools < 82); its unmet `modelindex` requirement is a packaging matter (requirements.txt).
 """
 from __future__ import annotations
 

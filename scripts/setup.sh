@@ -14,7 +14,8 @@
 #        b. the wheel cache ${XDG_CACHE_HOME:-~/.cache}/mmrecvit/wheels/<variant>/
 #        c. a source build of the sdist (~25 min on 2 cores for CPU ops), whose wheel is then cached (b)
 #      and check that the installed ops are that variant's (a GPU machine with CPU-only ops fails here)
-#   4. install mmdet 3.3.0 and mmsegmentation 1.2.2 (--no-deps: their mmcv pins are handled above)
+#   4. install mmdet 3.3.0, mmsegmentation 1.2.2 and mmpretrain 1.2.0 (--no-deps: their mmcv pins are
+#      handled above; mmpretrain's runtime dependencies are pinned in requirements.txt)
 #   5. pip install -e . (mmrecvit itself)
 #
 #   bash scripts/setup.sh --ops-variant   # print the ops variant this machine needs, and exit
@@ -82,7 +83,7 @@ esac
 # The stamp records what the environment was built from; a changed requirements.txt or setup
 # script re-runs the (fast, idempotent) pip steps.
 want_stamp=$(cat "$ROOT/requirements.txt" "$ROOT/scripts/setup.sh" | sha256sum | cut -d' ' -f1)
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]] && "$PY" -c 'import mmcv.ops, mmdet, mmseg, mmrecvit' 2>/dev/null \
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]] && "$PY" -c 'import mmcv.ops, mmdet, mmseg, mmpretrain, mmrecvit' 2>/dev/null \
    && [[ "$(installed_ops)" == "$(ops_kind "$(ops_variant)")" ]]; then
   step "environment up to date ($VENV)"
   exit 0
@@ -210,15 +211,15 @@ else
   install_wheel "$whl"
 fi
 
-# ---- 4. mmdet, mmseg --------------------------------------------------------------------------
-step "installing mmdet 3.3.0 and mmsegmentation 1.2.2"
-"${PIP[@]}" install --progress-bar off -q --no-deps mmdet==3.3.0 mmsegmentation==1.2.2
+# ---- 4. mmdet, mmseg, mmpretrain --------------------------------------------------------------
+step "installing mmdet 3.3.0, mmsegmentation 1.2.2 and mmpretrain 1.2.0"
+"${PIP[@]}" install --progress-bar off -q --no-deps mmdet==3.3.0 mmsegmentation==1.2.2 mmpretrain==1.2.0
 
 # ---- 5. mmrecvit ------------------------------------------------------------------------------
 step "installing mmrecvit (editable)"
 "${PIP[@]}" install --progress-bar off -q --no-deps --no-build-isolation -e "$ROOT"
 
-"$PY" -c 'import mmcv.ops, mmdet, mmseg, mmrecvit, torch; print(f"torch {torch.__version__}, mmcv {mmcv.__version__}, mmdet {mmdet.__version__}, mmseg {mmseg.__version__}, mmrecvit {mmrecvit.__version__}")' \
+"$PY" -c 'import mmcv.ops, mmdet, mmseg, mmpretrain, mmrecvit, torch; print(f"torch {torch.__version__}, mmcv {mmcv.__version__}, mmdet {mmdet.__version__}, mmseg {mmseg.__version__}, mmpretrain {mmpretrain.__version__}, mmrecvit {mmrecvit.__version__}")' \
   || die "the installed stack does not import (see above)."
 echo "$want_stamp" >"$STAMP"
 step "done: activate with 'source .venv/bin/activate'"

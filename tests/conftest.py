@@ -38,11 +38,13 @@ def deterministic_torch():
 
 @pytest.fixture(scope='session')
 def toy_root(tmp_path_factory):
-    """A small copy of both toy datasets (8 train / 4 val images, 128 px) for end-to-end tests."""
+    """A small copy of the toy datasets (COCO, ADE20K: 8 train / 4 val images, 128 px; classification:
+    10 train / 5 val, 64 px) for end-to-end tests."""
     from mmrecvit.datasets import make_toy_data
 
     root = tmp_path_factory.mktemp('toy')
-    make_toy_data(root, size=128, coco_train=8, coco_val=4, ade_train=8, ade_val=4, progress=False)
+    make_toy_data(root, size=128, coco_train=8, coco_val=4, ade_train=8, ade_val=4, cls_train=10, cls_val=5,
+                  progress=False)
     return root
 
 

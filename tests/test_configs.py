@@ -19,7 +19,8 @@ from mmengine.config import Config
 from mmrecvit.datasets import TOY_COCO_CLASSES, TOY_COCO_PALETTE
 from mmrecvit.models import BACKBONES
 
-CONFIGS = sorted(p for p in glob.glob(f'{REPO}/configs/*/*.py'))
+# configs/cls: tests/test_cls_configs.py
+CONFIGS = sorted(p for task in ('det', 'seg') for p in glob.glob(f'{REPO}/configs/{task}/*.py'))
 REAL = [p for p in CONFIGS if '_toy-' not in p]
 TOY = [p for p in CONFIGS if '_toy-' in p]
 TOY_BASES = sorted(p for p in glob.glob(f'{REPO}/configs/*/_base_/*.py') if '_toy-' in p)

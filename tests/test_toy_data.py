@@ -1,7 +1,7 @@
-"""The embedded toy COCO / ADE20K generator (issue 3, "Embedded toy datasets").
+"""The embedded toy COCO / ADE20K / classification generator (issue 3, "Embedded toy datasets").
 
 Small sets are written once per session into a temporary folder; every test reads those.
-The mmdet / mmseg tests run whenever those packages are installed (skipped only when absent).
+The mmdet / mmseg / mmpretrain tests run whenever those packages are installed (skipped only when absent).
 """
 from __future__ import annotations
 
@@ -26,19 +26,23 @@ from mmrecvit.datasets.toy import (
     TOY_ADE_DIR,
     TOY_ADE_LABELS,
     TOY_ADE_MMSEG_INDICES,
+    TOY_CLS_CLASSES,
+    TOY_CLS_DIR,
     TOY_COCO_CLASSES,
     TOY_COCO_DIR,
     TOY_COCO_PALETTE,
     make_toy_ade20k,
+    make_toy_cls,
     make_toy_coco,
     make_toy_data,
+    render_cls_image,
     render_coco_image,
 )
 from mmrecvit.datasets.toy.draw import rng_for
 
 REPO = Path(__file__).resolve().parents[1]
 SIZE = 256
-COUNTS = dict(coco_train=10, coco_val=6, ade_train=8, ade_val=4)
+COUNTS = dict(coco_train=10, coco_val=6, ade_train=8, ade_val=4, cls_train=15, cls_val=10)
 MIN_INSTANCES = 2  # make_toy_coco's default
 # ADE20K's first 21 class names (objectInfo150 order; value v in a label PNG is class v - 1 here).
 ADE20K_FIRST_CLASSES = ('wall', 'building', 'sky', 'floor', 'tree', 'ceiling', 'road', 'bed', 'windowpane', 'grass',
@@ -68,15 +72,20 @@ def ade_root(toy_root) -> Path:
     return toy_root / TOY_ADE_DIR
 
 
+@pytest.fixture(scope='session')
+def cls_root(toy_root) -> Path:
+    return toy_root / TOY_CLS_DIR
+
+
 # --------------------------------------------------------------------------------------------- both
 def test_same_seed_gives_identical_bytes(tmp_path, toy_root):
-    small = dict(coco_train=3, coco_val=2, ade_train=3, ade_val=2)
+    small = dict(coco_train=3, coco_val=2, ade_train=3, ade_val=2, cls_train=6, cls_val=5)
     make_toy_data(tmp_path / 'a', seed=0, size=SIZE, progress=False, **small)
     make_toy_data(tmp_path / 'b', seed=0, size=SIZE, progress=False, **small)
     make_toy_data(tmp_path / 'c', seed=1, size=SIZE, progress=False, **small)
     a, b, c = (tree_hashes(tmp_path / n) for n in 'abc')
-    # COCO: 2 json + 5 jpg + manifest; ADE20K: 5 (jpg + png) + manifest
-    assert a == b and len(a) == (2 + 5 + 1) + (2 * 5 + 1)
+    # COCO: 2 json + 5 jpg + manifest; ADE20K: 5 (jpg + png) + manifest; cls: 11 jpg + manifest
+    assert a == b and len(a) == (2 + 5 + 1) + (2 * 5 + 1) + (11 + 1)
     images = [k for k in a if k.endswith(('.jpg', '.png'))]
     assert all(a[k] != c[k] for k in images), 'another seed must give other images'
     # an image depends only on (seed, split, index), not on how many images the split has
@@ -84,17 +93,23 @@ def test_same_seed_gives_identical_bytes(tmp_path, toy_root):
     assert all(full[k] == a[k] for k in images)
 
 
-def test_layouts_and_manifest(toy_root, coco_root, ade_root):
+def test_layouts_and_manifest(toy_root, coco_root, ade_root, cls_root):
     assert coco_root == toy_root / 'toy_coco' and ade_root == toy_root / 'toy_ade' / 'ADEChallengeData2016'
+    assert cls_root == toy_root / 'toy_cls'
     for split, n in (('train2017', COUNTS['coco_train']), ('val2017', COUNTS['coco_val'])):
         assert (coco_root / 'annotations' / f'instances_{split}.json').is_file()
         assert len(list((coco_root / split).glob('*.jpg'))) == n
     for split, n in (('training', COUNTS['ade_train']), ('validation', COUNTS['ade_val'])):
         assert len(list((ade_root / 'images' / split).glob('*.jpg'))) == n
         assert len(list((ade_root / 'annotations' / split).glob('*.png'))) == n
-    manifest = json.loads((coco_root / MANIFEST_NAME).read_text())
-    assert manifest['complete'] is True and manifest['version'] == toy.TOY_DATA_VERSION
-    assert manifest['args']['num_train'] == COUNTS['coco_train'] and manifest['args']['seed'] == 0
+    for split in ('train', 'val'):  # ImageNet's folder layout: one folder per class
+        assert sorted(p.name for p in (cls_root / split).iterdir()) == list(TOY_CLS_CLASSES)
+        assert len(list((cls_root / split).glob('*/*.jpg'))) == COUNTS[f'cls_{split}']
+    for root, kind in ((coco_root, 'coco'), (cls_root, 'cls')):
+        manifest = json.loads((root / MANIFEST_NAME).read_text())
+        assert manifest['complete'] is True and manifest['version'] == toy.TOY_DATA_VERSION
+        assert manifest['kind'] == kind and manifest['args']['seed'] == 0
+        assert manifest['args']['num_train'] == COUNTS[f'{kind}_train']
 
 
 def test_second_call_skips_and_changed_args_regenerate(tmp_path):
@@ -144,18 +159,20 @@ def test_cli_writes_skips_and_needs_no_torch(tmp_path):
             'bad = [m for m in ("torch", "mmdet", "mmseg", "mmrecvit") if m in sys.modules]; '
             'assert not bad, bad')
     args = ['--out', str(tmp_path), '--coco-train', '2', '--coco-val', '1', '--ade-train', '2', '--ade-val', '1',
-            '--size', '96', '--no-progress']
+            '--cls-train', '5', '--cls-val', '5', '--size', '96', '--no-progress']
     env = {**os.environ, 'PYTHONPATH': ''}
     first = subprocess.run([sys.executable, '-c', code, *args], capture_output=True, text=True, env=env)
     assert first.returncode == 0, first.stderr
     assert 'written in' in first.stdout and str(tmp_path / 'toy_coco') in first.stdout
     assert str(tmp_path / 'toy_ade' / 'ADEChallengeData2016') in first.stdout
+    assert str(tmp_path / 'toy_cls') in first.stdout
     second = subprocess.run([sys.executable, '-c', code, *args, '--which', 'ade'], capture_output=True, text=True,
                             env=env)
     assert second.returncode == 0, second.stderr
     assert 'skipped' in second.stdout and 'toy COCO' not in second.stdout
     img = cv2.imread(str(tmp_path / 'toy_coco' / 'val2017' / '000001000001.jpg'))
     assert img.shape == (96, 96, 3)
+    assert cv2.imread(str(tmp_path / 'toy_cls' / 'val' / 'circle' / 'val_000000.jpg')).shape == (64, 64, 3)
 
 
 # --------------------------------------------------------------------------------------------- COCO
@@ -275,6 +292,43 @@ def test_ade20k_default_size_arguments(tmp_path):
     assert lab.shape == (100, 100) and not r.skipped and r.root.name == 'ADEChallengeData2016'
 
 
+# --------------------------------------------------------------------------------------------- classification
+def test_cls_classes_are_toy_cocos_in_sorted_folder_order():
+    assert TOY_CLS_CLASSES == tuple(sorted(TOY_COCO_CLASSES))
+
+
+def test_cls_images_are_one_whole_shape_in_its_class_colour(cls_root):
+    """Image i of a split is class i % 5 (balanced); its shape lies inside the frame and is painted in
+    its class's toy COCO palette colour: the nearest palette colour to the shape's mean colour."""
+    palette = np.asarray(TOY_COCO_PALETTE, float)
+    for split in ('train', 'val'):
+        paths = sorted((cls_root / split).glob('*/*.jpg'), key=lambda p: p.name)
+        assert [p.name for p in paths] == [f'{split}_{i:06d}.jpg' for i in range(COUNTS[f'cls_{split}'])]
+        for i, path in enumerate(paths):
+            label = i % len(TOY_CLS_CLASSES)
+            assert path.parent.name == TOY_CLS_CLASSES[label]
+            img, mask = render_cls_image(rng_for(0, 'cls', split, i), label)
+            on_disk = cv2.imread(str(path))[..., ::-1]
+            assert on_disk.shape == img.shape == (64, 64, 3) and mask.shape == (64, 64)
+            assert np.abs(on_disk.astype(int) - img).mean() < 8  # the JPEG of the rendered image (less its noise)
+            assert 0.05 < mask.mean() < 0.6
+            assert not (mask[0].any() or mask[-1].any() or mask[:, 0].any() or mask[:, -1].any())
+            nearest = np.abs(palette - on_disk[mask].mean(0)).sum(1).argmin()
+            assert TOY_COCO_CLASSES[nearest] == TOY_CLS_CLASSES[label], path
+
+
+def test_cls_skips_a_complete_set_and_checks_its_arguments(tmp_path):
+    first = make_toy_cls(tmp_path, num_train=5, num_val=5, progress=False)
+    again = make_toy_cls(tmp_path, num_train=5, num_val=5, progress=False)
+    assert not first.skipped and again.skipped and again.files['val'] == tmp_path / 'val'
+    assert not make_toy_cls(tmp_path, num_train=5, num_val=5, size=72, progress=False).skipped
+    assert cv2.imread(str(tmp_path / 'train' / 'circle' / 'train_000000.jpg')).shape == (72, 72, 3)
+    with pytest.raises(ValueError, match='num_val must be >= 5'):
+        make_toy_cls(tmp_path, num_train=5, num_val=4, progress=False)
+    with pytest.raises(ValueError, match='which: unknown'):
+        make_toy_data(tmp_path, which=('imagenet',))
+
+
 # --------------------------------------------------------------------------------------------- frameworks
 @pytest.mark.skipif(importlib.util.find_spec('mmdet') is None, reason='mmdet is not installed')
 def test_mmdet_coco_dataset_loads_toy_coco(coco_root):
@@ -321,3 +375,17 @@ def test_mmseg_ade20k_dataset_loads_toy_ade(ade_root):
             assert set(np.unique(seg).tolist()) <= {255, *TOY_ADE_MMSEG_INDICES}
             # reduce_zero_label: 0 -> 255 (ignored), v -> v - 1
             np.testing.assert_array_equal(seg, np.where(raw == 0, 255, raw.astype(np.int64) - 1))
+
+
+@pytest.mark.skipif(importlib.util.find_spec('mmpretrain') is None, reason='mmpretrain is not installed')
+def test_mmpretrain_imagenet_and_custom_dataset_load_toy_cls(cls_root):
+    from mmpretrain.datasets import CustomDataset, ImageNet
+
+    for split in ('train', 'val'):
+        imagenet = ImageNet(data_root=str(cls_root), split=split, metainfo=dict(classes=TOY_CLS_CLASSES))
+        custom = CustomDataset(data_root=str(cls_root), data_prefix=split)  # classes from the folders
+        for ds in (imagenet, custom):
+            assert len(ds) == COUNTS[f'cls_{split}'] and tuple(ds.metainfo['classes']) == TOY_CLS_CLASSES
+            for i in range(len(ds)):
+                info = ds.get_data_info(i)
+                assert TOY_CLS_CLASSES[info['gt_label']] == Path(info['img_path']).parent.name

@@ -1,8 +1,9 @@
-"""Train a detector (mmdet) or segmentor (mmseg) config with an mmrecvit backbone.
+"""Train a detector (mmdet), segmentor (mmseg) or classifier (mmpretrain) config with an mmrecvit backbone.
 
-Same flags as mmdet's and mmseg's `tools/train.py`; the task follows the config's
+Same flags as mmdet's, mmseg's and mmpretrain's `tools/train.py`; the task follows the config's
 `default_scope`. Examples:
     python tools/train.py configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py
+    python tools/train.py configs/cls/srvit-ti_1xb32-200it_toy-cls.py
     python tools/train.py CONFIG --resume                 # from the latest checkpoint in work_dir
     python tools/train.py CONFIG --cfg-options train_cfg.max_iters=10
     bash tools/dist_train.sh CONFIG 2                     # 2 processes (gloo on CPU, nccl on GPU)
@@ -21,7 +22,7 @@ from mmrecvit.mm.dist import exit_distributed_process
 
 
 def parse_args(argv=None):
-    parser = cli.tool_parser('Train a detector or segmentor', {'config': 'train config file path'},
+    parser = cli.tool_parser('Train a detector, segmentor or classifier', {'config': 'train config file path'},
                              work_dir_help='the dir to save logs and models')
     parser.add_argument('--amp', action='store_true', default=False,
                         help='enable automatic-mixed-precision training (fp16 by default: mmengine\'s AmpOptimWrapper, '

@@ -5,8 +5,8 @@
   when it has one -- patch embedding, every block, 4 NCHW maps, no final norm or head: the same
   work as our backbones' `forward` -- else `forward_features`;
 * a config: its backbone (kwargs override `cfg.model.backbone`), or with `whole=True` the whole
-  detector/segmentor through mmdet's or mmseg's registry (`model(inputs, data_samples,
-  mode='tensor')`; the data preprocessor runs once per batch, untimed).
+  detector/segmentor/classifier through mmdet's, mmseg's or mmpretrain's registry (`model(inputs,
+  data_samples, mode='tensor')`; the data preprocessor runs once per batch, untimed).
 
 The harness kwargs `forced_mean_depth` / `forced_depth_seed` are taken out of the kwargs before
 the model is built and applied to the built module (`forcing.py`).
@@ -23,11 +23,15 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..mm.registry import SCOPES
 from ..models.flops import conv_work, dense_work, total_flops
 from .forcing import force_mean_depth, pop_depth_forcing
 from .specs import ModelSpec, SpecError
 
 WHOLE_MODES = ('tensor', 'predict')
+# The data sample class of each framework: (module, class name).
+DATA_SAMPLES = {'mmdet': ('mmdet.structures', 'DetDataSample'), 'mmseg': ('mmseg.structures', 'SegDataSample'),
+                'mmpretrain': ('mmpretrain.structures', 'DataSample')}
 
 
 @dataclass
@@ -169,9 +173,9 @@ def _strip_scope(type_name: Any) -> Any:
 
 def _registry_scope(cfg: Any, spec: ModelSpec) -> str:
     scope = cfg.get('default_scope')
-    if scope not in ('mmdet', 'mmseg'):
+    if scope not in SCOPES:
         raise SpecError(f'model spec {spec.text!r}: the config has default_scope={scope!r}; '
-                        "building through a registry needs 'mmdet' or 'mmseg'")
+                        f'building through a registry needs one of {", ".join(map(repr, SCOPES))}')
     try:
         importlib.import_module(scope)
     except ImportError as e:
@@ -179,20 +183,22 @@ def _registry_scope(cfg: Any, spec: ModelSpec) -> str:
                         f'import here ({e})') from e
     from mmengine.registry import init_default_scope
 
-    import mmrecvit  # noqa: F401  (registers our backbones and necks into mmdet/mmseg)
+    import mmrecvit  # noqa: F401  (registers our backbones and necks into the frameworks)
 
     init_default_scope(scope)
     return scope
 
 
 def _build_whole(spec: ModelSpec, cfg: Any, kwargs: dict[str, Any], hw: Sequence[int], mode: str) -> BenchModel:
-    """The whole detector/segmentor of `cfg` through mmdet's or mmseg's registry."""
+    """The whole detector/segmentor/classifier of `cfg` through its framework's registry."""
     scope = _registry_scope(cfg, spec)
     registry = importlib.import_module(f'{scope}.registry')
-    structures = importlib.import_module(f'{scope}.structures')
-    sample_cls = structures.DetDataSample if scope == 'mmdet' else structures.SegDataSample
+    module, name = DATA_SAMPLES[scope]
+    sample_cls = getattr(importlib.import_module(module), name)
     model_cfg = copy.deepcopy(cfg.model)
     model_cfg.backbone.update(kwargs)
+    if cfg.get('data_preprocessor') is not None:  # a top-level one (mmpretrain's configs), as the Runner passes it
+        model_cfg.setdefault('data_preprocessor', copy.deepcopy(cfg.data_preprocessor))
     forcing = _pop_forcing(spec, model_cfg.backbone)
     # No init_weights(): nothing is loaded, random weights time the same.
     model = registry.MODELS.build(model_cfg)

@@ -1,4 +1,4 @@
-"""Params and FLOPs of a whole detector/segmentor, in the one convention of `mmrecvit.models.flops`.
+"""Params and FLOPs of a whole detector/segmentor/classifier, in the one convention of `mmrecvit.models.flops`.
 
 * **Backbone** (ours): its own analytic count, `backbone.stats.work` -- what its forward really
   computed (block applications on the tokens they ran on, patch embedding, routers, rankers, step

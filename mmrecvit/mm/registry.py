@@ -1,9 +1,11 @@
-"""Register our backbones, necks, hooks and optimizer constructors into mmdet's, mmseg's and mmpretrain's registries.
+"""Register our backbones, necks, hooks and optimizer-wrapper constructors into mmdet's, mmseg's and
+mmpretrain's registries.
 
-`custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)` in an mmdet or mmseg
-config runs `register_all()` (through `import mmrecvit`), after which every backbone and neck of
-ours is buildable by its `type` name under either default scope. Frameworks that are not
-installed are skipped, so the plain-PyTorch core stays usable without them.
+`custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)` in an mmdet, mmseg or
+mmpretrain config runs `register_all()` (through `import mmrecvit`), after which every backbone and
+neck of ours is buildable by its `type` name under any of those default scopes (an mmpretrain
+`ImageClassifier` takes a backbone with `out_type='cls_token'`). Frameworks that are not installed
+are skipped, so the plain-PyTorch core stays usable without them.
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def register_all() -> list[str]:
     (our hooks, the optimizer constructor, mmengine's logger) is imported only once it is found.
     """
     scopes = [scope for scope in SCOPES if importlib.util.find_spec(scope) is not None]
-    if importlib.util.find_spec('mmengine') is None:  # the core alone (mmdet and mmseg cannot run without it)
+    if importlib.util.find_spec('mmengine') is None:  # the core alone (no framework runs without it)
         return []
     from .hooks import HOOK_CLASSES
     from .optim import OPTIM_WRAPPER_CONSTRUCTORS

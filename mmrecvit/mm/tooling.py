@@ -1,7 +1,7 @@
 """Config, model and image plumbing shared by the tools (get_flops, visualize_depth, gen_metafile, ...).
 
-    load_config(path, cfg_options)   mmengine Config; `init_scope` selects mmdet or mmseg's registries
-    build_model(cfg, checkpoint)     the detector/segmentor through that registry, eval mode, weights loaded
+    load_config(path, cfg_options)   mmengine Config; `init_scope` selects mmdet's, mmseg's or mmpretrain's registries
+    build_model(cfg, checkpoint)     the detector/segmentor/classifier through that registry, eval mode, weights loaded
     default_image(scope)             a toy val image from data/ (written by `make_toy_data` if absent)
     prepare_inputs(model, cfg, img)  the config's test pipeline (or an exact --shape) + data preprocessor
 """
@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 TOY_IMAGES = {
     'mmdet': ('coco', 'toy_coco/val2017/000001000001.jpg'),
     'mmseg': ('ade', 'toy_ade/ADEChallengeData2016/images/validation/ADE_val_00000001.jpg'),
+    'mmpretrain': ('cls', 'toy_cls/val/circle/val_000000.jpg'),
 }
 SCOPES = tuple(TOY_IMAGES)
 
@@ -82,7 +83,7 @@ def load_weights(model: nn.Module, checkpoint: str) -> str:
 
 
 def build_model(cfg: Any, checkpoint: str | None = None, seed: int | None = 0) -> tuple[nn.Module, str]:
-    """The config's detector/segmentor through mmdet's/mmseg's registry, in eval mode.
+    """The config's detector/segmentor/classifier through its framework's registry, in eval mode.
 
     `checkpoint`: a file (see `load_weights`), or None for the weights the modules initialise
     themselves with (random; the config's `init_cfg`, e.g. a DeiT file, is *not* loaded).
@@ -97,6 +98,8 @@ def build_model(cfg: Any, checkpoint: str | None = None, seed: int | None = 0) -
     model_cfg = copy.deepcopy(cfg.model)
     if scope == 'mmseg':
         model_cfg.pop('pretrained', None)  # the backbone's init_cfg says what to load
+    if cfg.get('data_preprocessor') is not None:  # a top-level one (mmpretrain's configs), as the Runner passes it
+        model_cfg.setdefault('data_preprocessor', copy.deepcopy(cfg.data_preprocessor))
     model = registry.MODELS.build(model_cfg)
     if checkpoint is None:
         weights = f'random initialisation (seed {seed}, no checkpoint)'
@@ -123,8 +126,9 @@ def default_image(scope: str, data_root: str | Path | None = None) -> Path:
 def inference_pipeline(cfg: Any, shape: Sequence[int] | None = None) -> list[dict]:
     """The config's test pipeline for an unannotated image file.
 
-    Annotation loading is dropped. With `shape` (H, W) every resize is replaced by one exact
-    resize to H x W (no aspect ratio kept), so the model input is H x W before its preprocessor pads.
+    Annotation loading is dropped. With `shape` (H, W) every resize and crop is replaced by one
+    exact resize to H x W (no aspect ratio kept), so the model input is H x W before its
+    preprocessor pads.
     """
     if cfg.get('test_dataloader') is not None and 'pipeline' in cfg.test_dataloader.get('dataset', {}):
         pipeline = copy.deepcopy(cfg.test_dataloader.dataset.pipeline)
@@ -135,7 +139,7 @@ def inference_pipeline(cfg: Any, shape: Sequence[int] | None = None) -> list[dic
     pipeline = [dict(t) for t in pipeline if 'LoadAnnotations' not in str(t.get('type', ''))]
     if shape is not None:
         H, W = (int(v) for v in shape)
-        pipeline = [t for t in pipeline if 'Resize' not in str(t.get('type', ''))]
+        pipeline = [t for t in pipeline if not any(k in str(t.get('type', '')) for k in ('Resize', 'Crop'))]
         load = next((i for i, t in enumerate(pipeline) if 'LoadImage' in str(t.get('type', ''))), -1)
         pipeline.insert(load + 1, dict(type='Resize', scale=(W, H), keep_ratio=False))
     return pipeline

@@ -10,7 +10,7 @@ Model specs, each optionally labelled `label=SPEC` (quote them for the shell):
   timm:vit_small_patch16_224               a timm model (timed via forward_intermediates, 4 maps)
   configs/seg/upernet_plainvit-s_8xb2-160k_ade20k-512x512.py
                                            the backbone of a config (kwargs override it), or with
-                                           --whole (or whole=True) the whole detector/segmentor
+                                           --whole (or whole=True) the whole detector/segmentor/classifier
 
 Harness kwargs, taken out of a spec's kwargs before the model is built (never passed to it):
   forced_mean_depth=M                      run a token-adaptive backbone (EdgeRecViT) on a fixed,
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                              'repeat: more robust on a machine shared with other jobs)')
     parser.add_argument('--reference', default=None, help='label the ratios are taken against (default: the first)')
     parser.add_argument('--whole', action='store_true',
-                        help='config specs: time the whole detector/segmentor (needs mmdet/mmseg)')
+                        help='config specs: time the whole detector/segmentor/classifier (needs its framework)')
     parser.add_argument('--whole-mode', choices=WHOLE_MODES, default='tensor',
                         help="forward mode of whole models (default: 'tensor', no post-processing)")
     parser.add_argument('--no-memory', dest='memory', action='store_false', help='skip the peak-memory pass')

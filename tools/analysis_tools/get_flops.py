@@ -1,4 +1,5 @@
-"""Params and FLOPs of a detector/segmentor config, counting the tokens each block application really processed.
+"""Params and FLOPs of a detector/segmentor/classifier config, counting the tokens each block application
+really processed.
 
     python tools/analysis_tools/get_flops.py configs/det/mask-rcnn_plainvit-s_fpn_1x_coco.py
     python tools/analysis_tools/get_flops.py CONFIG --shape 224 224 --per-step
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='tools/analysis_tools/get_flops.py', description=__doc__.split('\n\n')[0],
         epilog=__doc__.split('\n\n', 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('config', help='mmdet or mmseg config file')
+    parser.add_argument('config', help='mmdet, mmseg or mmpretrain config file')
     parser.add_argument('--shape', type=int, nargs='+', default=None, metavar='PX',
                         help='model input H [W] in pixels (default: the test pipeline applied to the image)')
     parser.add_argument('--per-step', action='store_true', help='also print one row per block application')

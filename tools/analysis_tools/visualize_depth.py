@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='tools/analysis_tools/visualize_depth.py', description=__doc__.split('\n\n')[0],
         epilog=__doc__.split('\n\n', 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('config', help='mmdet or mmseg config file')
+    parser.add_argument('config', help='mmdet, mmseg or mmpretrain config file')
     parser.add_argument('checkpoint', help="checkpoint file, or 'none' for the random initialisation")
     parser.add_argument('images', nargs='*', metavar='IMAGE', help='image files (default: a toy val image)')
     parser.add_argument('--out-dir', default='work_dirs/visualize_depth', help='where the PNGs go')

@@ -1,7 +1,8 @@
-"""Write the embedded toy COCO / ADE20K sets that the toy configs and the demo use.
+"""Write the embedded toy COCO / ADE20K / classification sets that the toy configs and the demo use.
 
-    python tools/misc/make_toy_data.py                      # data/toy_coco + data/toy_ade/ADEChallengeData2016
+    python tools/misc/make_toy_data.py          # data/toy_coco, data/toy_ade/ADEChallengeData2016, data/toy_cls
     python tools/misc/make_toy_data.py --which coco --coco-train 400 --seed 1
+    python tools/misc/make_toy_data.py --which cls --cls-size 96
     python tools/misc/make_toy_data.py --force               # regenerate even if complete
 
 Idempotent: a set whose manifest records the same generator version and arguments, and whose
@@ -42,16 +43,20 @@ def load_toy() -> ModuleType:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description='Generate the toy COCO / ADE20K datasets.',
+    p = argparse.ArgumentParser(description='Generate the toy COCO / ADE20K / classification datasets.',
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--out', default='data', help='data folder: gets toy_coco/ and toy_ade/ADEChallengeData2016/')
-    p.add_argument('--which', choices=['coco', 'ade', 'all'], default='all', help='which set(s) to write')
+    p.add_argument('--out', default='data',
+                   help='data folder: gets toy_coco/, toy_ade/ADEChallengeData2016/ and toy_cls/')
+    p.add_argument('--which', choices=['coco', 'ade', 'cls', 'all'], default='all', help='which set(s) to write')
     p.add_argument('--seed', type=int, default=0, help='seed of every image (same seed -> identical files)')
-    p.add_argument('--size', type=int, default=256, help='square image side in pixels')
+    p.add_argument('--size', type=int, default=256, help='square image side in pixels (toy COCO and ADE20K)')
     p.add_argument('--coco-train', type=int, default=200, help='toy COCO training images')
     p.add_argument('--coco-val', type=int, default=50, help='toy COCO validation images')
     p.add_argument('--ade-train', type=int, default=120, help='toy ADE20K training images')
     p.add_argument('--ade-val', type=int, default=30, help='toy ADE20K validation images')
+    p.add_argument('--cls-train', type=int, default=1000, help='toy classification training images')
+    p.add_argument('--cls-val', type=int, default=250, help='toy classification validation images')
+    p.add_argument('--cls-size', type=int, default=64, help='square side of the classification crops in pixels')
     p.add_argument('--force', action='store_true', help='regenerate even if a matching complete set exists')
     p.add_argument('--no-progress', action='store_true', help='no progress bar')
     return p.parse_args(argv)
@@ -60,20 +65,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     toy = load_toy()
-    which = ('coco', 'ade') if args.which == 'all' else (args.which,)
+    which = toy.KINDS if args.which == 'all' else (args.which,)
     start = time.perf_counter()
     results = toy.make_toy_data(args.out, which=which, seed=args.seed, size=args.size, coco_train=args.coco_train,
                                 coco_val=args.coco_val, ade_train=args.ade_train, ade_val=args.ade_val,
+                                cls_train=args.cls_train, cls_val=args.cls_val, cls_size=args.cls_size,
                                 force=args.force, progress=not args.no_progress)
-    names = {'coco': 'toy COCO  ', 'ade': 'toy ADE20K'}
+    names = {'coco': 'toy COCO  ', 'ade': 'toy ADE20K', 'cls': 'toy cls   '}
+    classes = {'coco': ', '.join(toy.TOY_COCO_CLASSES),
+               'ade': ', '.join(f'{n} ({v})' for n, v in toy.TOY_ADE_LABELS.items()),
+               'cls': ', '.join(toy.TOY_CLS_CLASSES)}
     for kind, r in results.items():
         state = 'already complete, skipped' if r.skipped else f'written in {r.seconds:.1f} s'
         print(f'{names[kind]}  {r.root}  {r.num_train} train / {r.num_val} val  {r.size}x{r.size}  ({state})')
-        if kind == 'coco':
-            print(f'            classes: {", ".join(toy.TOY_COCO_CLASSES)}')
-        else:
-            print('            classes (ADE20K index): '
-                  + ', '.join(f'{n} ({v})' for n, v in toy.TOY_ADE_LABELS.items()))
+        print(f'            classes{" (ADE20K index)" if kind == "ade" else ""}: {classes[kind]}')
     print(f'total {time.perf_counter() - start:.1f} s')
     return results
 

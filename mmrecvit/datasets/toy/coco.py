@@ -67,8 +67,8 @@ class ToyCocoSample:
     visible_masks: list[np.ndarray]  # (H, W) bool: the part not covered by later shapes
 
 
-def _shape_mask(label: int, size: int, cx: float, cy: float, r: float, angle: float,
-                rng: np.random.Generator) -> np.ndarray:
+def shape_mask(label: int, size: int, cx: float, cy: float, r: float, angle: float,
+               rng: np.random.Generator) -> np.ndarray:
     """The full (in-frame) mask of one shape of class ``TOY_COCO_CLASSES[label]`` of radius ``r``."""
     m = np.zeros((size, size), np.uint8)
     name = TOY_COCO_CLASSES[label]
@@ -87,7 +87,7 @@ def _shape_mask(label: int, size: int, cx: float, cy: float, r: float, angle: fl
     return m.astype(bool)
 
 
-def _background(rng: np.random.Generator, size: int) -> np.ndarray:
+def background(rng: np.random.Generator, size: int) -> np.ndarray:
     """Low-saturation two-colour fractal texture, sometimes with stripes and clutter lines."""
     c1 = hsv(rng.random(), rng.uniform(0.0, 0.35), rng.uniform(0.25, 0.85))
     c2 = hsv(rng.random(), rng.uniform(0.0, 0.35), rng.uniform(0.25, 0.85))
@@ -105,7 +105,7 @@ def _background(rng: np.random.Generator, size: int) -> np.ndarray:
     return img.astype(np.float32)
 
 
-def _class_colour(rng: np.random.Generator, label: int) -> np.ndarray:
+def class_colour(rng: np.random.Generator, label: int) -> np.ndarray:
     """An instance's colour: its class's `TOY_COCO_PALETTE` colour, brightness and tint jittered.
 
     Class identity is carried by colour as well as by shape, so a detector trained from scratch
@@ -114,6 +114,17 @@ def _class_colour(rng: np.random.Generator, label: int) -> np.ndarray:
     """
     base = np.asarray(TOY_COCO_PALETTE[label], np.float32)
     return np.clip(base * rng.uniform(0.8, 1.15) + rng.normal(0.0, 8.0, 3), 0, 255).astype(np.float32)
+
+
+def paint_shape(img: np.ndarray, mask: np.ndarray, colour: np.ndarray, centre: tuple[float, float], radius: float,
+                rng: np.random.Generator) -> None:
+    """Paint ``colour`` into ``img`` through ``mask`` with a linear shading across the shape plus fine
+    noise, so shapes are not flat colour blobs."""
+    yy, xx = pixel_grid(img.shape[0])
+    t = rng.uniform(0, 2 * np.pi)
+    ramp = (np.cos(t) * (xx[mask] - centre[0]) + np.sin(t) * (yy[mask] - centre[1])) / radius
+    shade = 1.0 + 0.18 * ramp + 0.06 * rng.standard_normal(ramp.shape, dtype=np.float32)
+    img[mask] = colour[None, :] * shade[:, None]
 
 
 def render_coco_image(rng: np.random.Generator, size: int = 256, min_instances: int = 2,
@@ -143,7 +154,7 @@ def render_coco_image(rng: np.random.Generator, size: int = 256, min_instances: 
                 cx, cy = rng.uniform(0.5 * r, size - 0.5 * r, 2)
             cx, cy = float(np.clip(cx, 0.3 * r, size - 0.3 * r)), float(np.clip(cy, 0.3 * r, size - 0.3 * r))
             labels.append(label)
-            fulls.append(_shape_mask(label, size, cx, cy, r, rng.uniform(0, 2 * np.pi), rng))
+            fulls.append(shape_mask(label, size, cx, cy, r, rng.uniform(0, 2 * np.pi), rng))
             centres.append((cx, cy))
             radii.append(r)
         covered = np.zeros((size, size), bool)
@@ -161,21 +172,14 @@ def render_coco_image(rng: np.random.Generator, size: int = 256, min_instances: 
     else:  # pragma: no cover - 50 failures in a row do not happen with the default ranges
         raise RuntimeError(f'could not place {min_instances} visible instances on a {size}px image')
 
-    img = _background(rng, size)
-    yy, xx = pixel_grid(size)
+    img = background(rng, size)
     out = ToyCocoSample(image=np.empty(0), labels=[], full_masks=[], visible_masks=[])
     for k in range(n):
         if not keep[k]:
             continue
-        colour = _class_colour(rng, labels[k])
-        # a linear shading across the shape plus fine noise, so shapes are not flat colour blobs
-        t = rng.uniform(0, 2 * np.pi)
-        m = fulls[k]
-        ramp = (np.cos(t) * (xx[m] - centres[k][0]) + np.sin(t) * (yy[m] - centres[k][1])) / radii[k]
-        shade = 1.0 + 0.18 * ramp + 0.06 * rng.standard_normal(ramp.shape, dtype=np.float32)
-        img[m] = colour[None, :] * shade[:, None]
+        paint_shape(img, fulls[k], class_colour(rng, labels[k]), centres[k], radii[k], rng)
         out.labels.append(labels[k])
-        out.full_masks.append(m)
+        out.full_masks.append(fulls[k])
         out.visible_masks.append(visible[k])
     out.image = finish(img, rng, sigma=5.0)
     return out

@@ -1,4 +1,4 @@
-"""Drawing primitives shared by the toy COCO and ADE20K renderers.
+"""Drawing primitives shared by the toy COCO, ADE20K and classification renderers.
 
 Images are RGB float32 in 0..255 while they are drawn and become uint8 in `finish`; masks are
 uint8 0/1 for OpenCV's fill functions and bool once combined. Shapes are filled with sub-pixel
@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 
 # Part of every image's seed: the codes must never change, or a seed no longer gives the same files.
-_KIND_CODE = {'coco': 0, 'ade': 1}
+_KIND_CODE = {'coco': 0, 'ade': 1, 'cls': 2}
 _SPLIT_CODE = {'train': 0, 'val': 1}
 
 

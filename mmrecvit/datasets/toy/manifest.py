@@ -1,4 +1,4 @@
-"""What makes a toy set's folder complete, and the skip / rewrite logic both set writers share.
+"""What makes a toy set's folder complete, and the skip / rewrite logic every set writer shares.
 
 Each dataset root gets a small `MANIFEST_NAME` file that records the generator version and the
 arguments. A later call with the same arguments finds the set complete and skips it; any other
@@ -29,9 +29,9 @@ _GENERATOR = 'mmrecvit.datasets.toy'
 
 @dataclass
 class ToyDataResult:
-    """What one `make_toy_coco` / `make_toy_ade20k` call did."""
+    """What one `make_toy_coco` / `make_toy_ade20k` / `make_toy_cls` call did."""
 
-    kind: str                     # 'coco' or 'ade'
+    kind: str                     # 'coco', 'ade' or 'cls'
     root: Path                    # the dataset root (a config's ``data_root``)
     num_train: int
     num_val: int
@@ -42,7 +42,7 @@ class ToyDataResult:
 
 
 def check_args(num_train: int, num_val: int, size: int, seed: int) -> None:
-    """The argument checks both writers share; the error names the argument."""
+    """The argument checks every writer shares; the error names the argument."""
     for name, value, low in (('num_train', num_train, 0), ('num_val', num_val, 0), ('size', size, 64),
                              ('seed', seed, 0)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:

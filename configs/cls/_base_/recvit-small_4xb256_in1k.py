@@ -1,0 +1,32 @@
+# ImageNet-1k classification of an mmrecvit backbone, from scratch: mmpretrain's DeiT-S recipe
+# (deit/deit-small_4xb256_in1k.py: 300 epochs, AdamW lr 5e-4 x batch/512 with batch 4 x 256,
+# weight decay 0.05, RandAugment m9-mstd0.5, random erasing 0.25, Mixup 0.8 / CutMix 1.0, label
+# smoothing 0.1), brought back to the DeiT paper where mmpretrain's file differs: 5 warm-up epochs
+# (mmpretrain's Swin schedule has 20), drop path 0.1 and repeated augmentation (3 repeats).
+# Per-method configs (../<method>-small_4xb256_in1k.py) set only `model.backbone`.
+#   image -> backbone (out_type='cls_token': the final CLS token after the final norm) -> linear head
+_base_ = 'mmpretrain::deit/deit-small_4xb256_in1k.py'
+custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)
+
+embed_dim = 384  # ViT-S; a per-method config changing the width must also set the head's in_channels
+model = dict(
+    backbone=dict(_delete_=True, type='PlainViT', arch='small', out_type='cls_token', drop_path_rate=0.1),
+    head=dict(in_channels=embed_dim),
+    # The backbones initialise themselves (timm's scheme, with the zero-initialised routers and step
+    # transforms their papers and SPEC.md ask for); mmpretrain's whole-model TruncNormal would overwrite
+    # those. The head keeps its own init (zero, VisionTransformerClsHead's default).
+    init_cfg=None)
+
+# RecursionHook adds the backbones' auxiliary losses (router, ranker and expert losses) and recursion
+# statistics to the loss dict / training log; RNGStateHook makes `--resume` exact (mmrecvit/mm/hooks.py).
+custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook')]
+# Every backbone puts every parameter in every iteration's graph (tests/test_reliability_distributed.py).
+find_unused_parameters = False
+
+# DeiT's repeated augmentation: each image 3 times per epoch, the copies on different GPUs (Hoffer et al.).
+train_dataloader = dict(sampler=dict(type='RepeatAugSampler', shuffle=True))
+
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-3, by_epoch=True, end=5, convert_to_iter_based=True),
+    dict(type='CosineAnnealingLR', eta_min=1e-5, by_epoch=True, begin=5),
+]

@@ -1,0 +1,18 @@
+# Edge-RecViT fine-tuned from DeiT-S: the paper's own recipe (all its models start from the public
+# non-distilled DeiT checkpoints and are fine-tuned at 224 px for 300 epochs on 8 GPUs x 256 images, AdamW
+# with cosine decay), and, as the paper, WITHOUT label mixing (Mixup/CutMix: they disturb the token
+# ranker's supervision). The learning rate (not in our notes) follows this folder's fine-tune rule,
+# 2.5e-4 x batch/512. Init (SPEC §6, the authors' code): head <- DeiT block 0, shared <- block 6
+# (shared_init_block), tail <- block 11; the ranker starts fresh.
+_base_ = './_base_/recvit-small_deit-pre_4xb256-100e_in1k.py'
+model = dict(backbone=dict(type='EdgeRecViT', arch='small', depth=12, shared_init_block=6), train_cfg=None)
+
+max_epochs = 300
+train_dataloader = dict(batch_size=256)  # x 8 GPUs
+train_cfg = dict(max_epochs=max_epochs)
+optim_wrapper = dict(optimizer=dict(lr=2.5e-4 * 2048 / 512))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-3, by_epoch=True, end=5, convert_to_iter_based=True),
+    dict(type='CosineAnnealingLR', eta_min=1e-6, by_epoch=True, begin=5, end=max_epochs),
+]
+auto_scale_lr = dict(base_batch_size=2048)

@@ -1,0 +1,4 @@
+# Baseline: naive recursion (SPEC §0) - 3 unique DeiT-S blocks applied cyclically for 12 steps, the final
+# state's CLS token classified.
+_base_ = './_base_/recvit-small_4xb256_in1k.py'
+model = dict(backbone=dict(type='NaiveRecursiveViT', arch='small', depth=12, num_blocks=3))

@@ -1,0 +1,3 @@
+# PlainViT fine-tuned from DeiT-S: block i <- DeiT block i, so it starts as DeiT exactly (the reference).
+_base_ = './_base_/recvit-small_deit-pre_4xb256-100e_in1k.py'
+model = dict(backbone=dict(type='PlainViT', arch='small'))
