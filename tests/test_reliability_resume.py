@@ -67,6 +67,7 @@ def test_rng_states_round_trip_through_a_weights_only_checkpoint(tmp_path):
 def test_every_shipped_config_saves_rng_states():
     """The two recipe bases list the hook, and no config replaces their `custom_hooks`."""
     bases = [f'{REPO}/configs/det/_base_/mask-rcnn_vit_fpn_1x_coco.py',
+             f'{REPO}/configs/det/_base_/models/mask-rcnn_vit_fpn.py',
              f'{REPO}/configs/seg/_base_/upernet_vit_8xb2-160k_ade20k-512x512.py']
     for path in bases:
         assert {'RecursionHook', 'RNGStateHook'} <= {h['type'] for h in Config.fromfile(path).custom_hooks}
