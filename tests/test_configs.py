@@ -65,10 +65,16 @@ def differing_keys(a, b):
     return sorted(k for k in set(a) | set(b) if k not in a or k not in b or a[k] != b[k])
 
 
+def is_variant(path):
+    """A variant of a per-method config (reViT's `-elastic`): that config with backbone arguments changed."""
+    return '-elastic_' in osp.basename(path)
+
+
 def twin_of(toy):
-    """The real config of the same task and method."""
-    task_dir = osp.dirname(toy)
-    (twin,) = [p for p in REAL if osp.dirname(p) == task_dir and method_of(p) == method_of(toy)]
+    """The real config of the same task and method on the recipe the toy's base inherits (a method has real
+    configs on several recipes; the toy twins the one its base shrinks)."""
+    real_base = base_of(base_of(toy))
+    (twin,) = [p for p in REAL if method_of(p) == method_of(toy) and not is_variant(p) and base_of(p) == real_base]
     return twin
 
 
@@ -109,7 +115,10 @@ def test_a_method_config_sets_only_its_backbone(path):
     """A per-method config (real or toy) is its base with `model.backbone` merged in: everything else
     (data, schedule, neck, heads) comes from the base, and the base's backbone arguments are kept."""
     base = base_of(path)
-    assert osp.basename(osp.dirname(base)) == '_base_', f'{rel(path)} must inherit a _base_ recipe, not {rel(base)}'
+    if is_variant(path):
+        assert base == path.replace('-elastic_', '_'), f'{rel(path)} must inherit its fixed-depth twin, not {rel(base)}'
+    else:
+        assert osp.basename(osp.dirname(base)) == '_base_', f'{rel(path)} must inherit a _base_ recipe, not {rel(base)}'
     assert ('_toy-' in path) == ('_toy-' in base), f'{rel(path)} inherits {rel(base)}'
     cfg, base_cfg = resolved(path), resolved(base)
     cfg['model'].pop('backbone'), base_cfg['model'].pop('backbone')

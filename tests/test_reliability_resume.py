@@ -66,7 +66,7 @@ def test_rng_states_round_trip_through_a_weights_only_checkpoint(tmp_path):
 
 def test_every_shipped_config_saves_rng_states():
     """The recipe bases list the hook, and no config replaces their `custom_hooks`."""
-    bases = [f'{REPO}/configs/det/_base_/mask-rcnn_vit_fpn_1x_coco.py',
+    bases = [f'{REPO}/configs/det/_base_/models/mask-rcnn_vit_fpn.py',
              f'{REPO}/configs/seg/_base_/upernet_vit_8xb2-160k_ade20k-512x512.py',
              f'{REPO}/configs/cls/_base_/recvit-small_4xb256_in1k.py']
     for path in bases:

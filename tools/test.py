@@ -1,18 +1,22 @@
 """Evaluate a detector (mmdet), segmentor (mmseg) or classifier (mmpretrain) checkpoint; same flags as
 their `tools/test.py`. The framework follows the config's `default_scope`.
 
-    python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out FILE|DIR] [--show-dir DIR]
+    python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out FILE|DIR] [--show-dir DIR] [--tta]
     bash tools/dist_test.sh CONFIG CHECKPOINT 2
 
 What `--out` and `--show-dir` write follows each framework's own tool: det and cls dump the predictions
 to a .pkl file, seg saves the predicted maps in a folder; det draws into `<work-dir>/<timestamp>/DIR`,
 seg and cls into DIR itself.
+
+`--tta`: test-time augmentation as mmdet's and mmseg's tools do it: the config's `tta_model` wraps
+its model and its `tta_pipeline` replaces the test pipeline (det configs: flips, merged with the
+masks by `mmrecvit.mm.tta.MaskDetTTAModel`; seg configs: mmseg's multi-scale + flip `SegTTAModel`).
 """
 from __future__ import annotations
 
 import os.path as osp
 
-from mmengine.config import Config
+from mmengine.config import Config, ConfigDict
 
 import mmrecvit  # noqa: F401  (compat fixes + registration)
 from mmrecvit.mm import cli
@@ -29,6 +33,8 @@ def parse_args(argv=None):
     parser.add_argument('--show', action='store_true', help='show prediction results in a window')
     parser.add_argument('--show-dir', help='save drawn predictions (PNG) in this dir')
     parser.add_argument('--wait-time', type=float, default=2, help='the interval of show (s)')
+    parser.add_argument('--tta', action='store_true',
+                        help="test-time augmentation: the config's tta_model over its tta_pipeline")
     cli.add_launch_arguments(parser, cfg_options_example='model.backbone.max_depth=8')
     return cli.parse_args(parser, argv)
 
@@ -39,6 +45,12 @@ def build_cfg(args) -> Config:
     task = cfg.get('default_scope')
     if task not in SCOPES:
         raise SystemExit(f'config default_scope must be one of {", ".join(map(repr, SCOPES))}, got {task!r}')
+    if args.tta:
+        missing = [k for k in ('tta_model', 'tta_pipeline') if not cfg.get(k)]
+        if missing:
+            raise SystemExit(f'--tta needs {" and ".join(missing)} in the config')
+        cfg.test_dataloader.dataset.pipeline = cfg.tta_pipeline
+        cfg.model = ConfigDict(**cfg.tta_model, module=cfg.model)
     if args.show or args.show_dir:
         show_predictions(cfg, task, args)
     if args.out is not None:

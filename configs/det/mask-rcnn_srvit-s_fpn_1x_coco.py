@@ -3,4 +3,6 @@
 # depth 48 block applications. The 4 unit outputs (out_units, default all) are the multi-level features.
 # Compute/accuracy knob at test time without retraining:  --cfg-options model.backbone.eval_recursions=2
 _base_ = './_base_/mask-rcnn_vit_fpn_1x_coco.py'
-model = dict(backbone=dict(type='SRViT', unit_sizes=(4, 4, 2, 2), num_recursions=4))
+model = dict(backbone=dict(
+    type='SRViT', unit_sizes=(4, 4, 2, 2), num_recursions=4,
+    timm_init='function'))  # from DeiT: the routers start on recursion 1 (weight 0.99): the model starts as DeiT

@@ -3,4 +3,6 @@
 # out_indices). Compute/accuracy knobs at test time without retraining:
 #   --cfg-options model.backbone.max_depth=8  (or depth_shift=-2)
 _base_ = './_base_/upernet_vit_8xb2-160k_ade20k-512x512.py'
-model = dict(backbone=dict(type='EdgeRecViT', depth=12))
+model = dict(backbone=dict(
+    type='EdgeRecViT', depth=12,
+    shared_init_block=6, final_norm=True))  # from DeiT: head/shared/tail <- blocks 0/6/11, DeiT's final norm on the tail

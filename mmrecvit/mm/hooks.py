@@ -12,6 +12,9 @@ wrapped `loss()` with the training iteration added to its message.
 `RNGStateHook`: exact resume (see its docstring). A separate hook, not part of `RecursionHook`,
 because it concerns every model (mmdet's proposal/RoI samplers draw random numbers too) and is
 useful without our backbones; our configs list both.
+
+`TF32Hook`: lets fp32 matrix products and convolutions use TensorFloat-32 on GPUs that have it
+(mmengine has no switch for it); our configs list it too.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 
 from ..models import ViTBackbone
-from ..models.checks import check_choice, check_float, check_int
+from ..models.checks import check_bool, check_choice, check_float, check_int
 from ..models.numerics import NonFiniteError
 
 
@@ -244,5 +247,30 @@ class TemperatureScheduleHook(Hook):
         runner.message_hub.update_scalar(f'train/{self.attribute}', value)
 
 
+class TF32Hook(Hook):
+    """Allow (or forbid) TensorFloat-32 in fp32 matrix products and cuDNN convolutions, before the run.
+
+    PyTorch computes fp32 matmuls in full fp32 by default (`torch.backends.cuda.matmul.allow_tf32 =
+    False`; cuDNN convolutions already allow TF32), which on Ampere and later GPUs is several times
+    slower than TF32's 10-bit-mantissa products with fp32 accumulation. The recipes we follow were
+    trained with it (PyTorch before 1.12, of the ViTDet and ViT-Adapter papers' time, allowed TF32
+    matmuls by default); under AMP it still concerns what runs in fp32: the fp32 parts of the heads,
+    and the whole model in evaluation without autocast. mmengine has no switch for it,
+    hence this hook; it sets both flags in `before_run` (process-wide, as PyTorch's flags are), a
+    no-op on CPU.
+
+        custom_hooks = [..., dict(type='TF32Hook')]          # allow=False keeps full fp32
+    """
+
+    priority = 'VERY_HIGH'
+
+    def __init__(self, allow: bool = True) -> None:
+        self.allow = check_bool('TF32Hook allow', allow)
+
+    def before_run(self, runner) -> None:
+        torch.backends.cuda.matmul.allow_tf32 = self.allow
+        torch.backends.cudnn.allow_tf32 = self.allow
+
+
 HOOK_CLASSES = {'RecursionHook': RecursionHook, 'RNGStateHook': RNGStateHook,
-                'TemperatureScheduleHook': TemperatureScheduleHook}
+                'TemperatureScheduleHook': TemperatureScheduleHook, 'TF32Hook': TF32Hook}

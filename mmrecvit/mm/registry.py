@@ -1,5 +1,6 @@
 """Register our backbones, necks, hooks and optimizer-wrapper constructors into mmdet's, mmseg's and
-mmpretrain's registries.
+mmpretrain's registries, and our conv-feature LayerNorm (`mmrecvit.mm.norm.LN2d`) into mmengine's root
+registry beside mmcv's norms.
 
 `custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)` in an mmdet, mmseg or
 mmpretrain config runs `register_all()` (through `import mmrecvit`), after which every backbone and
@@ -44,8 +45,16 @@ def register_all() -> list[str]:
     scopes = [scope for scope in SCOPES if importlib.util.find_spec(scope) is not None]
     if importlib.util.find_spec('mmengine') is None:  # the core alone (no framework runs without it)
         return []
+    from mmengine.registry import MODELS
+
     from .hooks import HOOK_CLASSES
+    from .norm import NORM_LAYERS
     from .optim import OPTIM_WRAPPER_CONSTRUCTORS
+
+    # norm_cfg types are looked up by mmcv's build_norm_layer from the current scope up to the root
+    for name, cls in NORM_LAYERS.items():
+        if MODELS.module_dict.get(name) is not cls:
+            MODELS.register_module(name=name, module=cls)
 
     for scope in scopes:
         registry = importlib.import_module(f'{scope}.registry')

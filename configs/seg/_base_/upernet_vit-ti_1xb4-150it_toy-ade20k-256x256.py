@@ -7,6 +7,8 @@
 # The backbone keeps the real recipe's type and arguments; each per-method toy config
 # (../upernet_<method>-ti_1xb4-150it_toy-ade20k-256x256.py) sets `model.backbone` as its real twin
 # does, with the method's toy size (depth etc.): tests/test_configs.py checks the pairs.
+# So a toy keeps its twin's DeiT-start arguments (timm_init, timm_gates: they act only when a checkpoint is
+# loaded, and the toys train from scratch) and training ones (reViT's step_drop_rate=0.0, MoR-ViT's router_alpha=1.0).
 _base_ = './upernet_vit_8xb2-160k_ade20k-512x512.py'
 
 data_root = 'data/toy_ade/ADEChallengeData2016'
@@ -54,4 +56,7 @@ param_scheduler = [
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=10),
     checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
-randomness = dict(seed=0)
+# Seeded alike on every rank (diff_rank_seed=False, unlike the real recipe): in one process the switch changes only
+# where the data sampler's seed comes from (`seed` with False), so the toy's data order stays a function of `seed`
+# (the reasoning in ../../det/_base_/mask-rcnn_vit-ti_fpn_1xb2-800it_toy-coco.py).
+randomness = dict(seed=0, diff_rank_seed=False)

@@ -27,12 +27,15 @@ model = dict(
 # RecursionHook adds the backbones' auxiliary losses and recursion statistics to the loss dict / training log.
 # RNGStateHook stores the random generators' states in checkpoints so that `--resume` continues exactly
 # (bit-identical on CPU with randomness=dict(seed=..., deterministic=True); mmrecvit/mm/hooks.py).
-custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook')]
+# TF32Hook allows TensorFloat-32 in fp32 matmuls/convolutions on GPUs that have it (a no-op on CPU).
+custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook'), dict(type='TF32Hook')]
 # DDP: every backbone puts every parameter in every iteration's graph (tests/test_reliability_distributed.py),
-# so DDP's cheaper default stays. Ranks are seeded alike (randomness.diff_rank_seed=False): the stochastic
-# backbones (drop path, Edge-RecViT's Gumbel noise, reViT's step dropout) draw the same noise sequence on
-# every rank; set randomness=dict(seed=..., diff_rank_seed=True) to decorrelate it.
+# so DDP's cheaper default stays.
 find_unused_parameters = False
+# Every rank its own noise: rank r is seeded with seed + r (diff_rank_seed), so the stochastic backbones (drop path,
+# Edge-RecViT's Gumbel noise, reViT's step dropout) and the random crops draw independently on each GPU instead of
+# repeating one sequence; the data sampler's shuffling seed is then drawn once and shared by the ranks.
+randomness = dict(seed=0, diff_rank_seed=True)
 
 optim_wrapper = dict(
     _delete_=True,
@@ -47,7 +50,10 @@ param_scheduler = [
     dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500),
     dict(type='PolyLR', eta_min=0.0, power=1.0, begin=1500, end=160000, by_epoch=False),
 ]
-# 8 GPUs x 2 images.
+# 8 GPUs x 2 images. Fewer GPUs: keep batch 16 with `--cfg-options optim_wrapper.accumulative_counts=K` (e.g.
+# 4 GPUs x 2 images x K=2); the iteration-based loop and schedule count micro-batches, so multiply
+# train_cfg.max_iters, the warm-up `end` and the poly `end` by K as well. (auto_scale_lr, which mmseg's recipes
+# leave unset, would count GPUs x images per GPU only, not the accumulated steps.)
 train_dataloader = dict(batch_size=2)
 val_dataloader = dict(batch_size=1)
 test_dataloader = val_dataloader

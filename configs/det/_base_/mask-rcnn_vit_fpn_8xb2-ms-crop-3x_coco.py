@@ -1,0 +1,47 @@
+# ViT-Adapter's COCO recipe for a plain DeiT-S (Chen et al., "Vision Transformer Adapter for Dense Predictions",
+# ICLR 2023; their detection/configs/mask_rcnn/mask_rcnn_deit_small_fpn_3x_coco.py) for an mmrecvit backbone:
+# * 3x schedule: 36 epochs, lr x0.1 at epochs 27 and 33, 500-iteration warm-up (mmdet's
+#   common/ms-poly_3x_coco-instance.py: 12 epochs of a 3x RepeatDataset, steps at 9 and 11);
+# * DETR-style augmentation: flip, then either a multi-scale resize (shorter side 480..800) or a resize (400..600),
+#   a random crop (384..600) and the multi-scale resize; at most 1024x1024 (ViT-Adapter's last crop);
+# * batch 16 = 8 GPUs x 2 images, AdamW lr 1e-4, weight decay 0.05 except on positions, CLS, norms and biases, no
+#   gradient clipping, no layer-wise lr decay (their DeiT configs have none: layer_decay_rate=1.0, the constructor
+#   kept so that a decay is one value away), fp32 (TF32 where the GPU has it);
+# * backbone: drop path 0.1, window attention in 14x14 windows with global attention at the ends of the 4 stages
+#   (their window_attn pattern, the backbones' default global_steps), no activation checkpointing.
+# Fewer GPUs: `--auto-scale-lr` scales lr linearly to the batch actually used (base_batch_size 16); or keep batch 16
+# with `--cfg-options optim_wrapper.accumulative_counts=K` (e.g. 4 GPUs x 2 images x K=2) and no --auto-scale-lr
+# (it counts GPUs x images per GPU only, not the accumulated steps); the warm-up counts micro-batches: scale its
+# `end` (500) by K.
+_base_ = ['./models/mask-rcnn_vit_fpn.py', 'mmdet::common/ms-poly_3x_coco-instance.py']
+
+model = dict(backbone=dict(drop_path_rate=0.1, window_size=14, with_cp=False))
+
+multi_scale = [(480, 1333), (512, 1333), (544, 1333), (576, 1333), (608, 1333), (640, 1333), (672, 1333),
+               (704, 1333), (736, 1333), (768, 1333), (800, 1333)]
+train_pipeline = [
+    dict(type='LoadImageFromFile', backend_args=None),
+    dict(type='LoadAnnotations', with_bbox=True, with_mask=True, poly2mask=False),
+    dict(type='RandomFlip', prob=0.5),
+    dict(type='RandomChoice', transforms=[
+        [dict(type='RandomChoiceResize', scales=multi_scale, keep_ratio=True)],
+        [dict(type='RandomChoiceResize', scales=[(400, 1333), (500, 1333), (600, 1333)], keep_ratio=True),
+         dict(type='RandomCrop', crop_type='absolute_range', crop_size=(384, 600), allow_negative_crop=True),
+         dict(type='RandomChoiceResize', scales=multi_scale, keep_ratio=True)],
+    ]),
+    dict(type='RandomCrop', crop_type='absolute_range', crop_size=(1024, 1024), allow_negative_crop=True),
+    dict(type='PackDetInputs'),
+]
+train_dataloader = dict(dataset=dict(dataset=dict(pipeline=train_pipeline)))
+
+optim_wrapper = dict(
+    _delete_=True,
+    type='OptimWrapper',
+    constructor='LayerDecayOptimWrapperConstructor',
+    optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.05),
+    paramwise_cfg=dict(layer_decay_rate=1.0, custom_keys={
+        'pos_embed': dict(decay_mult=0.0),
+        'cls_token': dict(decay_mult=0.0),
+        'norm': dict(decay_mult=0.0),
+        'bias': dict(decay_mult=0.0),
+    }))

@@ -1,0 +1,8 @@
+# MoR-ViT (SPEC §4), Cascade Mask R-CNN on ViTDet's COCO recipe: the _base_ below.
+# The backbone is the method's in every recipe (mask-rcnn_morvit-s_fpn_1x_coco.py describes it and its knobs).
+_base_ = './_base_/cascade-mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py'
+model = dict(backbone=dict(
+    type='MoRViT', num_recursions=10,
+    # from DeiT: first/last <- blocks 0/11, shared <- the mean of the tied blocks; gates open at scale 1.0, so a
+    # recursion applies the whole block (MoR's from-scratch alpha 0.1 would cap every update at a tenth)
+    timm_init='average', timm_gates='open', router_alpha=1.0))

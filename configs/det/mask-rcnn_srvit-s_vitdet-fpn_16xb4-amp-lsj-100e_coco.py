@@ -1,0 +1,6 @@
+# SR-ViT (SPEC §1), ViTDet's COCO recipe (LSJ 1024, 100 epochs): the _base_ below.
+# The backbone is the method's in every recipe (mask-rcnn_srvit-s_fpn_1x_coco.py describes it and its knobs).
+_base_ = './_base_/mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py'
+model = dict(backbone=dict(
+    type='SRViT', unit_sizes=(4, 4, 2, 2), num_recursions=4,
+    timm_init='function'))  # from DeiT: the routers start on recursion 1 (weight 0.99): the model starts as DeiT

@@ -1,0 +1,6 @@
+# Edge-RecViT (SPEC §3) at ViT-B width, ViT-Adapter's ADE20K UperNet recipe: the _base_ below.
+# The backbone is the method's in every recipe (upernet_edgerecvit-s_8xb2-160k_ade20k-512x512.py describes it and its knobs).
+_base_ = './_base_/upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py'
+model = dict(backbone=dict(
+    type='EdgeRecViT', depth=12,
+    shared_init_block=6, final_norm=True))  # from DeiT: head/shared/tail <- blocks 0/6/11, DeiT's final norm on the tail
