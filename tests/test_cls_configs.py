@@ -121,7 +121,7 @@ def test_toy_recipe_is_the_toy_set_at_64px():
 @pytest.mark.parametrize('method', METHODS)
 def test_toy_classifier_backbone_is_the_toy_detector_backbone(method):
     """What --task transfer needs: the same architecture in both toy configs (output settings aside)."""
-    outputs = {'_delete_', 'out_type', 'out_indices', 'out_depths', 'img_size', 'init_cfg'}
+    outputs = {'_delete_', 'out_type', 'out_indices', 'img_size', 'init_cfg'}
     cls = Config.fromfile(demo_tool.toy_config('cls', method)).model.backbone
     det = Config.fromfile(demo_tool.toy_config('det', method)).model.backbone
     assert {k: v for k, v in cls.items() if k not in outputs} == {k: v for k, v in det.items() if k not in outputs}

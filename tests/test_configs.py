@@ -23,7 +23,8 @@ from mmrecvit.models import BACKBONES
 CONFIGS = sorted(p for task in ('det', 'seg') for p in glob.glob(f'{REPO}/configs/{task}/*.py'))
 REAL = [p for p in CONFIGS if '_toy-' not in p]
 TOY = [p for p in CONFIGS if '_toy-' in p]
-TOY_BASES = sorted(p for p in glob.glob(f'{REPO}/configs/*/_base_/*.py') if '_toy-' in p)
+TOY_BASES = sorted(p for task in ('det', 'seg') for p in glob.glob(f'{REPO}/configs/{task}/_base_/*.py')
+                   if '_toy-' in p)
 # What a toy config may change in its real twin's backbone: the size (and with it the steps or units
 # read out), the pretrained weights a toy does not load, and the stochastic depth of a short run from scratch.
 SIZE_KEYS = {'arch', 'depth', 'num_blocks', 'unit_sizes', 'num_recursions', 'shared_init_block',

@@ -66,6 +66,7 @@ COMMON = [
     ('final_norm', 'yes', TypeError, ['final_norm', BOOL]),
     ('nonfinite', 'ignore', ValueError, ['nonfinite', "['raise', 'warn']"]),
     ('nonfinite', None, ValueError, ['nonfinite', "['raise', 'warn']"]),
+    ('amp_dtype', 'fp32', ValueError, ['amp_dtype', "[None, 'bf16', 'fp16']"]),
 ]
 BOTH_PRETRAINED = (dict(pretrained='a.pth', init_cfg=dict(type='Pretrained', checkpoint='b.pth')), ValueError,
                    ['pretrained', 'init_cfg', 'not both'])

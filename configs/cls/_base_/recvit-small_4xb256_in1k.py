@@ -18,8 +18,11 @@ model = dict(
     init_cfg=None)
 
 # RecursionHook adds the backbones' auxiliary losses (router, ranker and expert losses) and recursion
-# statistics to the loss dict / training log; RNGStateHook makes `--resume` exact (mmrecvit/mm/hooks.py).
-custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook')]
+# statistics to the loss dict / training log; RNGStateHook makes `--resume` exact (mmrecvit/mm/hooks.py);
+# TF32Hook allows TensorFloat-32 in fp32 matmuls/convolutions on GPUs that have it (a no-op on CPU).
+custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook'), dict(type='TF32Hook')]
+# Each rank draws its own augmentation and drop-path noise (as the dense recipes).
+randomness = dict(_delete_=True, seed=0, diff_rank_seed=True)
 # Every backbone puts every parameter in every iteration's graph (tests/test_reliability_distributed.py).
 find_unused_parameters = False
 

@@ -15,7 +15,8 @@ embed_dim = 192  # toy backbones are ViT-Ti wide
 # img_size: the position embedding is learnt at the toy resolution (a 4x4 grid), and resampled when the
 # backbone is transferred (tools/demo.py --task transfer).
 model = dict(
-    backbone=dict(_delete_=True, type='PlainViT', arch='tiny', depth=6, img_size=image_size, out_type='cls_token'),
+    backbone=dict(_delete_=True, type='PlainViT', arch='tiny', depth=6, drop_path_rate=0.0, img_size=image_size,
+                  out_type='cls_token'),
     head=dict(num_classes=num_classes, in_channels=embed_dim),
     train_cfg=None)  # no batch augments (Mixup/CutMix)
 data_preprocessor = dict(num_classes=num_classes)
@@ -53,4 +54,4 @@ default_hooks = dict(
     logger=dict(type='LoggerHook', interval=10),
     checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
 log_processor = dict(by_epoch=False)
-randomness = dict(seed=0)
+randomness = dict(_delete_=True, seed=0, diff_rank_seed=False)  # one process: as the toy det/seg configs
