@@ -4,7 +4,8 @@
 # (+ .csv); docs/benchmarks.md is then assembled from all tables present, in this order.
 #
 #   bash scripts/benchmarks.sh            # all tables (make bench)
-#   bash scripts/benchmarks.sh plain      # one table: plain | srvit | revit | edge | mor | equal
+#   bash scripts/benchmarks.sh plain      # one table: plain | srvit | revit | edge | mor | equal | window | cp | train
+#   bash scripts/benchmarks.sh assemble   # no measurement: docs/benchmarks.md from the reports present
 #
 # Run it on an otherwise idle machine: timings on a shared machine are noise.
 set -euo pipefail
@@ -66,6 +67,30 @@ bench equal equal_applications 'Equal block applications (12) vs PlainViT-S' \
   edge-s-full='EdgeRecViT(arch="small", forced_mean_depth=12)' \
   mor-s-full='MoRViT(arch="small", capacities=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])' \
   --batch 1 8 --size 224 --repeats "$REPEATS" --reference plainvit-s
+
+# Paper-scale resolution on the CPU (issue 17): few repeats, a 1024^2 SR-ViT T=4 forward takes seconds.
+bench window window_vs_global 'Window vs global attention at 1024x1024' \
+  'Backbone forward at 1024x1024 (4,096 patch tokens) with global attention in every block, and with ViTDet'"'"'s schedule (14x14 windows, global attention at the four stage ends): the window latency ratio should be well under 0.5.' \
+  plainvit-global='PlainViT(arch="small")' plainvit-window='PlainViT(arch="small", window_size=14)' \
+  srvit-T4-global='SRViT(arch="small", num_recursions=4)' srvit-T4-window='SRViT(arch="small", num_recursions=4, window_size=14)' \
+  --batch 1 --size 1024 --warmup 1 --repeats "$(( (REPEATS + 4) / 5 ))" --reference plainvit-global
+
+bench cp checkpointing_memory 'Activation checkpointing in training (with_cp)' \
+  'A training step (train mode, forward, backward, AdamW step) at 512x512 with and without activation checkpointing of every block application: the memory ratio is what with_cp saves, the latency ratio what it costs (one more forward).' \
+  plainvit='PlainViT(arch="small")' plainvit-cp='PlainViT(arch="small", with_cp=True)' \
+  srvit-T4='SRViT(arch="small", num_recursions=4)' srvit-T4-cp='SRViT(arch="small", num_recursions=4, with_cp=True)' \
+  --mode train --batch 2 --size 512 --warmup 1 --repeats "$(( (REPEATS + 2) / 3 ))" --reference plainvit
+
+bench train train_step 'Training step at equal block applications (12) vs PlainViT-S' \
+  'A training step (train mode with its routers, noise and auxiliary losses; forward, backward, AdamW step) at 224x224: within 5 % of PlainViT-S at 12 applications; MoR-ViT and Edge-RecViT also at their default capacities / ranker depths, where training runs the block on the selected tokens only (MoR expert choice) or on every token with exited ones frozen (Edge-RecViT trains masked, SPEC), so its FLOP ratio is what to compare.' \
+  plainvit-s='PlainViT(arch="small")' \
+  naive-s='NaiveRecursiveViT(arch="small", num_blocks=3)' \
+  srvit-s-T1='SRViT(arch="small", num_recursions=1)' \
+  revit-s='ReViT(arch="small")' \
+  edge-s='EdgeRecViT(arch="small")' \
+  mor-s-full='MoRViT(arch="small", capacities=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])' \
+  mor-s-default='MoRViT(arch="small")' \
+  --mode train --batch 8 --size 224 --warmup 1 --repeats "$(( (REPEATS + 2) / 3 ))" --reference plainvit-s
 
 {
   echo '# Benchmarks'
