@@ -67,6 +67,11 @@ COMMON = [
     ('nonfinite', 'ignore', ValueError, ['nonfinite', "['raise', 'warn']"]),
     ('nonfinite', None, ValueError, ['nonfinite', "['raise', 'warn']"]),
     ('amp_dtype', 'fp32', ValueError, ['amp_dtype', "[None, 'bf16', 'fp16']"]),
+    ('compute', 0.0, ValueError, ['compute', '(0, 1]']),
+    ('compute', 1.5, ValueError, ['compute', '(0, 1]']),
+    ('compute', math.nan, ValueError, ['compute', '(0, 1]']),
+    ('compute', '0.5', TypeError, ['compute', '(0, 1]']),
+    ('compute', True, TypeError, ['compute', '(0, 1]']),
 ]
 BOTH_PRETRAINED = (dict(pretrained='a.pth', init_cfg=dict(type='Pretrained', checkpoint='b.pth')), ValueError,
                    ['pretrained', 'init_cfg', 'not both'])
@@ -193,6 +198,8 @@ COMBINATIONS = [
        ["out_type='avg_featmap'", 'final_norm must be True']) for name in sorted(BACKBONES)),
     ('MoRViT', dict(routing='token_choice'), 'capacities', [1.0, 0.5, 0.2], ValueError,
      ["capacities apply to routing='expert_choice' only", 'capacities=None']),
+    ('MoRViT', dict(routing='token_choice'), 'compute', 0.5, ValueError,
+     ['compute', "routing='expert_choice'", 'compute=None']),
     ('SRViT', dict(num_blocks=5), 'unit_sizes', None, ValueError,
      ['unit_sizes has no default for num_blocks=5', 'multiples of 6']),
 ]
@@ -225,6 +232,8 @@ KNOBS = [
     ('SRViT', 'eval_recursions', 3, ValueError, ['eval_recursions[0]', '[1, 2]']),
     ('ReViT', 'depth', 1, ValueError, ['depth', '[2, inf]']),
     *((name, 'nonfinite', 'skip', ValueError, ['nonfinite', "['raise', 'warn']"]) for name in sorted(BACKBONES)),
+    *((name, 'compute', 0, ValueError, ['compute', '(0, 1]']) for name in sorted(BACKBONES)),
+    *((name, 'compute', [0.5], TypeError, ['compute', '(0, 1]']) for name in sorted(BACKBONES)),
 ]
 
 

@@ -31,7 +31,8 @@ from torch import Tensor, nn
 
 from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
 from .checks import check_bool, check_choice, check_float, check_int
-from .flops import linear_work
+from .compute import largest_within
+from .flops import conv_work, linear_work, total_flops
 from .stats import ForwardStats
 from .token_adaptive import DepthPlan, KVCache, TokenSubset, run_subset, subset_work
 from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, full_precision, resolve_arch, stage_ends
@@ -104,6 +105,14 @@ class EdgeRecViT(ViTBackbone):
             all tokens through all steps, exited ones frozen by the gate). Training always uses
             'masked' (the gate carries the ranker's gradient). A plain attribute: may be switched
             on a built model.
+        compute: the test-time knob through a shifted depth assignment: after the ranker (and
+            `depth_shift` / `max_depth`), every patch token's depth of an image is shifted by the
+            same k in -(L-1)..0 (clipped to [1, max depth]), k the largest whose FLOPs (the
+            'adaptive' execution's: `adaptive_work`) are <= compute x the full-depth FLOPs (every
+            token through all L steps), rounded down, at least k = -(L-1) (every token at depth 1).
+            Chosen per image, so a result does not depend on the batch it ran in; the ranker's
+            order of tokens is kept. Fractions above what the ranker's depths cost give them
+            unchanged. With execution='masked' the same depths run, but every token is computed.
         Other arguments: see `ViTBackbone`.
 
     Decisions: the ranker reads the patch tokens after the position embedding; CLS runs the
@@ -175,6 +184,49 @@ class EdgeRecViT(ViTBackbone):
         """
         return (chosen + self.depth_shift).clamp(1, self.cls_depth)
 
+    # ---- the compute knob ---------------------------------------------------------------------
+    def compute_setting(self, fraction: float, grid: tuple[int, int]) -> dict[str, Any]:
+        """Nothing to set up front: the depths are shifted per image once the ranker has run
+        (`depths_within`, called by `forward_states` while `compute` is in force)."""
+        return {}
+
+    def adaptive_work(self, alive: Sequence[int], tokens: int) -> list:
+        """What `_forward_adaptive` computes for one image of `tokens` tokens whose step s runs
+        `alive[s]` of them (the same entries, from the counts alone; `frozen_kv`'s cache included)."""
+        work, owner, before = [], None, tokens
+        for s, n in enumerate(alive):
+            block, windows = self.blocks[self.schedule[s]], self.window_for(s)
+            active = tokens if self.tail_on_all and s == self.depth - 1 else n
+            cached, new = self.frozen_kv and 0 < active < tokens, 0
+            if cached:  # as KVCache.update: what froze since the last step, or all frozen for a new weight set
+                new, owner = (before - active) if owner is block else (tokens - active), block
+            step = subset_work(block, TokenSubset(None, (active,), tokens), cached_keys=cached, windows=windows)
+            work.append(dataclasses.replace(step, new_kv=float(new)))
+            before = n
+        return work
+
+    def depths_within(self, depth: Tensor, fraction: float) -> Tensor:
+        """Patch-token depths (B, Np) -> the same shifted per image to fit `fraction` (class docstring)."""
+        L, P = self.depth, self.num_prefix_tokens
+        tokens = depth.shape[1] + P
+        shifts = torch.arange(1 - L, 1, device=depth.device)  # the smallest setting first
+        candidates = (depth.unsqueeze(0) + shifts.view(-1, 1, 1)).clamp(1, self.cls_depth)  # (S, B, Np)
+        steps = torch.arange(L, device=depth.device)
+        alive = ((candidates.unsqueeze(-1) > steps).sum(2) + P * (self.cls_depth > steps)).tolist()  # (S, B, L)
+        ranker = [linear_work('', depth.shape[1], fc.in_features, fc.out_features)
+                  for fc in (self.ranker.fc1, self.ranker.fc2)]
+        fixed = total_flops([conv_work('patch_embed', self.patch_embed.proj, self._grid), *ranker])  # any depths
+
+        def flops(counts: Sequence[int]) -> float:
+            return fixed + total_flops(self.adaptive_work(counts, tokens))
+
+        full = flops([tokens] * L)
+        chosen = [largest_within(fraction, full, lambda i, b=b: flops(alive[i][b]), len(shifts))
+                  for b in range(depth.shape[0])]
+        if min(chosen) == len(shifts) - 1:
+            return depth
+        return candidates[torch.tensor(chosen, device=depth.device), torch.arange(depth.shape[0], device=depth.device)]
+
     # ---- forward ------------------------------------------------------------------------------
     def forward_states(self, x: Tensor, indices: Sequence[int]) -> list[Tensor]:
         """States (B, N, D) after the requested steps; sets `self.stats` (see the class docstring)."""
@@ -186,6 +238,8 @@ class EdgeRecViT(ViTBackbone):
         probs = logits.softmax(-1)  # fp32, as the logits and the Gumbel noise (see full_precision)
         confidence, choice = probs.detach().max(-1)
         eval_depth = self.assign_depths(choice + 1)  # (B, Np) int64 in 1..L: what eval runs
+        if self._compute_in_force is not None and not self.training:
+            eval_depth = self.depths_within(eval_depth, self._compute_in_force)
         depth = eval_depth
         if self.training:
             # Gumbel-softmax straight-through: the forward uses the sampled one-hot.

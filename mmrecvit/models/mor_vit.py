@@ -71,7 +71,8 @@ from torch.utils.checkpoint import checkpoint
 
 from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_renamed, check_sequence
-from .flops import OpWork, linear_work
+from .compute import largest_within
+from .flops import OpWork, conv_work, linear_work, total_flops
 from .stats import ForwardStats
 from .token_adaptive import UPDATES, DepthPlan, TokenSubset, run_subset, subset_work
 from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, full_precision, resolve_arch, stage_ends, tracing
@@ -242,6 +243,11 @@ class MoRViT(ViTBackbone):
             that run each recursion. None: (N_r - r)/N_r. An inference-time knob (plain attribute,
             e.g. `--cfg-options model.backbone.capacities=[...]`); (1.0,) * N_r is the same model
             at full depth. Token-choice takes None (its depths come from the router).
+        compute: the test-time knob through scaled capacities (expert-choice): every capacity in
+            force times j / Np, j in 1..Np (Np patch tokens), j the largest whose FLOPs are <=
+            compute x those of full capacities (every token through every recursion), rounded
+            down, at least j = 1; fractions above what the capacities in force cost give them
+            unchanged. Token-choice routing takes compute=None (its depths come from its router).
         router_alpha: gate scale alpha > 0. None: 0.1 for expert-choice (SPEC), 1.0 for
             token-choice (decision).
         bce_loss_weight: expert-choice router BCE loss weight (SPEC: 1e-3).
@@ -321,6 +327,9 @@ class MoRViT(ViTBackbone):
         """Validate `capacities` (at construction and at every forward: a plain attribute)."""
         caps, R = self.capacities, self.num_recursions
         if self.routing == 'token_choice':
+            if self.compute is not None:
+                raise ValueError("compute acts on MoR-ViT through the capacities of routing='expert_choice'; "
+                                 f"routing='token_choice' takes compute=None, got compute={self.compute!r}")
             if caps is not None:
                 raise ValueError("capacities apply to routing='expert_choice' only (token-choice depths come "
                                  f'from its router); pass capacities=None, got {caps!r}')
@@ -343,6 +352,39 @@ class MoRViT(ViTBackbone):
         if self.capacities is None:
             return default_capacities(self.num_recursions)
         return tuple(float(c) for c in self.capacities)
+
+    # ---- the compute knob ---------------------------------------------------------------------
+    def expert_choice_work(self, capacities: Sequence[float], tokens: int) -> list:
+        """What an expert-choice forward computes per image with `capacities` on `tokens` tokens
+        (all steps, in execution order: the same entries `forward_states` records)."""
+        P, D, u = self.num_prefix_tokens, self.embed_dim, self.unit_size
+        num_patches = tokens - P
+        work, k_prev = [self.step_work(0, tokens)], num_patches
+        for r, cap in enumerate(capacities):
+            k = min(k_prev, capacity_tokens(cap, num_patches))
+            work.append(linear_work(f'routers.{r}', P + k_prev, D, 1))
+            active = TokenSubset(None, (P + k,), tokens)  # only the counts matter for the work
+            work += [subset_work(self.blocks[self.schedule[s]], active, cached_keys=False, windows=self.window_for(s))
+                     for s in range(1 + r * u, 1 + (r + 1) * u)]
+            k_prev = k
+        return [*work, self.step_work(self.depth - 1, tokens)]
+
+    def compute_setting(self, fraction: float, grid: tuple[int, int]) -> dict[str, Any]:
+        """`compute` -> the capacities of one forward (the class docstring's scaling)."""
+        self.check_knobs()  # token-choice: an error naming compute
+        num_patches = grid[0] * grid[1]
+        tokens, caps = num_patches + self.num_prefix_tokens, self.capacity_schedule
+        embed = conv_work('patch_embed', self.patch_embed.proj, grid).flops
+
+        def scaled(i: int) -> tuple[float, ...]:
+            return tuple(c * ((i + 1) / num_patches) for c in caps)
+
+        def flops(capacities: Sequence[float]) -> float:
+            return embed + total_flops(self.expert_choice_work(capacities, tokens))
+
+        full = flops((1.0,) * self.num_recursions)
+        i = largest_within(fraction, full, lambda i: flops(scaled(i)), num_patches)
+        return {} if i == num_patches - 1 else {'capacities': scaled(i)}
 
     # ---- forward ------------------------------------------------------------------------------
     def forward_states(self, x: Tensor, indices: Sequence[int]) -> list[Tensor]:

@@ -75,7 +75,8 @@ from torch.utils.checkpoint import checkpoint
 
 from .checkpoint import average_blocks, fresh_parameters, load_state_dict_strict, logger, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_sequence
-from .flops import OpWork
+from .compute import in_force, largest_within
+from .flops import OpWork, conv_work, total_flops
 from .numerics import sanitize
 from .stats import ForwardStats
 from .vit import ARCH_SETTINGS, PlainViT, ViTBackbone, check_out_indices, full_precision, resolve_arch
@@ -218,6 +219,12 @@ class ReViT(ViTBackbone):
             From scratch (no checkpoint) the router is always §2's zero init.
         timm_init: how the shared attention and norms are taken from an L-block timm/DeiT checkpoint:
             'average' over all blocks (default) or the 'middle' block (SPEC §6).
+        compute: the test-time knob through elastic depth: the model runs as a K-step reViT
+            (coordinates re-spread over K, `out_depths` read at K, as `model.depth = K`), K in
+            2..L the largest whose FLOPs are <= compute x those at the current L (rounded down, at
+            least 2). Candidates are compared by their block applications and patch embedding; the
+            router and expert merge, computed once per depth and cached in eval, are left out of
+            the choice (they are in `stats.flops` of a forward that computes them).
         Other arguments (mlp_ratio, qkv_bias, init_values, patch_size, img_size, in_channels,
         with_cls_token, drop_path_rate, with_cp, pretrained, init_cfg): see `ViTBackbone`.
     """
@@ -262,6 +269,18 @@ class ReViT(ViTBackbone):
     @property
     def num_blocks(self) -> int:
         return 1
+
+    def compute_setting(self, fraction: float, grid: tuple[int, int]) -> dict[str, Any]:
+        """`compute` -> the elastic depth K of one forward (class docstring)."""
+        tokens, full = grid[0] * grid[1] + self.num_prefix_tokens, self.depth
+        embed = conv_work('patch_embed', self.patch_embed.proj, grid).flops
+
+        def flops_of(i: int) -> float:  # K = i + 2 steps (window layouts follow the depth)
+            with in_force(self, {'depth': i + 2}):
+                return embed + total_flops(self.dense_stats(tokens, i + 2).work)
+
+        kept = 2 + largest_within(fraction, flops_of(full - 2), flops_of, full - 1)
+        return {} if kept == full else {'depth': kept}
 
     @property
     def schedule(self) -> list[int]:

@@ -25,7 +25,8 @@ from torch import Tensor, nn
 
 from .checkpoint import fresh_parameters, split_timm_blocks
 from .checks import check_choice, check_int, check_renamed, check_sequence
-from .flops import linear_work
+from .compute import largest_within
+from .flops import conv_work, linear_work, total_flops
 from .stats import ForwardStats
 from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, full_precision, resolve_arch
 
@@ -179,6 +180,11 @@ class SRViT(ViTBackbone):
             the softmax taken over them (renormalised); the parameters, hence the checkpoint keys,
             depend on T only, so a model trained with T loads strictly and runs with any T'.
             Training always runs T. Can be changed after construction (`model.eval_recursions = 2`).
+        compute: the test-time knob through `eval_recursions`: from the current T'_u, one recursion at
+            a time is taken from the unit that has the most left (the finer, later unit on ties),
+            down to 1 per unit, e.g. [4, 4, 2, 2] -> [4, 3, 2, 2] -> [3, 3, 2, 2] -> ... -> [1, 1, 1, 1];
+            the largest of these settings whose FLOPs are <= compute x those of the full T schedule
+            runs (rounded down; at least [1, ..., 1]). Outputs stay the unit outputs.
         readout: 'soft' (default): the per-token softmax mixture over recursions. 'final': the last
             state only (naive recursion, the paper's ablation); builds no routers, so its
             checkpoint has no router keys (our decision: no unused parameters in training).
@@ -323,24 +329,51 @@ class SRViT(ViTBackbone):
         self.stats.scalars.update(self._scalars(maps))
         return [wanted[u] for u in units]
 
+    def unit_work(self, u: int, tokens: int, num_recursions: int) -> list:
+        """What `run_unit(u, ...)` computes on `tokens` tokens per image, in execution order (`flops.py`)."""
+        work, D = [], self.embed_dim
+        router = self.routers[str(u)] if str(u) in self.routers else None
+        if router is not None and self.router_input == 'unit_input':
+            work.append(linear_work(f'routers.{u}', tokens, D, router.proj.out_features))
+        for t in range(num_recursions):
+            if t and self.step_transform == 'linear':
+                work.append(linear_work(f'step_transforms.{u}.{t}', tokens, D, D))
+            work += [self.step_work(self.unit_first_step[u] + t * self.unit_sizes[u] + j, tokens)
+                     for j in range(self.unit_sizes[u])]
+            if router is not None and self.router_input != 'unit_input':
+                work.append(linear_work(f'routers.{u}', tokens, D, 1))
+        return work
+
+    def compute_setting(self, fraction: float, grid: tuple[int, int]) -> dict[str, Any]:
+        """`compute` -> `eval_recursions` for one forward (the class docstring's chain of settings)."""
+        tokens = grid[0] * grid[1] + self.num_prefix_tokens
+        chain = [tuple(self.eval_recursions)]
+        while max(chain[-1]) > 1:  # one recursion less, from the unit with the most (the last on ties)
+            t = list(chain[-1])
+            u = max(range(len(t)), key=lambda i: (t[i], i))
+            t[u] -= 1
+            chain.append(tuple(t))
+        chain.reverse()  # smallest first
+        embed = conv_work('patch_embed', self.patch_embed.proj, grid).flops
+
+        def flops(recursions: Sequence[int]) -> float:
+            return embed + sum(total_flops(self.unit_work(u, tokens, t)) for u, t in enumerate(recursions))
+
+        i = largest_within(fraction, flops(self.num_recursions), lambda i: flops(chain[i]), len(chain))
+        return {} if i == len(chain) - 1 else {'eval_recursions': chain[i]}
+
     def run_unit(self, u: int, x: Tensor, num_recursions: int) -> tuple[Tensor, Tensor]:
         """Unit u for `num_recursions` recursions: its output (B, N, D) and the readout weights
-        (B, N, T') of every token (detached, for statistics). Adds its work to `self.stats`."""
-        work, N, D = self.stats.work, x.shape[1], self.embed_dim
+        (B, N, T') of every token (detached, for statistics). Adds its work (`unit_work`) to `self.stats`."""
         router = self.routers[str(u)] if str(u) in self.routers else None
         unit_logits = None
         if router is not None and self.router_input == 'unit_input':
             unit_logits = full_precision(router, x)
-            work.append(linear_work(f'routers.{u}', N, D, router.proj.out_features))
         mixture, logits, h = RecursionMixture(self.readout), [], x
         for t in range(num_recursions):
             h = self.step_transforms[u][t](h)  # S_{u,t}; the identity before recursion 0
-            if t and self.step_transform == 'linear':
-                work.append(linear_work(f'step_transforms.{u}.{t}', N, D, D))
             for j, b in enumerate(self.unit_blocks[u]):
-                step = self.unit_first_step[u] + t * self.unit_sizes[u] + j
-                h = self.run_block(self.blocks[b], h, step)
-                work.append(self.step_work(step, N))
+                h = self.run_block(self.blocks[b], h, self.unit_first_step[u] + t * self.unit_sizes[u] + j)
             if router is None:
                 z = None
             else:
@@ -348,11 +381,11 @@ class SRViT(ViTBackbone):
                     z = unit_logits[..., t: t + 1]
                 else:
                     z = router.recursion_logit(h, t)  # (B, N, 1)
-                    work.append(linear_work(f'routers.{u}', N, D, 1))
                 z = self.guard_finite(f'routers.{u} logits', f'unit {u}, recursion {t + 1}', z, router)
             mixture.add(h, z)
             if z is not None:
                 logits.append(z.detach())
+        self.stats.work += self.unit_work(u, x.shape[1], num_recursions)
         return mixture.result(), self._readout_weights(logits, num_recursions, x)
 
     def _readout_weights(self, logits: list[Tensor], num_recursions: int, x: Tensor) -> Tensor:

@@ -21,7 +21,8 @@ from torch.utils.checkpoint import checkpoint
 
 from .checkpoint import load_pretrained, pick_or_average_blocks, split_timm_blocks
 from .checks import check_bool, check_choice, check_float, check_int, check_renamed, check_sequence
-from .flops import BlockWork, conv_work
+from .compute import check_compute, in_force, kept_steps, largest_within
+from .flops import BlockWork, conv_work, total_flops
 from .layers import Block, Mlp
 from .numerics import NONFINITE_MODES, FiniteGuard, sanitize, tracing
 from .stats import ForwardStats
@@ -128,7 +129,17 @@ class ViTBackbone(nn.Module):
             (see `numerics.py`): 'raise' (default) a `NonFiniteError` naming the module and step,
             so a NaN never reaches an optimizer step; 'warn' skips them (zeros, cut from the graph)
             with a logged warning and goes on. A plain attribute: may be changed on a built model.
+        compute: the test-time compute knob (`compute.py`, issue 20): None (default) the forward as
+            configured; a fraction in (0, 1] of the full-depth backbone FLOPs at the input's size,
+            mapped by each method onto its own mechanism (`compute_setting`, see each class) and
+            rounded down to the largest achievable setting within it (at least the smallest).
+            Eval mode only (a training forward with it set is an error). A plain attribute, read
+            at every forward (`model.compute = 0.5`).
     """
+
+    # Set only for the duration of a forward with `compute` (`compute.in_force`).
+    _compute_in_force: float | None = None  # the fraction in force (read by EdgeRecViT's depth assignment)
+    _final_step: int | None = None  # PlainViT / NaiveRecursiveViT: the last kept step
 
     def __init__(self, *, embed_dim: int, num_heads: int, depth: int, mlp_ratio: float = 4.0,
                  qkv_bias: bool = True, init_values: float | None = None, patch_size: int = 16,
@@ -136,7 +147,7 @@ class ViTBackbone(nn.Module):
                  with_cls_token: bool = True, drop_path_rate: float = 0.0, with_cp: bool = False,
                  pretrained: str | None = None, init_cfg: dict | None = None, out_type: str = 'featmap',
                  final_norm: bool | None = None, window_size: int = 0, global_steps: Sequence[int] | None = None,
-                 amp_dtype: str | None = None, nonfinite: str = 'raise') -> None:
+                 amp_dtype: str | None = None, nonfinite: str = 'raise', compute: float | None = None) -> None:
         super().__init__()
         self.embed_dim = check_int('embed_dim', embed_dim, 1)
         self.num_heads = check_int('num_heads', num_heads, 1)
@@ -169,6 +180,7 @@ class ViTBackbone(nn.Module):
         self.with_cp = check_bool('with_cp', with_cp)
         self.init_cfg = self._resolve_init_cfg(pretrained, init_cfg)
         self.nonfinite = check_choice('nonfinite', nonfinite, NONFINITE_MODES)
+        self.compute = check_compute(compute)
         self.out_type = check_choice('out_type', out_type, OUT_TYPES)
         self.amp_dtype = check_choice('amp_dtype', amp_dtype, list(AMP_DTYPES))
         self.window_size = check_int('window_size', window_size, 0)
@@ -454,7 +466,7 @@ class ViTBackbone(nn.Module):
     @property
     def final_index(self) -> int:
         """The step whose state is the model's final one (`final_norm` applies to it)."""
-        return self.depth - 1
+        return self.depth - 1 if self._final_step is None else self._final_step
 
     def forward(self, x: Tensor) -> tuple[Tensor, ...]:
         """(B, C, H, W) -> `out_type`'s outputs: maps (B, D, ceil(H/p), ceil(W/p)), one per
@@ -467,7 +479,38 @@ class ViTBackbone(nn.Module):
         return tuple(o.float() for o in outputs)
 
     def forward_outputs(self, x: Tensor) -> tuple[Tensor, ...]:
-        """`forward` at the precision in force."""
+        """`forward` at the precision in force, with the `compute` knob's setting in force."""
+        fraction = check_compute(self.compute)  # a plain attribute: may be set on a built model
+        if fraction is None:
+            return self.run_outputs(x)
+        if self.training:
+            raise RuntimeError(f'compute={fraction} is a test-time knob (eval mode only); call model.eval() '
+                               'or set compute=None to train')
+        self._grid = self.patch_grid(x)  # the candidates' window layouts need it
+        setting = self.compute_setting(fraction, self._grid)
+        with in_force(self, {'_compute_in_force': fraction, **setting}):
+            return self.run_outputs(x)
+
+    def compute_setting(self, fraction: float, grid: tuple[int, int]) -> dict[str, Any]:
+        """The attributes that put `compute=fraction` in force for one forward on a `grid` input.
+
+        This default is the baselines' (`PlainViT`, `NaiveRecursiveViT`): the first K of the L
+        block applications, K the largest with FLOPs <= fraction x those of all L (at least 1), the
+        outputs taken from the kept steps (`compute.kept_steps`: stage ends rescaled to K).
+        """
+        tokens = grid[0] * grid[1] + self.num_prefix_tokens
+        embed = conv_work('patch_embed', self.patch_embed.proj, grid).flops
+
+        def flops_of(i: int) -> float:  # i + 1 applications
+            return embed + total_flops(self.dense_stats(tokens, i + 1).work)
+
+        kept = 1 + largest_within(fraction, flops_of(self.depth - 1), flops_of, self.depth)
+        if kept == self.depth:
+            return {}
+        return {'out_indices': kept_steps(self.out_indices, self.depth, kept), '_final_step': kept - 1}
+
+    def run_outputs(self, x: Tensor) -> tuple[Tensor, ...]:
+        """The outputs of `out_type` with the settings in force."""
         if self.out_type == 'featmap':
             states, grid = self.get_intermediate_states(x, self.out_indices)
             return self.to_maps(states, grid)
@@ -492,6 +535,10 @@ class PlainViT(ViTBackbone):
         depth: L, blocks = block applications (default from `arch`: 12).
         out_indices: application steps (= block indices) whose outputs are returned (default:
             the ends of 4 equal stages, (2, 5, 8, 11) for 12 blocks).
+        compute: fewer block applications from the end, the baseline of the test-time knob: the
+            first K of the L blocks, K the largest whose FLOPs are <= compute x those of all L
+            (rounded down, at least 1); output step i is read at kept step max(1, floor((i+1)K/L)) - 1
+            (stage ends rescaled: (2, 5, 8, 11) -> (0, 2, 3, 5) at K = 6), the final norm on step K-1.
         Other arguments: see `ViTBackbone`.
     """
 
@@ -520,6 +567,8 @@ class NaiveRecursiveViT(ViTBackbone):
         num_blocks: k, the unique blocks (default 3).
         depth: L, number of block applications (default from `arch`: 12).
         out_indices: application steps to return (default: ends of 4 equal stages).
+        compute: as `PlainViT`'s: the first K of the L applications (the cycle cut from the end),
+            K the largest within compute x the FLOPs of all L, outputs at the rescaled steps.
         timm_init: how unique block j is initialised from an n-block timm checkpoint (SPEC §6):
             'cycle' (default, our decision correcting SPEC §6's mapping to the schedule): the mean of
             the checkpoint blocks at the steps block j runs, t = j, j + k, j + 2k, ... (block
