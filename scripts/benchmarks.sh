@@ -4,7 +4,7 @@
 # (+ .csv); docs/benchmarks.md is then assembled from all tables present, in this order.
 #
 #   bash scripts/benchmarks.sh            # all tables (make bench)
-#   bash scripts/benchmarks.sh plain      # one table: plain | srvit | revit | edge | mor | equal
+#   bash scripts/benchmarks.sh plain      # one table: plain | srvit | revit | edge | mor | equal | deploy
 #
 # Run it on an otherwise idle machine: timings on a shared machine are noise.
 set -euo pipefail
@@ -66,6 +66,13 @@ bench equal equal_applications 'Equal block applications (12) vs PlainViT-S' \
   edge-s-full='EdgeRecViT(arch="small", forced_mean_depth=12)' \
   mor-s-full='MoRViT(arch="small", capacities=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])' \
   --batch 1 8 --size 224 --repeats "$REPEATS" --reference plainvit-s
+
+# Deployment runtimes: its own script (three runtimes per model, not the harness's model list).
+NAMES+=(deployment)
+if [[ $which == all || $which == deploy ]]; then
+  echo '=== deployment ==='
+  "$PY" tools/analysis_tools/benchmark_deploy.py --shape 512 512 --repeats "$REPEATS" --out "$OUT/deployment.md"
+fi
 
 {
   echo '# Benchmarks'
