@@ -164,3 +164,12 @@ def test_tool_refuses_adaptive_edge_recvit(tmp_path):
         load_tool().main([cfg, 'none', '--shape', '64', '64', '--out', str(tmp_path / 'x.onnx'),
                           '--cfg-options', 'model.backbone.execution=adaptive'])
     assert not list(tmp_path.iterdir())
+
+
+def test_tool_cls_online_revit(tmp_path, capsys):
+    """--revit-mode online keeps the reViT (router and expert merge in the graph); a classifier gives logits."""
+    cfg = osp.join(REPO, 'configs/cls/revit-ti_1xb32-200it_toy-cls.py')
+    out = tmp_path / 'cls.onnx'
+    assert load_tool().main([cfg, 'none', '--shape', '64', '64', '--revit-mode', 'online', '--out', str(out)]) == 0
+    text = capsys.readouterr().out
+    assert 'folded' not in text and 'ImageClassifier' in text and out.is_file()
