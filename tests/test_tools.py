@@ -36,6 +36,21 @@ def seg_run(toy_root, tmp_path_factory):
     return work
 
 
+def test_each_runner_draws_with_its_own_visualizer(toy_root, tmp_path):
+    """A det run after a det and a cls run in one process draws with a det visualizer (the hooks take the
+    current instance; the det one's reused name used to leave the cls one current)."""
+    from mmdet.visualization import DetLocalVisualizer
+    from mmengine.visualization import Visualizer
+
+    from mmrecvit.mm import cli
+
+    for i, (task, config) in enumerate([('det', DET), ('cls', demo_tool.toy_config('cls', 'plainvit')), ('det', DET)]):
+        args = train_tool.parse_args([config, *toy_cfg_options(task, toy_root, tmp_path / str(i))])
+        runner = cli.build_runner(cli.load_config(args), 'none', tool='test')
+        assert Visualizer.get_current_instance() is runner.visualizer
+    assert isinstance(runner.visualizer, DetLocalVisualizer)
+
+
 def test_det_train_writes_checkpoint_and_evaluates(det_run, toy_root, tmp_path):
     ckpt = det_run / 'iter_2.pth'
     assert ckpt.is_file()

@@ -67,6 +67,11 @@ def build_runner(cfg: Config, launcher: str, tool: str) -> Runner:
     for `--launcher` (`mmrecvit.mm.dist`) and a check of the checkpoint it will load; `tool` names the
     tool in the error about that checkpoint."""
     setup_cpu_distributed(cfg, launcher)
+    if cfg.get('visualizer') is not None:
+        # A visualizer of its own per Runner (named after the run): for a name already taken, mmengine returns
+        # the existing instance without making it the current one, so the visualization hook of a second run in
+        # one process (tests, `demo.py --task transfer`) would draw with another task's visualizer.
+        cfg.visualizer.pop('name', None)
     try:  # a bad file: one clear line instead of torch's error deep inside the Runner (mmrecvit/mm/checkpoint.py)
         check_checkpoint_to_load(cfg)
     except (OSError, RuntimeError) as e:
