@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 from mmengine.dist import all_gather_object, get_rank, get_world_size
-from mmengine.hooks import Hook
+from mmengine.hooks import CheckpointHook, Hook
 from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 
@@ -140,9 +140,11 @@ class RNGStateHook(Hook):
 
     * the states of Python's `random`, numpy and torch (CPU, and CUDA when present) as they are
       when a checkpoint is written (the end of a training iteration or epoch) go into it as
-      `rng_states`; in a distributed run every rank's states are gathered then (one small
-      `all_gather_object` per checkpoint, because mmengine writes on rank 0 only; mmengine calls
-      `before_save_checkpoint` on every rank) and each rank gets its own back;
+      `rng_states`; in a distributed run every rank's states are gathered then, in one small
+      `all_gather_object` per checkpoint, and each rank gets its own back. mmengine writes (and calls
+      `before_save_checkpoint`) on rank 0 only, so the gather happens on every rank at the end of each
+      iteration/epoch after which `CheckpointHook` will write (its own `interval`/`save_begin`/`save_last`
+      rule), and after each validation when it keeps the best checkpoint; rank 0 then uses those states;
     * validation during training does not consume the training streams: the states are set back
       after each validation, so a checkpoint written before a validation resumes exactly, and the
       validation schedule does not change the training trajectory (a decision; mmengine alone lets
@@ -160,6 +162,7 @@ class RNGStateHook(Hook):
     def __init__(self) -> None:
         self._val_states: dict | None = None       # this rank's states before a validation
         self._loaded: dict | None = None           # `rng_states` of the checkpoint being loaded
+        self._gathered: list | None = None         # every rank's states for the checkpoint rank 0 writes next
 
     def before_val(self, runner) -> None:
         self._val_states = get_rng_states()
@@ -169,9 +172,42 @@ class RNGStateHook(Hook):
             set_rng_states(self._val_states)
             self._val_states = None
 
-    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+    def _gather(self) -> None:
+        """Every rank's states now (a collective: called on every rank), for the checkpoint rank 0 writes next."""
         states = get_rng_states()
-        ranks = all_gather_object(states) if get_world_size() > 1 else [states]
+        self._gathered = all_gather_object(states) if get_world_size() > 1 else [states]
+
+    @staticmethod
+    def _checkpoint_hook(runner) -> Any:
+        return next((h for h in runner.hooks if isinstance(h, CheckpointHook)), None)
+
+    def after_train_iter(self, runner, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
+        hook = self._checkpoint_hook(runner)
+        if get_world_size() > 1 and hook is not None and not hook.by_epoch and (
+                hook.every_n_train_iters(runner, hook.interval, hook.save_begin)
+                or (hook.save_last and hook.is_last_train_iter(runner))):
+            self._gather()
+
+    def after_train_epoch(self, runner) -> None:
+        hook = self._checkpoint_hook(runner)
+        if get_world_size() > 1 and hook is not None and hook.by_epoch and (
+                hook.every_n_epochs(runner, hook.interval, hook.save_begin)
+                or (hook.save_last and hook.is_last_train_epoch(runner))):
+            self._gather()
+
+    def after_val_epoch(self, runner, metrics: dict | None = None) -> None:
+        hook = self._checkpoint_hook(runner)
+        if get_world_size() > 1 and hook is not None and hook.save_best is not None:
+            self._gather()
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        ranks, self._gathered = self._gathered, None
+        if ranks is None:  # one process (or a save no rule above foresaw: this rank's states only, said so)
+            ranks = [get_rng_states()]
+            if get_world_size() > 1:
+                print_log('RNGStateHook: a checkpoint written outside CheckpointHook\'s schedule holds rank 0\'s '
+                          'generator states only; resuming from it is not exact', logger='current',
+                          level=logging.WARNING)
         checkpoint['rng_states'] = {'world_size': len(ranks), 'ranks': ranks}
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
