@@ -12,6 +12,8 @@ _base_ = [
     'mmdet::_base_/schedules/schedule_1x.py',
     'mmdet::_base_/default_runtime.py',
 ]
+# A run killed at any moment (also mid-save) resumes from a complete checkpoint (mmrecvit/mm/hooks.py).
+default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
 
 # AdamW as for ViTDet; no weight decay on positions, tokens and norms.
 optim_wrapper = dict(

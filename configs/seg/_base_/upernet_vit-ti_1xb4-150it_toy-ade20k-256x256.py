@@ -55,7 +55,7 @@ param_scheduler = [
 ]
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=10),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
+    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
 # Seeded alike on every rank (diff_rank_seed=False, unlike the real recipe): in one process the switch changes only
 # where the data sampler's seed comes from (`seed` with False), so the toy's data order stays a function of `seed`
 # (the reasoning in ../../det/_base_/mask-rcnn_vit-ti_fpn_1xb2-800it_toy-coco.py).
