@@ -148,8 +148,10 @@ class RNGStateHook(Hook):
     * the states of Python's `random`, numpy and torch (CPU, and CUDA when present) as they are
       when a checkpoint is written (the end of a training iteration or epoch) go into it as
       `rng_states`; in a distributed run every rank's states are gathered then (one small
-      `all_gather_object` per checkpoint, because mmengine writes on rank 0 only; mmengine calls
-      `before_save_checkpoint` on every rank) and each rank gets its own back;
+      `all_gather_object` per checkpoint, in `after_train_iter`/`after_train_epoch` on every rank
+      when a `CheckpointHook` is about to save: mmengine's `Runner.save_checkpoint`, which calls
+      `before_save_checkpoint`, runs on rank 0 only, where a collective would deadlock) and each
+      rank gets its own back;
     * validation during training does not consume the training streams: the states are set back
       after each validation, so a checkpoint written before a validation resumes exactly, and the
       validation schedule does not change the training trajectory (a decision; mmengine alone lets
@@ -167,6 +169,7 @@ class RNGStateHook(Hook):
     def __init__(self) -> None:
         self._val_states: dict | None = None       # this rank's states before a validation
         self._loaded: dict | None = None           # `rng_states` of the checkpoint being loaded
+        self._gathered: list | None = None         # every rank's states, gathered before a save
 
     def before_val(self, runner) -> None:
         self._val_states = get_rng_states()
@@ -176,9 +179,33 @@ class RNGStateHook(Hook):
             set_rng_states(self._val_states)
             self._val_states = None
 
+    def _gather_if_saving(self, runner, by_epoch: bool) -> None:
+        """In a distributed run, gather every rank's states when a `CheckpointHook` is about to save.
+
+        `Runner.save_checkpoint` (and so `before_save_checkpoint`) runs on rank 0 only
+        (`@master_only`): a collective there would wait forever for the other ranks, so the
+        gathering happens here, on every rank, just before the checkpoint hook (VERY_LOW) runs."""
+        self._gathered = None
+        if get_world_size() == 1:
+            return
+        for hook in runner.hooks:
+            if isinstance(hook, CheckpointHook) and hook.by_epoch == by_epoch and hook.interval > 0:
+                every = hook.every_n_epochs if by_epoch else hook.every_n_train_iters
+                last = hook.is_last_train_epoch if by_epoch else hook.is_last_train_iter
+                if every(runner, hook.interval, hook.save_begin) or (hook.save_last and last(runner)):
+                    self._gathered = all_gather_object(get_rng_states())
+                    return
+
+    def after_train_iter(self, runner, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
+        self._gather_if_saving(runner, by_epoch=False)
+
+    def after_train_epoch(self, runner) -> None:
+        self._gather_if_saving(runner, by_epoch=True)
+
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        states = get_rng_states()
-        ranks = all_gather_object(states) if get_world_size() > 1 else [states]
+        ranks, self._gathered = self._gathered, None
+        if ranks is None:  # one process, or a save the gathering did not foresee (then only rank 0's states)
+            ranks = [get_rng_states()]
         checkpoint['rng_states'] = {'world_size': len(ranks), 'ranks': ranks}
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
