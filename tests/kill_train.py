@@ -10,6 +10,8 @@ FAULT (K counts from 1):
     after-rename:K        the K-th checkpoint renamed into place, `last_checkpoint` not yet rewritten
     before-delete:K       before the K-th deletion of an old checkpoint (`last_checkpoint` already names the new one)
 
+`rank<R>/FAULT` (under torchrun): only the process with `RANK=R` (set by torchrun) has the fault.
+
 The faults patch mmengine's file write (`LocalBackend.put`), `os.replace` and `os.remove` in this
 process only; nothing is read from the environment.
 """
@@ -29,6 +31,10 @@ def die() -> None:
 
 
 def install(fault: str) -> None:
+    if fault.startswith('rank'):
+        rank, fault = fault[len('rank'):].split('/', 1)
+        if int(os.environ.get('RANK', '0')) != int(rank):
+            return
     if fault == 'none':
         return
     kind, k = fault.split(':')
@@ -98,4 +104,7 @@ if __name__ == '__main__':
     install(fault)
     import train  # noqa: E402  (tools/train.py)
 
+    from mmrecvit.mm.dist import exit_distributed_process
+
     train.main(argv)
+    exit_distributed_process()  # as tools/train.py does after a torchrun launch; else nothing

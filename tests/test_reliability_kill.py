@@ -18,6 +18,7 @@ import os.path as osp
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -79,3 +80,38 @@ def test_control_mmengine_checkpoint_hook_loses_the_run_when_killed_mid_save(toy
     resumed = run('none', toy_root, work, '--resume', config=str(config))
     assert resumed.returncode != 0
     assert f"cannot resume from '{work / 'iter_2.pth'}'" in resumed.stderr, resumed.stderr[-2000:]
+
+
+# ---- 2 processes (gloo): one rank killed ----------------------------------------------------------
+def run_two(fault, root, work, config, *args):
+    from test_reliability_distributed import free_port
+
+    options = [*toy_cfg_options('seg', root, work, iters=N, batch=1), 'default_hooks.checkpoint.interval=1']
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONWARNINGS': 'ignore', 'PYTHONPATH': REPO}
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=2', f'--master_port={free_port()}',
+           KILL, fault, '--', config, '--launcher', 'pytorch', *args, *options]
+    start = time.monotonic()
+    res = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    return res, time.monotonic() - start
+
+
+@pytest.mark.slow
+def test_two_processes_one_rank_killed_fails_fast_naming_it_and_resumes_exactly(toy_root, tmp_path):
+    """torchrun's elastic agent sees rank 1 die (SIGKILL at the start of iteration 3), stops rank 0 (blocked in
+    DDP's gradient all-reduce) and exits non-zero with a report naming rank 1 and the signal: no hang."""
+    from test_reliability_distributed import deterministic_seg_config
+
+    config = deterministic_seg_config(tmp_path)
+    full, _ = run_two('none', toy_root, tmp_path / 'full', config)
+    assert full.returncode == 0, full.stderr[-3000:]
+    killed, seconds = run_two('rank1/iter:2', toy_root, tmp_path / 'work', config)
+    report = killed.stdout + killed.stderr
+    print(f'one rank killed: torchrun exit {killed.returncode} after {seconds:.0f}s (whole run)')
+    assert killed.returncode != 0
+    assert 'rank      : 1' in report and 'Signal 9 (SIGKILL)' in report, report[-3000:]
+    assert seconds < 300
+    resumed, _ = run_two('none', toy_root, tmp_path / 'work', config, '--resume')
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    diff = max_abs_diff(final_weights(tmp_path / 'full'), final_weights(tmp_path / 'work'))
+    print(f'2 processes, rank 1 killed at iteration 3, resumed: max |w_full - w_resumed| = {diff}')
+    assert diff == 0.0
