@@ -44,7 +44,9 @@ class CheckSegMap(BaseTransform):
         self.num_classes, self.ignore_index = num_classes, ignore_index
 
     def transform(self, results: dict) -> dict:
-        seg = results['gt_seg_map']
+        seg = results.get('gt_seg_map')
+        if seg is None:  # inference: the inferencers drop LoadAnnotations from the test pipeline
+            return results
         image = tuple(results['ori_shape'][:2])
         if tuple(seg.shape[:2]) != image:
             raise ValueError(f"segmentation map {results.get('seg_map_path')!r} is {seg.shape[0]}x{seg.shape[1]}, "
