@@ -17,6 +17,15 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    its DDP wrapper is given CUDA `device_ids`) is handled where processes start, in
    `mmrecvit.mm.dist`, because it needs the launcher arguments.
 
+3. mmengine's loader of local files (`CheckpointLoader`'s scheme '', used by `load_from`,
+   `--resume`, `tools/test.py`, `load_checkpoint` and the mmdet/mmseg/mmpretrain inferencers) is a
+   bare `torch.load(filename, map_location)`: weights-only only while torch's default says so
+   (`TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1` turns it off), and a bad file ends in the unpickler's
+   own error. It is re-registered as `mmrecvit.models.checkpoint.load_checkpoint_file`, the one
+   reader of our tools and backbones: `weights_only=True` explicitly, one error naming the file
+   for a truncated/corrupt/foreign file, a refused pickled object or NaN/inf weights. A compat fix,
+   not a hook, because the inferencers and `load_checkpoint` load outside any Runner.
+
 numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/test_compat.py`).
 
 mmpretrain 1.2.0 with mmcv 2.1.0 / mmengine 0.10.7 / torch 2.14 / numpy 2: nothing beyond fix 1 was
@@ -59,6 +68,15 @@ def mmengine_safe_globals() -> list:
             *dtype_classes, (_history_buffer_getattr, 'builtins.getattr')]
 
 
+def load_local_checkpoint(filename: str, map_location: object = None) -> object:
+    """mmengine's local-file loader, through ours (fix 3)."""
+    import os.path as osp
+
+    from .models.checkpoint import load_checkpoint_file
+
+    return load_checkpoint_file(osp.expanduser(filename), map_location='cpu' if map_location is None else map_location)
+
+
 def apply() -> None:
     """Apply every fix once (idempotent)."""
     global _applied
@@ -66,4 +84,7 @@ def apply() -> None:
         return
     if importlib.util.find_spec('mmengine') is not None:
         torch.serialization.add_safe_globals(mmengine_safe_globals())
+        from mmengine.runner.checkpoint import CheckpointLoader
+
+        CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
     _applied = True

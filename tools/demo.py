@@ -41,6 +41,7 @@ from mmseg.apis import MMSegInferencer
 
 import mmrecvit  # noqa: F401  (compat fixes + registration)
 from mmrecvit.datasets import TOY_ADE_DIR, TOY_CLS_DIR, TOY_COCO_DIR, make_toy_data, toy_data_cfg
+from mmrecvit.mm.checkpoint import check_checkpoint_matches_model
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DEFAULT_DATA_ROOT = osp.join(ROOT, 'data')
@@ -86,16 +87,28 @@ def evaluate(cfg: Config, checkpoint: str, work_dir: str) -> dict:
     return {k: float(v) for k, v in metrics.items()}  # numpy scalars (mmseg's IoUMetric) -> JSON-able floats
 
 
-def draw_predictions(task: str, config: str, checkpoint: str, images: list[str], out_dir: str) -> list[str]:
+def build_inferencer(task: str, config: str, checkpoint: str):
+    """The framework's inferencer with `checkpoint`, which must be a checkpoint of this very model:
+    a bad file stops in the loader (`mmrecvit.compat` fix 3), another model's, which the inferencers
+    load non-strictly with a warning, here (`check_checkpoint_matches_model`)."""
     if task == 'det':
         inferencer = DetInferencer(model=config, weights=checkpoint, device='cpu', show_progress=False)
-        inferencer(images, out_dir=out_dir, pred_score_thr=0.5, no_save_pred=True)
     elif task == 'seg':
         inferencer = MMSegInferencer(model=config, weights=checkpoint, device='cpu')
+    else:
+        inferencer = ImageClassificationInferencer(model=config, pretrained=checkpoint, device='cpu')
+    check_checkpoint_matches_model(inferencer.model, checkpoint, strict=True)
+    return inferencer
+
+
+def draw_predictions(task: str, config: str, checkpoint: str, images: list[str], out_dir: str) -> list[str]:
+    inferencer = build_inferencer(task, config, checkpoint)
+    if task == 'det':
+        inferencer(images, out_dir=out_dir, pred_score_thr=0.5, no_save_pred=True)
+    elif task == 'seg':
         inferencer(images, out_dir=out_dir, opacity=0.6)
     else:
         os.makedirs(osp.join(out_dir, 'vis'), exist_ok=True)
-        inferencer = ImageClassificationInferencer(model=config, pretrained=checkpoint, device='cpu')
         inferencer(images, show_dir=osp.join(out_dir, 'vis'), resize=256)  # 64 px crops: drawn larger
     return as_png(sorted(glob.glob(osp.join(out_dir, 'vis', '*'))))
 

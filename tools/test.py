@@ -90,7 +90,7 @@ def show_predictions(cfg: Config, task: str, args) -> None:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    runner = cli.build_runner(build_cfg(args), args.launcher, tool=osp.basename(__file__))
+    runner = cli.build_runner(build_cfg(args), args.launcher, tool=osp.basename(__file__), strict_load=True)
     return runner.test()
 
 

@@ -10,15 +10,23 @@ read, the tensors are not, so a large checkpoint costs little) through the core'
 `load_checkpoint_file`, and stops with one message naming the file and the problem. For
 `--resume` it also checks that the file is a training checkpoint (mmengine's `meta` and
 `state_dict`), not weights only. Remote paths (`http://`, `s3://`, ...) are left to mmengine.
+
+Once the Runner is built, `check_checkpoint_matches_model` compares the file's keys and shapes with
+the model's: mmengine loads `load_from`/`tools/test.py` checkpoints with `strict=False`, so a checkpoint
+of another model would otherwise be evaluated as randomly initialised weights after a warning.
+`--resume`, `tools/test.py` and the inferencers (tools/demo.py) need every key; a training `load_from`
+(fine-tuning, e.g. another head) needs shapes that agree and at least one shared key.
 """
 from __future__ import annotations
 
 import os.path as osp
 from typing import Any
 
+from mmengine.model import BaseTTAModel, is_model_wrapper
 from mmengine.runner.checkpoint import find_latest_checkpoint
+from torch import nn
 
-from ..models.checkpoint import CheckpointError, load_checkpoint_file
+from ..models.checkpoint import CheckpointError, load_checkpoint_file, state_dict_mismatch, unwrap_state_dict
 
 
 def checkpoint_to_load(cfg: Any) -> tuple[str | None, bool]:
@@ -45,3 +53,18 @@ def check_checkpoint_to_load(cfg: Any) -> None:
         raise CheckpointError(f'cannot resume from {path!r}: not a training checkpoint written by mmengine (it has no '
                               f"'meta'/'state_dict'; top-level keys {keys}). For weights only, use load_from or the "
                               "backbone's init_cfg instead of --resume")
+
+
+def check_checkpoint_matches_model(model: nn.Module, path: str | None, strict: bool) -> None:
+    """Raise `CheckpointError` naming `path` if its state dict is not one of `model` (module docstring)."""
+    if path is None or '://' in str(path):
+        return
+    path = osp.expanduser(str(path))
+    model = model.module if is_model_wrapper(model) or isinstance(model, BaseTTAModel) else model  # as mmengine loads
+    sd = unwrap_state_dict(load_checkpoint_file(path, mmap=True), path)
+    own = model.state_dict()
+    shared = set(sd) & set(own)
+    if strict or not shared or any(sd[k].shape != own[k].shape for k in shared):
+        message = state_dict_mismatch(model, sd if strict else {k: sd[k] for k in shared}, repr(path), limit=8)
+        if message or not shared:
+            raise CheckpointError(message or f'{path!r} shares no key with {type(model).__name__}')

@@ -17,7 +17,8 @@ from mmengine.config import Config, DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-from .checkpoint import check_checkpoint_to_load
+from ..models.checkpoint import CheckpointError
+from .checkpoint import check_checkpoint_matches_model, check_checkpoint_to_load, checkpoint_to_load
 from .dist import setup_cpu_distributed
 
 LAUNCHERS = ('none', 'pytorch', 'slurm', 'mpi')
@@ -62,18 +63,25 @@ def load_config(args: argparse.Namespace) -> Config:
     return cfg
 
 
-def build_runner(cfg: Config, launcher: str, tool: str) -> Runner:
+def build_runner(cfg: Config, launcher: str, tool: str, strict_load: bool = False) -> Runner:
     """The config's Runner (its own `runner_type` when it names one), after the CPU distributed set-up
-    for `--launcher` (`mmrecvit.mm.dist`) and a check of the checkpoint it will load; `tool` names the
-    tool in the error about that checkpoint."""
+    for `--launcher` (`mmrecvit.mm.dist`) and a check of the checkpoint it will load, before (the file)
+    and after (its keys against the model's: all of them for `--resume` or `strict_load`) the Runner
+    is built; `tool` names the tool in the error about that checkpoint."""
     setup_cpu_distributed(cfg, launcher)
     if cfg.get('visualizer') is not None:
         # A visualizer of its own per Runner (named after the run): for a name already taken, mmengine returns
         # the existing instance without making it the current one, so the visualization hook of a second run in
         # one process (tests, `demo.py --task transfer`) would draw with another task's visualizer.
         cfg.visualizer.pop('name', None)
+    path, resume = checkpoint_to_load(cfg)
     try:  # a bad file: one clear line instead of torch's error deep inside the Runner (mmrecvit/mm/checkpoint.py)
         check_checkpoint_to_load(cfg)
     except (OSError, RuntimeError) as e:
         raise SystemExit(f'{tool}: {e}') from e
-    return Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+    try:  # mmengine loads non-strictly: another model's file would pass with a warning
+        check_checkpoint_matches_model(runner.model, path, strict=resume or strict_load)
+    except CheckpointError as e:
+        raise SystemExit(f'{tool}: {e}') from e
+    return runner

@@ -15,17 +15,24 @@ useful without our backbones; our configs list both.
 
 `TF32Hook`: lets fp32 matrix products and convolutions use TensorFloat-32 on GPUs that have it
 (mmengine has no switch for it); our configs list it too.
+
+`AtomicCheckpointHook`: mmengine's `CheckpointHook`, but a kill at any moment (also inside a save)
+leaves `last_checkpoint` naming a complete checkpoint (write to a temporary file + fsync + rename,
+then `last_checkpoint`, then deleting the old ones); our configs use it as `default_hooks.checkpoint`.
 """
 from __future__ import annotations
 
 import logging
 import math
+import os
+import os.path as osp
 import random
 from typing import Any
 
 import numpy as np
 import torch
-from mmengine.dist import all_gather_object, get_rank, get_world_size
+from mmengine.dist import all_gather_object, get_rank, get_world_size, is_main_process
+from mmengine.fileio import LocalBackend
 from mmengine.hooks import CheckpointHook, Hook
 from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
@@ -140,11 +147,11 @@ class RNGStateHook(Hook):
 
     * the states of Python's `random`, numpy and torch (CPU, and CUDA when present) as they are
       when a checkpoint is written (the end of a training iteration or epoch) go into it as
-      `rng_states`; in a distributed run every rank's states are gathered then, in one small
-      `all_gather_object` per checkpoint, and each rank gets its own back. mmengine writes (and calls
-      `before_save_checkpoint`) on rank 0 only, so the gather happens on every rank at the end of each
-      iteration/epoch after which `CheckpointHook` will write (its own `interval`/`save_begin`/`save_last`
-      rule), and after each validation when it keeps the best checkpoint; rank 0 then uses those states;
+      `rng_states`; in a distributed run every rank's states are gathered then (one small
+      `all_gather_object` per checkpoint, in `after_train_iter`/`after_train_epoch` on every rank
+      when a `CheckpointHook` is about to save: mmengine's `Runner.save_checkpoint`, which calls
+      `before_save_checkpoint`, runs on rank 0 only, where a collective would deadlock) and each
+      rank gets its own back;
     * validation during training does not consume the training streams: the states are set back
       after each validation, so a checkpoint written before a validation resumes exactly, and the
       validation schedule does not change the training trajectory (a decision; mmengine alone lets
@@ -162,7 +169,7 @@ class RNGStateHook(Hook):
     def __init__(self) -> None:
         self._val_states: dict | None = None       # this rank's states before a validation
         self._loaded: dict | None = None           # `rng_states` of the checkpoint being loaded
-        self._gathered: list | None = None         # every rank's states for the checkpoint rank 0 writes next
+        self._gathered: list | None = None         # every rank's states, gathered before a save
 
     def before_val(self, runner) -> None:
         self._val_states = get_rng_states()
@@ -172,42 +179,33 @@ class RNGStateHook(Hook):
             set_rng_states(self._val_states)
             self._val_states = None
 
-    def _gather(self) -> None:
-        """Every rank's states now (a collective: called on every rank), for the checkpoint rank 0 writes next."""
-        states = get_rng_states()
-        self._gathered = all_gather_object(states) if get_world_size() > 1 else [states]
+    def _gather_if_saving(self, runner, by_epoch: bool) -> None:
+        """In a distributed run, gather every rank's states when a `CheckpointHook` is about to save.
 
-    @staticmethod
-    def _checkpoint_hook(runner) -> Any:
-        return next((h for h in runner.hooks if isinstance(h, CheckpointHook)), None)
+        `Runner.save_checkpoint` (and so `before_save_checkpoint`) runs on rank 0 only
+        (`@master_only`): a collective there would wait forever for the other ranks, so the
+        gathering happens here, on every rank, just before the checkpoint hook (VERY_LOW) runs."""
+        self._gathered = None
+        if get_world_size() == 1:
+            return
+        for hook in runner.hooks:
+            if isinstance(hook, CheckpointHook) and hook.by_epoch == by_epoch and hook.interval > 0:
+                every = hook.every_n_epochs if by_epoch else hook.every_n_train_iters
+                last = hook.is_last_train_epoch if by_epoch else hook.is_last_train_iter
+                if every(runner, hook.interval, hook.save_begin) or (hook.save_last and last(runner)):
+                    self._gathered = all_gather_object(get_rng_states())
+                    return
 
     def after_train_iter(self, runner, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
-        hook = self._checkpoint_hook(runner)
-        if get_world_size() > 1 and hook is not None and not hook.by_epoch and (
-                hook.every_n_train_iters(runner, hook.interval, hook.save_begin)
-                or (hook.save_last and hook.is_last_train_iter(runner))):
-            self._gather()
+        self._gather_if_saving(runner, by_epoch=False)
 
     def after_train_epoch(self, runner) -> None:
-        hook = self._checkpoint_hook(runner)
-        if get_world_size() > 1 and hook is not None and hook.by_epoch and (
-                hook.every_n_epochs(runner, hook.interval, hook.save_begin)
-                or (hook.save_last and hook.is_last_train_epoch(runner))):
-            self._gather()
-
-    def after_val_epoch(self, runner, metrics: dict | None = None) -> None:
-        hook = self._checkpoint_hook(runner)
-        if get_world_size() > 1 and hook is not None and hook.save_best is not None:
-            self._gather()
+        self._gather_if_saving(runner, by_epoch=True)
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         ranks, self._gathered = self._gathered, None
-        if ranks is None:  # one process (or a save no rule above foresaw: this rank's states only, said so)
+        if ranks is None:  # one process, or a save the gathering did not foresee (then only rank 0's states)
             ranks = [get_rng_states()]
-            if get_world_size() > 1:
-                print_log('RNGStateHook: a checkpoint written outside CheckpointHook\'s schedule holds rank 0\'s '
-                          'generator states only; resuming from it is not exact', logger='current',
-                          level=logging.WARNING)
         checkpoint['rng_states'] = {'world_size': len(ranks), 'ranks': ranks}
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
@@ -308,5 +306,88 @@ class TF32Hook(Hook):
         torch.backends.cudnn.allow_tf32 = self.allow
 
 
+# ---- atomic checkpoints -----------------------------------------------------------------------------
+def replace_atomically(tmp_path: str, path: str) -> None:
+    """fsync `tmp_path`, rename it over `path` (atomic on POSIX in one file system), fsync the folder."""
+    with open(tmp_path, 'rb+') as f:
+        os.fsync(f.fileno())
+    os.replace(tmp_path, path)
+    dir_fd = os.open(osp.dirname(osp.abspath(path)) or '.', os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_text_atomically(path: str, text: str) -> None:
+    tmp = f'{path}.tmp'
+    with open(tmp, 'w') as f:
+        f.write(text)
+    replace_atomically(tmp, path)
+
+
+class AtomicCheckpointHook(CheckpointHook):
+    """mmengine's `CheckpointHook` whose checkpoints survive a kill at any moment (issue 19).
+
+    mmengine 0.10.7's hook, for `max_keep_ckpts=k`, first deletes the oldest checkpoint, then writes
+    the new one in place (`open(path, 'wb')`), then `work_dir/last_checkpoint`. A process killed
+    while writing leaves a half-written `iter_N.pth`; with `max_keep_ckpts=1` (our toy configs) the
+    only complete checkpoint is already gone, and `last_checkpoint` still names the deleted file.
+    Here, for local folders:
+
+    1. the checkpoint is written to `.<name>.tmp` in the same folder, fsynced, and renamed over
+       `<name>` (`os.replace`: a reader sees the old file or the whole new one, never a part);
+    2. only then is `last_checkpoint` rewritten (also by write + rename), so it always names a
+       complete file, which is what `--resume` loads;
+    3. only then are the checkpoints beyond `max_keep_ckpts` deleted.
+
+    A kill between 2 and 3 leaves one extra old checkpoint; a kill in 1 leaves a `.tmp` file,
+    deleted when training starts again. The files' contents (`keep_ckpt_ids` in the message hub
+    included) are those mmengine writes. Remote `out_dir`s (`s3://`, ...) keep mmengine's
+    behaviour. A subclass of the hook, not a patch of mmengine, so it shows in the config:
+    `default_hooks.checkpoint.type='AtomicCheckpointHook'` in all our configs.
+    """
+
+    TMP = '.{}.tmp'
+
+    def _local(self) -> bool:
+        return isinstance(self.file_backend, LocalBackend)
+
+    def before_train(self, runner) -> None:
+        super().before_train(runner)
+        if self._local() and is_main_process() and osp.isdir(self.out_dir):
+            for name in os.listdir(self.out_dir):
+                if name.startswith('.') and name.endswith('.tmp'):  # a save killed half-way
+                    os.remove(osp.join(self.out_dir, name))
+                    print_log(f'AtomicCheckpointHook: removed the incomplete {name} of an interrupted save',
+                              logger='current', level=logging.WARNING)
+
+    def _save_checkpoint_with_step(self, runner, step, meta) -> None:
+        if not self._local():
+            return super()._save_checkpoint_with_step(runner, step, meta)
+        drop = []
+        if self.max_keep_ckpts > 0 and not (self.keep_ckpt_ids and self.keep_ckpt_ids[-1] == step):
+            while len(self.keep_ckpt_ids) >= self.max_keep_ckpts:
+                drop.append(self.keep_ckpt_ids.popleft())
+            self.keep_ckpt_ids.append(step)
+            runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))
+        name = self.filename_tmpl.format(step)
+        self.last_ckpt = osp.join(self.out_dir, name)
+        runner.message_hub.update_info('last_ckpt', self.last_ckpt)
+        tmp = self.TMP.format(name)
+        runner.save_checkpoint(self.out_dir, tmp, self.file_client_args, save_optimizer=self.save_optimizer,
+                               save_param_scheduler=self.save_param_scheduler, meta=meta, by_epoch=self.by_epoch,
+                               backend_args=self.backend_args, **self.args)
+        if not is_main_process():  # mmengine writes on rank 0 only
+            return
+        replace_atomically(osp.join(self.out_dir, tmp), self.last_ckpt)
+        write_text_atomically(osp.join(runner.work_dir, 'last_checkpoint'), self.last_ckpt)
+        for old in drop:
+            path = osp.join(self.out_dir, self.filename_tmpl.format(old))
+            if osp.isfile(path):
+                os.remove(path)
+
+
 HOOK_CLASSES = {'RecursionHook': RecursionHook, 'RNGStateHook': RNGStateHook,
-                'TemperatureScheduleHook': TemperatureScheduleHook, 'TF32Hook': TF32Hook}
+                'TemperatureScheduleHook': TemperatureScheduleHook, 'TF32Hook': TF32Hook,
+                'AtomicCheckpointHook': AtomicCheckpointHook}

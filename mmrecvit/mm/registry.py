@@ -47,6 +47,7 @@ def register_all() -> list[str]:
         return []
     from mmengine.registry import MODELS
 
+    from .data import CheckSegMap
     from .hooks import HOOK_CLASSES
     from .norm import NORM_LAYERS
     from .optim import OPTIM_WRAPPER_CONSTRUCTORS
@@ -59,7 +60,8 @@ def register_all() -> list[str]:
     for scope in scopes:
         registry = importlib.import_module(f'{scope}.registry')
         for reg, classes in ((registry.MODELS, {**BACKBONES, **NECKS}), (registry.HOOKS, HOOK_CLASSES),
-                             (registry.OPTIM_WRAPPER_CONSTRUCTORS, OPTIM_WRAPPER_CONSTRUCTORS)):
+                             (registry.OPTIM_WRAPPER_CONSTRUCTORS, OPTIM_WRAPPER_CONSTRUCTORS),
+                             (registry.TRANSFORMS, {'CheckSegMap': CheckSegMap})):
             for name, cls in classes.items():
                 # module_dict, not .get(): get() would import all of mmdet.models at import time.
                 if reg.module_dict.get(name) is not cls:

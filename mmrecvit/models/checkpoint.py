@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import re
 import zipfile
 from collections.abc import Sequence
@@ -41,6 +42,9 @@ BLOCK_KEY = re.compile(r'^blocks\.(\d+)\.(.+)$')
 MODEL_PARTS = ('backbone', 'neck', 'data_preprocessor')
 
 
+CORRUPT = 'the file is truncated, corrupt or not a PyTorch/safetensors checkpoint'
+
+
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read or does not match the model."""
 
@@ -53,7 +57,9 @@ def read_checkpoint(path: str, map_location: str | torch.device = 'cpu') -> dict
 def load_checkpoint_file(path: str, map_location: str | torch.device = 'cpu', mmap: bool = False) -> object:
     """`torch.load` (weights only) or safetensors, with one clear `CheckpointError` naming the file
     when it is truncated, corrupt or not a checkpoint (torch's own errors range from a bare
-    `EOFError` to advice to load with `weights_only=False`).
+    `EOFError` to advice to load with `weights_only=False`), a pickled object outside the
+    weights-only allow-list (refused, never run) or NaN/inf weights. The one place every entry
+    point reads a checkpoint through (mmengine's own loader too: `mmrecvit.compat` fix 3).
 
     mmap: map a zip-format file's tensors instead of reading them (a cheap check that the file is
     whole and its pickle readable; legacy non-zip files are read normally).
@@ -73,11 +79,40 @@ def load_checkpoint_file(path: str, map_location: str | torch.device = 'cpu', mm
             # its checkpoints are allow-listed by mmrecvit.compat.
             obj = torch.load(path, map_location=map_location, weights_only=True,
                              mmap=mmap and zipfile.is_zipfile(path))
-    except Exception as e:  # the unpickler fails on garbage in many ways (EOFError, IndexError, ...)
+    except pickle.UnpicklingError as e:
+        found = re.search(r'Unsupported global: GLOBAL \S+', str(e))
+        if found is None:  # garbage bytes also end here ("Unsupported operand 116"): a corrupt file
+            raise CheckpointError(f'cannot read checkpoint {path!r}: {CORRUPT} ({_first_line(e)})') from e
         raise CheckpointError(
-            f'cannot read checkpoint {path!r}: the file is truncated, corrupt or not a PyTorch/'
-            f'safetensors checkpoint ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""})') from e
+            f'refusing checkpoint {path!r}: it carries a pickled object outside the allowed types '
+            f'({found.group(0)}); nothing in it was run (loaded with weights_only=True: tensors and '
+            'plain containers only)') from None
+    except Exception as e:  # the unpickler fails on garbage in many ways (EOFError, IndexError, ...)
+        raise CheckpointError(f'cannot read checkpoint {path!r}: {CORRUPT} ({_first_line(e)})') from e
+    check_finite(obj, path)
     return obj
+
+
+def _first_line(e: Exception) -> str:
+    return f'{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""}'
+
+
+def check_finite(obj: object, source: str) -> None:
+    """A `CheckpointError` listing the weights (the state dict: top level, or under `state_dict` /
+    `model`) that hold NaN or inf; a model started from them would train or predict garbage."""
+    sd = obj
+    if isinstance(obj, dict):
+        for key in ('state_dict', 'model'):
+            if isinstance(obj.get(key), dict):
+                sd = obj[key]
+                break
+    if not isinstance(sd, dict):
+        return
+    bad = sorted(k for k, v in sd.items()
+                 if isinstance(v, Tensor) and v.is_floating_point() and not torch.isfinite(v).all())
+    if bad:
+        raise CheckpointError(f'checkpoint {source!r} has NaN/inf weights in {len(bad)} tensor(s): '
+                              f'{", ".join(map(str, bad[:10]))}{" ..." if len(bad) > 10 else ""}')
 
 
 def unwrap_state_dict(obj: object, source: str = 'checkpoint') -> dict[str, Tensor]:
@@ -240,20 +275,30 @@ def fresh_parameters(model: nn.Module, state_dict: dict[str, Tensor], pattern: s
     return {**state_dict, **own}
 
 
-def load_state_dict_strict(model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint') -> None:
-    """`load_state_dict(strict=True)` with one error listing every missing, unexpected and
-    wrong-shape key."""
+def state_dict_mismatch(model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint',
+                        limit: int | None = None) -> str | None:
+    """The message listing every missing, unexpected and wrong-shape key (at most `limit` of each), or None."""
     own = model.state_dict()
     missing = sorted(set(own) - set(state_dict))
     unexpected = sorted(set(state_dict) - set(own))
     shapes = sorted(f'{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}'
                     for k in set(own) & set(state_dict) if own[k].shape != state_dict[k].shape)
-    if missing or unexpected or shapes:
-        parts = [f'{source} does not match {type(model).__name__}:']
-        for title, keys in (('missing keys', missing), ('unexpected keys', unexpected), ('wrong shapes', shapes)):
-            if keys:
-                parts.append(f'  {title} ({len(keys)}): ' + ', '.join(keys))
-        raise CheckpointError('\n'.join(parts))
+    if not (missing or unexpected or shapes):
+        return None
+    parts = [f'{source} does not match {type(model).__name__}:']
+    for title, keys in (('missing keys', missing), ('unexpected keys', unexpected), ('wrong shapes', shapes)):
+        if keys:
+            more = f', ... ({len(keys) - limit} more)' if limit is not None and len(keys) > limit else ''
+            parts.append(f'  {title} ({len(keys)}): ' + ', '.join(keys[:limit]) + more)
+    return '\n'.join(parts)
+
+
+def load_state_dict_strict(model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint') -> None:
+    """`load_state_dict(strict=True)` with one error listing every missing, unexpected and
+    wrong-shape key."""
+    message = state_dict_mismatch(model, state_dict, source)
+    if message:
+        raise CheckpointError(message)
     model.load_state_dict(state_dict, strict=True)
 
 

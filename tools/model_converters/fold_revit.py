@@ -27,8 +27,8 @@ from mmengine.config import Config
 from torch import Tensor
 
 from mmrecvit.models.checkpoint import (
+    load_checkpoint_file,
     load_state_dict_strict,
-    read_checkpoint,
     select_prefix,
     unwrap_state_dict,
 )
@@ -59,15 +59,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def read_full(path: str) -> tuple[object, dict[str, Tensor]]:
-    """The checkpoint object (to keep its `meta`) and its flat state dict."""
-    if not path.endswith('.safetensors'):
-        try:
-            obj = torch.load(path, map_location='cpu', weights_only=True)
-        except Exception:  # read_checkpoint below reports the problem in its own words
-            obj = None
-        if obj is not None:
-            return obj, unwrap_state_dict(obj, path)
-    return None, read_checkpoint(path)
+    """The checkpoint object (to keep its `meta`; None for safetensors) and its flat state dict, through
+    the one checkpoint reader (weights only, one error naming a bad file)."""
+    obj = load_checkpoint_file(path)
+    return (None if path.endswith('.safetensors') else obj), unwrap_state_dict(obj, path)
 
 
 def revit_kwargs_from_state_dict(sd: dict[str, Tensor], num_heads: int | None) -> dict:
@@ -135,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     obj, flat = read_full(args.checkpoint)
     is_model_ckpt = any(k.startswith(PREFIX) for k in flat)
     backbone_sd = select_prefix(flat, PREFIX, args.checkpoint) if is_model_ckpt else flat
-    revit = build_revit(args, backbone_sd)
+    try:
+        revit = build_revit(args, backbone_sd)
+    except SystemExit as e:  # the architecture cannot be read from the file: say which file
+        raise SystemExit(f'{args.checkpoint}: {e.code}') from e
     load_state_dict_strict(revit, backbone_sd, args.checkpoint)
     revit.eval()
 

@@ -52,6 +52,6 @@ param_scheduler = [
 auto_scale_lr = dict(base_batch_size=32)
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=10),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
+    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
 log_processor = dict(by_epoch=False)
 randomness = dict(_delete_=True, seed=0, diff_rank_seed=False)  # one process: as the toy det/seg configs

@@ -81,7 +81,7 @@ param_scheduler = [
 auto_scale_lr = dict(base_batch_size=2)
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=10),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
+    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
 log_processor = dict(by_epoch=False)
 # Seeded alike on every rank (diff_rank_seed=False, unlike the real recipe). A toy runs in one process, where the
 # switch changes only where the data sampler's seed comes from: `seed` itself with False, a draw from the numpy

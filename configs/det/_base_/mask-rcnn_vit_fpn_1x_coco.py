@@ -12,6 +12,13 @@ _base_ = [
     'mmdet::_base_/schedules/schedule_1x.py',
     'mmdet::_base_/default_runtime.py',
 ]
+# A run killed at any moment (also mid-save) resumes from a complete checkpoint (mmrecvit/mm/hooks.py).
+default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
+# mmdet's CocoDataset, but bad annotations and missing images are dropped with a warning naming the file
+# (mmrecvit/mm/data.py).
+train_dataloader = dict(dataset=dict(type='CheckedCocoDataset'))
+val_dataloader = dict(dataset=dict(type='CheckedCocoDataset'))
+test_dataloader = val_dataloader
 
 # AdamW as for ViTDet; no weight decay on positions, tokens and norms.
 optim_wrapper = dict(

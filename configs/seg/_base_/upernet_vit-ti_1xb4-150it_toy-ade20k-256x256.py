@@ -27,6 +27,7 @@ model = dict(
 train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='LoadAnnotations', reduce_zero_label=True),
+    dict(type='CheckSegMap', num_classes=150),  # labels outside the classes, a map of another size (mm/data.py)
     dict(type='RandomResize', scale=(320, 256), ratio_range=(0.8, 1.25), keep_ratio=True),
     dict(type='RandomCrop', crop_size=crop_size, cat_max_ratio=0.75),
     dict(type='RandomFlip', prob=0.5),
@@ -36,6 +37,7 @@ test_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='Resize', scale=(320, 256), keep_ratio=True),
     dict(type='LoadAnnotations', reduce_zero_label=True),
+    dict(type='CheckSegMap', num_classes=150),  # labels outside the classes, a map of another size (mm/data.py)
     dict(type='PackSegInputs'),
 ]
 train_dataloader = dict(
@@ -55,7 +57,7 @@ param_scheduler = [
 ]
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=10),
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
+    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
 # Seeded alike on every rank (diff_rank_seed=False, unlike the real recipe): in one process the switch changes only
 # where the data sampler's seed comes from (`seed` with False), so the toy's data order stays a function of `seed`
 # (the reasoning in ../../det/_base_/mask-rcnn_vit-ti_fpn_1xb2-800it_toy-coco.py).

@@ -29,6 +29,9 @@ model = dict(
 # (bit-identical on CPU with randomness=dict(seed=..., deterministic=True); mmrecvit/mm/hooks.py).
 # TF32Hook allows TensorFloat-32 in fp32 matmuls/convolutions on GPUs that have it (a no-op on CPU).
 custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook'), dict(type='TF32Hook')]
+# AtomicCheckpointHook: mmengine's CheckpointHook with write + fsync + rename, then last_checkpoint, then deleting old
+# ones, so a run killed at any moment (also mid-save) resumes from a complete checkpoint (mmrecvit/mm/hooks.py).
+default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
 # DDP: every backbone puts every parameter in every iteration's graph (tests/test_reliability_distributed.py),
 # so DDP's cheaper default stays.
 find_unused_parameters = False

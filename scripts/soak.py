@@ -1,0 +1,84 @@
+"""Soak run (issue 19, part 4): toy training with evaluation and checkpoints, RSS sampled throughout.
+
+    python scripts/soak.py --task seg --iters 300 --val-interval 50 [--data-root data] [--work-dir work_dirs/soak]
+
+Runs `tools/train.py` on a toy config in a subprocess (the toy sets are made under --data-root if
+absent), samples the process's resident set size from /proc every --every seconds, and prints the RSS
+after warm-up (the first --warmup fraction of the run), at the end, and the growth in between, in MiB.
+Exit status 1 when the growth exceeds --bound MiB. Linux only (/proc).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import os.path as osp
+import subprocess
+import sys
+import time
+
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+CONFIGS = {'det': 'configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py',
+           'seg': 'configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py'}
+
+
+def rss_mib(pid: int) -> float | None:
+    try:
+        with open(f'/proc/{pid}/status') as f:
+            for line in f:
+                if line.startswith('VmRSS:'):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--task', choices=sorted(CONFIGS), default='seg')
+    parser.add_argument('--iters', type=int, default=300)
+    parser.add_argument('--val-interval', type=int, default=50)
+    parser.add_argument('--data-root', default=osp.join(REPO, 'data'))
+    parser.add_argument('--work-dir', default=osp.join(REPO, 'work_dirs', 'soak'))
+    parser.add_argument('--every', type=float, default=0.5, help='seconds between RSS samples')
+    parser.add_argument('--warmup', type=float, default=0.2, help='fraction of the run counted as warm-up')
+    parser.add_argument('--bound', type=float, default=200.0, help='allowed RSS growth after warm-up, MiB')
+    args = parser.parse_args(argv)
+    sys.path.insert(0, REPO)
+    from mmrecvit.datasets import make_toy_data, toy_data_cfg
+
+    if not osp.isdir(osp.join(args.data_root, 'toy_coco' if args.task == 'det' else 'toy_ade')):
+        make_toy_data(args.data_root, progress=False)
+    options = [f'train_cfg.max_iters={args.iters}', f'train_cfg.val_interval={args.val_interval}',
+               f'default_hooks.checkpoint.interval={args.val_interval}', 'default_hooks.logger.interval=50',
+               *[f'{k}={v}' for k, v in toy_data_cfg(args.task, args.data_root).items()]]
+    cmd = [sys.executable, osp.join(REPO, 'tools', 'train.py'), osp.join(REPO, CONFIGS[args.task]),
+           '--work-dir', args.work_dir, '--cfg-options', *options]
+    start = time.monotonic()
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join([REPO, os.environ.get('PYTHONPATH', '')])}  # this checkout
+    os.makedirs(args.work_dir, exist_ok=True)
+    err = open(osp.join(args.work_dir, 'soak_stderr.txt'), 'w+')  # a file, not a pipe: a full pipe would block it
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    samples = []
+    while proc.poll() is None:
+        rss = rss_mib(proc.pid)
+        if rss is not None:
+            samples.append((time.monotonic() - start, rss))
+        time.sleep(args.every)
+    if proc.returncode != 0:
+        err.seek(0)
+        print(err.read()[-3000:], file=sys.stderr)
+        return proc.returncode
+    if len(samples) < 4:
+        print('run too short to measure')
+        return 0
+    total = samples[-1][0]
+    warm = [r for t, r in samples if t >= args.warmup * total]
+    growth = warm[-1] - warm[0]
+    print(f'{args.task}: {args.iters} iterations in {total:.0f}s, {len(samples)} RSS samples; after warm-up '
+          f'{warm[0]:.0f} MiB, end {warm[-1]:.0f} MiB, peak {max(r for _, r in samples):.0f} MiB, '
+          f'growth {growth:+.1f} MiB (bound {args.bound:g})')
+    return int(growth > args.bound)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
