@@ -20,6 +20,7 @@ sys.path.insert(0, osp.join(REPO, 'tools', 'model_converters'))
 sys.path.insert(0, osp.join(REPO, 'tools', 'misc'))
 import gen_metafile  # noqa: E402  (tools/misc/gen_metafile.py)
 import get_flops  # noqa: E402  (tools/analysis_tools/get_flops.py)
+import padding_effect  # noqa: E402  (tools/analysis_tools/padding_effect.py)
 import timm2mmrecvit  # noqa: E402  (tools/model_converters/timm2mmrecvit.py)
 import visualize_depth  # noqa: E402  (tools/analysis_tools/visualize_depth.py)
 from mmengine.config import Config  # noqa: E402
@@ -238,3 +239,12 @@ def test_gen_metafile_refuses_negative_latency_repeats(tiny_configs, tmp_path, c
         gen_metafile.main(['--configs', str(tiny_configs['PlainViT']), '--out', str(tmp_path / 'm.yml'),
                            '--latency-repeats', '-1'])
     assert '--latency-repeats must be >= 0' in capsys.readouterr().err
+
+
+def test_padding_effect_compares_an_image_alone_and_padded(toy_root):
+    cfg = osp.join(REPO, 'configs/det/mask-rcnn_morvit-ti_fpn_1xb2-800it_toy-coco.py')
+    r = padding_effect.main([cfg, 'none', '--num-images', '1', '--data-root', str(toy_root / 'toy_coco')])
+    assert set(r) == {'alone', 'padded_real', 'padding', 'changed'}
+    assert 1 <= r['alone'] <= 5 and 1 <= r['padded_real'] <= 5 and 0 <= r['changed'] <= 1  # 1 + N_r=4 at most
+    with pytest.raises(SystemExit, match='must be MoRViT'):
+        padding_effect.main([SEG_TOY, 'none'])

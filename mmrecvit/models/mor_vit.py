@@ -49,6 +49,12 @@ Decisions (SPEC §4 leaves them open; constructor arguments where cheap):
   has a well-defined state for `out_indices`).
 * (decision) a token's `token_maps['recursions']` (mean: `scalars['recursions/mean']`) = the number of
   recursions it ran (0..N_r; every token also runs the first and last block).
+* (decision, measured) batch padding counts: expert choice keeps ceil(capacity * N) of an image's N
+  patch tokens, the zero tokens mmdet pads it with included (the paper's rule; the pad extent is not
+  excluded). `tools/analysis_tools/padding_effect.py` on the toy Mask R-CNN (300 iterations): a
+  256x160 image padded to 256x256 (37.5 % padding) gives its real tokens 2.65 recursions on average
+  instead of 2.50 alone, the padding 2.24; 40 % of the real tokens change their count. Batch-1 tests
+  of non-square images therefore route differently from padded training batches.
 * (decision, SPEC §6) from a timm/DeiT checkpoint of n blocks: first <- block 0, last <- block n-1;
   shared unit block j <- mean of the middle blocks i = 1..n-2 with (i-1) % u == j (`timm_init=
   'average'`, MoR's "average the tied layers": with n = L they are exactly the layers the unit
