@@ -5,11 +5,14 @@
 Runs `tools/train.py` on a toy config in a subprocess (the toy sets are made under --data-root if
 absent), samples the process's resident set size from /proc every --every seconds, and prints the RSS
 after warm-up (the first --warmup fraction of the run), at the end, and the growth in between, in MiB.
-Exit status 1 when the growth exceeds --bound MiB. Linux only (/proc).
+Then evaluates the last checkpoint twice with `tools/test.py` and compares the two metric sets.
+Exit status 1 when the growth exceeds --bound MiB or the two evaluations differ. Linux only (/proc).
 """
 from __future__ import annotations
 
 import argparse
+import glob
+import json
 import os
 import os.path as osp
 import subprocess
@@ -32,6 +35,17 @@ def rss_mib(pid: int) -> float | None:
     return None
 
 
+def evaluate(config: str, checkpoint: str, work_dir: str, options: list[str], env: dict) -> dict:
+    """The metrics `tools/test.py` reports for `checkpoint` (read from the json log mmengine writes)."""
+    run = subprocess.run([sys.executable, osp.join(REPO, 'tools', 'test.py'), config, checkpoint, '--work-dir',
+                          work_dir, '--cfg-options', *options], cwd=REPO, env=env, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise SystemExit(f'tools/test.py {checkpoint} failed:\n{run.stderr[-3000:]}')
+    (log,) = glob.glob(osp.join(work_dir, '*', '*.json'))
+    with open(log) as f:
+        return json.loads(f.read().splitlines()[-1])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--task', choices=sorted(CONFIGS), default='seg')
@@ -48,9 +62,10 @@ def main(argv=None) -> int:
 
     if not osp.isdir(osp.join(args.data_root, 'toy_coco' if args.task == 'det' else 'toy_ade')):
         make_toy_data(args.data_root, progress=False)
+    data_options = [f'{k}={v}' for k, v in toy_data_cfg(args.task, args.data_root).items()]
     options = [f'train_cfg.max_iters={args.iters}', f'train_cfg.val_interval={args.val_interval}',
                f'default_hooks.checkpoint.interval={args.val_interval}', 'default_hooks.logger.interval=50',
-               *[f'{k}={v}' for k, v in toy_data_cfg(args.task, args.data_root).items()]]
+               *data_options]
     cmd = [sys.executable, osp.join(REPO, 'tools', 'train.py'), osp.join(REPO, CONFIGS[args.task]),
            '--work-dir', args.work_dir, '--cfg-options', *options]
     start = time.monotonic()
@@ -76,8 +91,15 @@ def main(argv=None) -> int:
     growth = warm[-1] - warm[0]
     print(f'{args.task}: {args.iters} iterations in {total:.0f}s, {len(samples)} RSS samples; after warm-up '
           f'{warm[0]:.0f} MiB, end {warm[-1]:.0f} MiB, peak {max(r for _, r in samples):.0f} MiB, '
-          f'growth {growth:+.1f} MiB (bound {args.bound:g})')
-    return int(growth > args.bound)
+          f'growth {growth:+.1f} MiB (bound {args.bound:g})', flush=True)
+    checkpoint = osp.join(args.work_dir, f'iter_{args.iters}.pth')
+    first, second = ({k: v for k, v in evaluate(cmd[2], checkpoint, osp.join(args.work_dir, f'eval_{i}'),
+                                                 data_options, env).items() if k not in ('time', 'data_time')}
+                     for i in (1, 2))  # the timings differ run to run; every metric must not
+    same = first == second
+    print(f'{args.task}: {checkpoint} evaluated twice: {"identical" if same else "DIFFERENT"} metrics {first}'
+          + ('' if same else f' vs {second}'))
+    return int(growth > args.bound or not same)
 
 
 if __name__ == '__main__':

@@ -370,3 +370,29 @@ def test_tools_test_tta_end_to_end_on_two_images(toy_root, tmp_path, task, confi
     assert ({'coco/bbox_mAP', 'coco/segm_mAP'} if task == 'det' else {'mIoU', 'aAcc'}) <= set(metrics)
     with pytest.raises(SystemExit, match='--tta needs tta_model'):
         test_tool.main([config, checkpoint, '--tta', *options, 'tta_model=None'])
+
+
+# ---- data checks (issue 19) ---------------------------------------------------------------------------------
+def _datasets(dataset):
+    """A dataset config and the ones it wraps (RepeatDataset, ConcatDataset, ...)."""
+    yield dataset
+    for inner in ([dataset['dataset']] if 'dataset' in dataset else []) + list(dataset.get('datasets', [])):
+        yield from _datasets(inner)
+
+
+@pytest.mark.parametrize('path', DENSE, ids=[rel(p) for p in DENSE])
+def test_every_dense_recipe_checks_its_data(path):
+    """COCO sets are CheckedCocoDataset (bad boxes, masks, categories, images: mm/coco.py) and ADE20K pipelines
+    check each map right after loading it (CheckSegMap: labels, size: mm/data.py), in training and in testing."""
+    cfg = load(path)
+    for split in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        datasets = list(_datasets(cfg[split]['dataset']))
+        if '/det/' in path:
+            leaves = [d for d in datasets if 'ann_file' in d]
+            assert leaves and all(d['type'] == 'CheckedCocoDataset' for d in leaves), (split, leaves)
+        else:
+            pipelines = [d['pipeline'] for d in datasets if 'pipeline' in d]
+            assert pipelines, split
+            for pipeline in pipelines:
+                types = [t['type'] for t in pipeline]
+                assert types[types.index('LoadAnnotations') + 1] == 'CheckSegMap', (split, types)

@@ -15,7 +15,7 @@ _base_ = [
 # A run killed at any moment (also mid-save) resumes from a complete checkpoint (mmrecvit/mm/hooks.py).
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
 # mmdet's CocoDataset, but bad annotations and missing images are dropped with a warning naming the file
-# (mmrecvit/mm/data.py).
+# (mmrecvit/mm/coco.py).
 train_dataloader = dict(dataset=dict(type='CheckedCocoDataset'))
 val_dataloader = dict(dataset=dict(type='CheckedCocoDataset'))
 test_dataloader = val_dataloader

@@ -34,7 +34,11 @@ train_pipeline = [
     dict(type='RandomCrop', crop_type='absolute_range', crop_size=(1024, 1024), allow_negative_crop=True),
     dict(type='PackDetInputs'),
 ]
-train_dataloader = dict(dataset=dict(dataset=dict(pipeline=train_pipeline)))
+# mmdet's CocoDataset inside mmdet's RepeatDataset, but bad annotations and missing images are dropped with a
+# warning naming the file (mmrecvit/mm/coco.py).
+train_dataloader = dict(dataset=dict(dataset=dict(type='CheckedCocoDataset', pipeline=train_pipeline)))
+val_dataloader = dict(dataset=dict(type='CheckedCocoDataset'))
+test_dataloader = val_dataloader
 
 optim_wrapper = dict(
     _delete_=True,

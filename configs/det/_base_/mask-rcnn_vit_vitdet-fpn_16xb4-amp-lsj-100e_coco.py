@@ -41,8 +41,10 @@ test_pipeline = [
     dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
     dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
 ]
-train_dataloader = dict(batch_size=4, num_workers=4)
-val_dataloader = dict(dataset=dict(pipeline=test_pipeline))
+# mmdet's CocoDataset inside mmdet's RepeatDataset, but bad annotations and missing images are dropped with a
+# warning naming the file (mmrecvit/mm/coco.py).
+train_dataloader = dict(batch_size=4, num_workers=4, dataset=dict(dataset=dict(type='CheckedCocoDataset')))
+val_dataloader = dict(dataset=dict(type='CheckedCocoDataset', pipeline=test_pipeline))
 test_dataloader = val_dataloader
 # The flip is undone on the unpadded image's width, so it comes before the padding.
 tta_pipeline = [

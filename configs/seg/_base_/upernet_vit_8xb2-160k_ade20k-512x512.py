@@ -57,6 +57,11 @@ param_scheduler = [
 # 4 GPUs x 2 images x K=2); the iteration-based loop and schedule count micro-batches, so multiply
 # train_cfg.max_iters, the warm-up `end` and the poly `end` by K as well. (auto_scale_lr, which mmseg's recipes
 # leave unset, would count GPUs x images per GPU only, not the accumulated steps.)
-train_dataloader = dict(batch_size=2)
-val_dataloader = dict(batch_size=1)
+# mmseg's ADE20K pipelines with every map checked right after loading (labels outside the classes: ignored with a
+# warning; a map of another size than its image: an error naming the file; mmrecvit/mm/data.py).
+check_seg_map = dict(type='CheckSegMap', num_classes=150)
+train_pipeline = [*_base_.train_pipeline[:2], check_seg_map, *_base_.train_pipeline[2:]]  # after LoadAnnotations
+test_pipeline = [*_base_.test_pipeline[:3], check_seg_map, *_base_.test_pipeline[3:]]
+train_dataloader = dict(batch_size=2, dataset=dict(pipeline=train_pipeline))
+val_dataloader = dict(batch_size=1, dataset=dict(pipeline=test_pipeline))
 test_dataloader = val_dataloader
