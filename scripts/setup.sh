@@ -219,6 +219,18 @@ build_wheel() {
   rm -rf "$work"
 }
 
+# Install $1 $2 from the first of: $MMRECVIT_WHEEL_DIR, the cache, a wheel that the function $3 builds into the cache.
+provide_wheel() {
+  local whl
+  whl=$(offered_wheel "$1" "$2")
+  if [[ -z "$whl" ]]; then
+    "$3"
+    whl=$(find_wheel "$CACHE_DIR" "$1" "$2")
+    [[ -n "$whl" ]] || die "the $1 build gave no $(wheel_name "$1" "$2") (another version? see the build log above)."
+  fi
+  install_wheel "$whl"
+}
+
 build_mmcv() {
   local work
   work=$(mktemp -d)
@@ -237,14 +249,9 @@ step "mmcv ops variant: $VARIANT"
 if mmcv_ok && [[ "$(installed_ops)" == "$(ops_kind "$VARIANT")" ]]; then
   step "mmcv $MMCV_VERSION with $VARIANT ops already installed"
 else
-  whl=$(offered_wheel mmcv "$MMCV_VERSION")
-  if [[ -z "$whl" ]]; then
-    build_mmcv
-    whl=$(find_wheel "$CACHE_DIR" mmcv "$MMCV_VERSION")
-  fi
-  install_wheel "$whl"
+  provide_wheel mmcv "$MMCV_VERSION" build_mmcv
   "${PIP[@]}" install --progress-bar off -q addict packaging pyyaml yapf  # mmcv's own runtime deps
-  mmcv_ok || die "$whl installed but 'import mmcv.ops' fails: the wheel was built for another torch/Python. Remove it and re-run to build from source."
+  mmcv_ok || die "the mmcv wheel installed but 'import mmcv.ops' fails: the wheel was built for another torch/Python. Remove it and re-run to build from source."
   check_ops
 fi
 
@@ -288,14 +295,8 @@ build_detectron2() {
 if d2_ok; then
   step "detectron2 $D2_VERSION already installed"
 else
-  whl=$(offered_wheel detectron2 "$D2_VERSION")
-  if [[ -z "$whl" ]]; then
-    build_detectron2
-    whl=$(find_wheel "$CACHE_DIR" detectron2 "$D2_VERSION")
-    [[ -n "$whl" ]] || die "the detectron2 build gave no $(wheel_name detectron2 "$D2_VERSION") (a newer source? set MMRECVIT_D2_SOURCE to detectron2 $D2_VERSION)."
-  fi
-  install_wheel "$whl"
-  d2_ok || die "$whl installed but 'import detectron2._C' fails: the wheel was built for another torch/Python. Remove it and re-run to build from source."
+  provide_wheel detectron2 "$D2_VERSION" build_detectron2
+  d2_ok || die "the detectron2 wheel installed but 'import detectron2._C' fails: the wheel was built for another torch/Python. Remove it and re-run to build from source."
 fi
 
 # ---- 4. mmdet, mmseg, mmpretrain --------------------------------------------------------------
