@@ -14,6 +14,11 @@
 #        b. the wheel cache ${XDG_CACHE_HOME:-~/.cache}/mmrecvit/wheels/<variant>/
 #        c. a source build of the sdist (~25 min on 2 cores for CPU ops), whose wheel is then cached (b)
 #      and check that the installed ops are that variant's (a GPU machine with CPU-only ops fails here)
+#   3b. install detectron2 0.6 (not on the package index) from the first of: a wheel in
+#       $MMRECVIT_WHEEL_DIR (checksummed as above), the wheel cache, a source build (~2 min on 2 cores,
+#       then cached) of $MMRECVIT_D2_SOURCE (a tarball or directory), else of ../shared/vendor's pinned
+#       tarball on these machines (checked against its SHA256SUMS), else of detectron2's repository
+#       (pip + git, as detectron2's install guide says)
 #   4. install mmdet 3.3.0, mmsegmentation 1.2.2 and mmpretrain 1.2.0 (--no-deps: their mmcv pins are
 #      handled above; mmpretrain's runtime dependencies are pinned in requirements.txt)
 #   5. pip install -e . (mmrecvit itself)
@@ -30,6 +35,9 @@ VENV="$ROOT/.venv"
 PY="$VENV/bin/python"
 CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/mmrecvit/wheels"
 MMCV_VERSION=2.1.0
+D2_VERSION=0.6
+D2_TARBALL=detectron2-02b5c4e2.tar.gz  # the pinned commit of ../shared/vendor
+D2_REPO=https://github.com/facebookresearch/detectron2.git
 STAMP="$VENV/.mmrecvit-setup"
 
 step() { printf '\033[1m[setup %s] %s\033[0m\n' "$(date +%H:%M:%S)" "$*"; }
@@ -83,7 +91,7 @@ esac
 # The stamp records what the environment was built from; a changed requirements.txt or setup
 # script re-runs the (fast, idempotent) pip steps.
 want_stamp=$(cat "$ROOT/requirements.txt" "$ROOT/scripts/setup.sh" | sha256sum | cut -d' ' -f1)
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]] && "$PY" -c 'import mmcv.ops, mmdet, mmseg, mmpretrain, mmrecvit' 2>/dev/null \
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]] && "$PY" -c 'import mmcv.ops, mmdet, mmseg, mmpretrain, detectron2, mmrecvit' 2>/dev/null \
    && [[ "$(installed_ops)" == "$(ops_kind "$(ops_variant)")" ]]; then
   step "environment up to date ($VENV)"
   exit 0
@@ -121,70 +129,119 @@ assert mmcv.__version__ == '2.1.0'
 EOF
 }
 
-find_wheel() {  # $1 = directory; prints the mmcv wheel path matching this Python and $VARIANT, if any
-  local dir=$1 tag pattern
+wheel_name() {  # $1 = distribution, $2 = version: its wheel's file name for this Python and machine
+  local tag
   tag=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
-  pattern="mmcv-$MMCV_VERSION-$tag-$tag-linux_$(uname -m).whl"
+  echo "$1-$2-$tag-$tag-linux_$(uname -m).whl"
+}
+
+find_wheel() {  # $1 = directory, $2 = distribution, $3 = version; prints the wheel for this Python and $VARIANT, if any
+  local dir=$1 pattern
+  pattern=$(wheel_name "$2" "$3")
   compgen -G "$dir/$VARIANT/$pattern" | head -n1 || true
   if [[ $VARIANT == cpu && $dir != "$CACHE_DIR" ]]; then  # a flat wheel directory holds CPU wheels
     compgen -G "$dir/$pattern" | head -n1 || true
   fi
 }
 
-install_wheel() {  # $1 = wheel path
-  step "installing $(basename "$1")"
-  "${PIP[@]}" install --progress-bar off -q --no-deps --force-reinstall "$1"
-  "${PIP[@]}" install --progress-bar off -q addict packaging pyyaml yapf  # mmcv's own runtime deps
-  mmcv_ok || die "$1 installed but 'import mmcv.ops' fails: the wheel was built for another torch/Python. Remove it and re-run to build from source."
-  check_ops
+verify_checksum() {  # $1 = file, $2 = the SHA256SUMS that must list it (nothing to check when $2 does not exist)
+  [[ -f "$2" ]] || return 0
+  (cd "$(dirname "$1")" && grep " $(basename "$1")\$" "$2" | sha256sum -c --quiet -) \
+    || die "$1 does not match $2: refusing to use it."
+  step "checksum of $(basename "$1") verified"
 }
 
-build_mmcv() {
+offered_wheel() {  # $1 = distribution, $2 = version: a wheel from $MMRECVIT_WHEEL_DIR (checksummed), else the cache's
+  local whl=""
+  if [[ -n "${MMRECVIT_WHEEL_DIR:-}" ]]; then
+    [[ -d "$MMRECVIT_WHEEL_DIR" ]] || die "MMRECVIT_WHEEL_DIR=$MMRECVIT_WHEEL_DIR is not a directory."
+    whl=$(find_wheel "$MMRECVIT_WHEEL_DIR" "$1" "$2")
+    if [[ -n "$whl" ]]; then
+      verify_checksum "$whl" "$(cd "$MMRECVIT_WHEEL_DIR" && pwd)/SHA256SUMS" >&2
+    else
+      step "no matching $1 wheel in MMRECVIT_WHEEL_DIR=$MMRECVIT_WHEEL_DIR; trying the $VARIANT cache" >&2
+    fi
+  fi
+  [[ -n "$whl" ]] || whl=$(find_wheel "$CACHE_DIR" "$1" "$2")
+  echo "$whl"
+}
+
+install_wheel() {  # $1 = wheel path (its runtime dependencies come from requirements.txt or the caller)
+  step "installing $(basename "$1")"
+  "${PIP[@]}" install --progress-bar off -q --no-deps --force-reinstall "$1"
+}
+
+check_build_tools() {  # what compiling torch extensions (mmcv's and detectron2's ops) needs
   for tool in gcc g++; do
-    command -v $tool >/dev/null || die "'$tool' not found: the mmcv ops build needs a C/C++ compiler (Debian: apt install build-essential)."
+    command -v $tool >/dev/null || die "'$tool' not found: building $1's ops needs a C/C++ compiler (Debian: apt install build-essential)."
   done
   echo 'int main(){return 0;}' | g++ -std=c++20 -x c++ - -o /dev/null 2>/dev/null \
     || die "g++ does not accept -std=c++20 (torch >= 2.10 headers need it): install g++ >= 10."
   local inc
   inc=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
   [[ -f "$inc/Python.h" ]] || die "Python headers missing ($inc/Python.h): install python3.11-dev."
+}
 
-  local work log jobs start
-  work=$(mktemp -d); log="$work/build.log"; jobs=${MAX_JOBS:-$(nproc)}; start=$(date +%s)
-  step "building mmcv $MMCV_VERSION with ops from source (MAX_JOBS=$jobs; ~25 min on 2 cores; log: $log)"
-  (cd "$work" && "${PIP[@]}" download -q --no-deps --no-binary :all: --no-build-isolation "mmcv==$MMCV_VERSION" -d .) \
-    || die "could not download the mmcv $MMCV_VERSION sdist from the package index."
-  tar -xzf "$work/mmcv-$MMCV_VERSION.tar.gz" -C "$work"
-  local src="$work/mmcv-$MMCV_VERSION"
-  sed -i -E 's/-std=c\+\+1[47]/-std=c++20/g' "$src/setup.py"
-  grep -q -- '-std=c++20' "$src/setup.py" || die "patching mmcv's setup.py for C++20 failed (unexpected sdist layout)."
+# Build a wheel of $1 from $2 (a source tree under the scratch directory $3, or a pip requirement such as
+# git+https://...) for $VARIANT, with the extra VAR=value settings $4..., and put it into the cache.
+build_wheel() {
+  local name=$1 target=$2 work=$3
+  shift 3
+  check_build_tools "$name"
+  local log="$work/build-$name.log" jobs=${MAX_JOBS:-$(nproc)} start
+  start=$(date +%s)
   local cuda=0 arch_list=${TORCH_CUDA_ARCH_LIST:-}
   if [[ $VARIANT != cpu ]]; then  # e.g. cu130-sm90+100 -> TORCH_CUDA_ARCH_LIST=9.0;10.0
     cuda=1
     [[ -n "$arch_list" ]] || arch_list=$(sed -E 's/.*-sm//; s/\+/ /g' <<<"$VARIANT" | \
       awk '{for (i = 1; i <= NF; i++) printf "%s%s.%s", (i > 1 ? ";" : ""), substr($i, 1, length($i) - 1), substr($i, length($i))}')
   fi
-  ( cd "$src" && MMCV_WITH_OPS=1 FORCE_CUDA=$cuda TORCH_CUDA_ARCH_LIST=$arch_list MAX_JOBS=$jobs \
-      "${PIP[@]}" wheel --no-deps --no-build-isolation -w "$work/dist" . >"$log" 2>&1 ) &
+  step "building $name with $VARIANT ops from $target (MAX_JOBS=$jobs; log: $log)"
+  ( cd "$work" && env "$@" FORCE_CUDA=$cuda TORCH_CUDA_ARCH_LIST=$arch_list MAX_JOBS=$jobs \
+      "${PIP[@]}" wheel --no-deps --no-build-isolation -w "$work/dist" "$target" >"$log" 2>&1 ) &
   local pid=$!
-  # Progress: count compiled objects while the build runs (77 C++ sources on CPU).
-  while kill -0 $pid 2>/dev/null; do
+  while kill -0 $pid 2>/dev/null; do  # progress: compiled objects while the build runs
     sleep 30
     local n
-    n=$(find "$src/build" -name '*.o' 2>/dev/null | wc -l)
-    step "  mmcv build: $n objects compiled, $(( ($(date +%s) - start) / 60 )) min elapsed"
+    n=$(find "$work" -name '*.o' 2>/dev/null | wc -l)
+    step "  $name build: $n objects compiled, $(( ($(date +%s) - start) / 60 )) min elapsed"
   done
   if ! wait $pid; then
     echo "---- last 25 lines of $log ----" >&2; tail -n 25 "$log" >&2
-    die "mmcv source build failed (full log: $log)."
+    die "$name source build failed (full log: $log)."
   fi
   local whl
-  whl=$(compgen -G "$work/dist/mmcv-$MMCV_VERSION-*.whl" | head -n1)
-  [[ -n "$whl" ]] || die "mmcv build produced no wheel (log: $log)."
+  whl=$(compgen -G "$work/dist/$name-*.whl" | head -n1)
+  [[ -n "$whl" ]] || die "the $name build produced no wheel (log: $log)."
   mkdir -p "$CACHE_DIR/$VARIANT"
   cp "$whl" "$CACHE_DIR/$VARIANT/"
-  step "mmcv built in $(( ($(date +%s) - start) / 60 )) min; cached $(basename "$whl") in $CACHE_DIR/$VARIANT"
+  step "$name built in $(( ($(date +%s) - start) / 60 )) min; cached $(basename "$whl") in $CACHE_DIR/$VARIANT"
   rm -rf "$work"
+}
+
+# Install $1 $2 from the first of: $MMRECVIT_WHEEL_DIR, the cache, a wheel that the function $3 builds into the cache.
+provide_wheel() {
+  local whl
+  whl=$(offered_wheel "$1" "$2")
+  if [[ -z "$whl" ]]; then
+    "$3"
+    whl=$(find_wheel "$CACHE_DIR" "$1" "$2")
+    [[ -n "$whl" ]] || die "the $1 build gave no $(wheel_name "$1" "$2") (another version? see the build log above)."
+  fi
+  install_wheel "$whl"
+}
+
+build_mmcv() {
+  local work
+  work=$(mktemp -d)
+  step "fetching the mmcv $MMCV_VERSION sdist (its ops build takes ~25 min on 2 cores)"
+  (cd "$work" && "${PIP[@]}" download -q --no-deps --no-binary :all: --no-build-isolation "mmcv==$MMCV_VERSION" -d .) \
+    || die "could not download the mmcv $MMCV_VERSION sdist from the package index."
+  tar -xzf "$work/mmcv-$MMCV_VERSION.tar.gz" -C "$work"
+  local src="$work/mmcv-$MMCV_VERSION"
+  sed -i -E 's/-std=c\+\+1[47]/-std=c++20/g' "$src/setup.py"
+  grep -q -- '-std=c++20' "$src/setup.py" || die "patching mmcv's setup.py for C++20 failed (unexpected sdist layout)."
+  build_wheel mmcv "$src" "$work" MMCV_WITH_OPS=1
 }
 
 VARIANT=$(ops_variant)
@@ -192,23 +249,54 @@ step "mmcv ops variant: $VARIANT"
 if mmcv_ok && [[ "$(installed_ops)" == "$(ops_kind "$VARIANT")" ]]; then
   step "mmcv $MMCV_VERSION with $VARIANT ops already installed"
 else
-  whl=""
-  if [[ -n "${MMRECVIT_WHEEL_DIR:-}" ]]; then
-    [[ -d "$MMRECVIT_WHEEL_DIR" ]] || die "MMRECVIT_WHEEL_DIR=$MMRECVIT_WHEEL_DIR is not a directory."
-    whl=$(find_wheel "$MMRECVIT_WHEEL_DIR")
-    if [[ -n "$whl" && -f "$MMRECVIT_WHEEL_DIR/SHA256SUMS" ]]; then
-      (cd "$MMRECVIT_WHEEL_DIR" && grep " $(basename "$whl")\$" SHA256SUMS | sha256sum -c --quiet -) \
-        || die "$whl does not match $MMRECVIT_WHEEL_DIR/SHA256SUMS: refusing to install it."
-      step "checksum of $(basename "$whl") verified"
-    fi
-    [[ -n "$whl" ]] || step "no matching mmcv wheel in MMRECVIT_WHEEL_DIR=$MMRECVIT_WHEEL_DIR; trying the $VARIANT cache"
+  provide_wheel mmcv "$MMCV_VERSION" build_mmcv
+  "${PIP[@]}" install --progress-bar off -q addict packaging pyyaml yapf  # mmcv's own runtime deps
+  mmcv_ok || die "the mmcv wheel installed but 'import mmcv.ops' fails: the wheel was built for another torch/Python. Remove it and re-run to build from source."
+  check_ops
+fi
+
+# ---- 3b. detectron2 ---------------------------------------------------------------------------
+# Not on the package index: a wheel from $MMRECVIT_WHEEL_DIR or the cache, else built from
+# $MMRECVIT_D2_SOURCE (a source tarball or directory), else from the shared tarball of these machines
+# (checked against the SHA256SUMS beside it), else from detectron2's repository as its install guide
+# says (pip + git). Its runtime dependencies are pinned in requirements.txt.
+d2_ok() { "$PY" -c "import detectron2, detectron2._C; assert detectron2.__version__ == '$D2_VERSION'" 2>/dev/null; }
+
+d2_source() {  # what to build detectron2 from
+  if [[ -n "${MMRECVIT_D2_SOURCE:-}" ]]; then
+    echo "$MMRECVIT_D2_SOURCE"
+    return
   fi
-  [[ -n "$whl" ]] || whl=$(find_wheel "$CACHE_DIR")
-  if [[ -z "$whl" ]]; then
-    build_mmcv
-    whl=$(find_wheel "$CACHE_DIR")
+  local f
+  for f in "$ROOT/../shared/vendor/$D2_TARBALL" "/work/shared/vendor/$D2_TARBALL"; do
+    [[ -f "$f" ]] && { echo "$f"; return; }
+  done
+  echo "git+$D2_REPO"
+}
+
+build_detectron2() {
+  local src work
+  src=$(d2_source)
+  work=$(mktemp -d)
+  if [[ -d "$src" ]]; then  # a copy: the build writes into its tree
+    cp -a "$src" "$work/detectron2"
+    src="$work/detectron2"
+  elif [[ -f "$src" ]]; then
+    verify_checksum "$src" "$(cd "$(dirname "$src")" && pwd)/SHA256SUMS"
+    mkdir "$work/detectron2"
+    tar -xzf "$src" -C "$work/detectron2" --strip-components=1 || die "cannot unpack $src (expected a .tar.gz of detectron2's source)."
+    src="$work/detectron2"
+  elif [[ "$src" != git+* ]]; then
+    die "MMRECVIT_D2_SOURCE=$src is neither a directory nor a tarball of detectron2's source."
   fi
-  install_wheel "$whl"
+  build_wheel detectron2 "$src" "$work"
+}
+
+if d2_ok; then
+  step "detectron2 $D2_VERSION already installed"
+else
+  provide_wheel detectron2 "$D2_VERSION" build_detectron2
+  d2_ok || die "the detectron2 wheel installed but 'import detectron2._C' fails: the wheel was built for another torch/Python. Remove it and re-run to build from source."
 fi
 
 # ---- 4. mmdet, mmseg, mmpretrain --------------------------------------------------------------
@@ -219,7 +307,7 @@ step "installing mmdet 3.3.0, mmsegmentation 1.2.2 and mmpretrain 1.2.0"
 step "installing mmrecvit (editable)"
 "${PIP[@]}" install --progress-bar off -q --no-deps --no-build-isolation -e "$ROOT"
 
-"$PY" -c 'import mmcv.ops, mmdet, mmseg, mmpretrain, mmrecvit, torch; print(f"torch {torch.__version__}, mmcv {mmcv.__version__}, mmdet {mmdet.__version__}, mmseg {mmseg.__version__}, mmpretrain {mmpretrain.__version__}, mmrecvit {mmrecvit.__version__}")' \
+"$PY" -c 'import mmcv.ops, mmdet, mmseg, mmpretrain, detectron2, mmrecvit, torch; print(f"torch {torch.__version__}, mmcv {mmcv.__version__}, mmdet {mmdet.__version__}, mmseg {mmseg.__version__}, mmpretrain {mmpretrain.__version__}, detectron2 {detectron2.__version__}, mmrecvit {mmrecvit.__version__}")' \
   || die "the installed stack does not import (see above)."
 echo "$want_stamp" >"$STAMP"
 step "done: activate with 'source .venv/bin/activate'"

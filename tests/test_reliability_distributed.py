@@ -172,7 +172,7 @@ def test_warn_mode_on_one_rank_keeps_ddp_in_step(tmp_path):
     assert all(torch.isfinite(v).all() for v in rank0.values())  # rank 1's skipped router gave zero gradients
 
 
-CONFIGS = sorted(glob.glob(f'{REPO}/configs/*/*.py'))
+CONFIGS = sorted(p for task in ('cls', 'det', 'seg') for p in glob.glob(f'{REPO}/configs/{task}/*.py'))  # not d2/
 
 
 @pytest.mark.slow

@@ -39,22 +39,15 @@ from mmengine.model import is_model_wrapper
 
 from ..models import ViTBackbone
 from ..models.checks import check_bool, check_choice, check_float, check_int
+from ..models.glue import backbone_terms
 from ..models.numerics import NonFiniteError
 
 
 def collect_backbone_outputs(model: Any) -> dict:
-    """Aux losses (with graph) and detached scalars of every mmrecvit backbone in `model`."""
-    out: dict = {}
-    backbones = [m for m in model.modules() if isinstance(m, ViTBackbone)]
-    for i, bb in enumerate(backbones):
-        if bb.stats is None:
-            continue
-        prefix = '' if len(backbones) == 1 else f'bb{i}_'
-        for k, v in bb.stats.aux_losses.items():
-            out[prefix + k] = v
-        for k, v in bb.stats.scalars.items():
-            out[prefix + k] = v.detach()
-    return out
+    """Aux losses (with graph) and detached scalars of every mmrecvit backbone in `model`, in one
+    dict: mmengine sums the `loss*` entries and logs the rest."""
+    losses, scalars = backbone_terms(model)
+    return {**losses, **scalars}
 
 
 class RecursionHook(Hook):

@@ -22,24 +22,7 @@ from mmengine.logging import print_log
 from mmengine.optim import DefaultOptimWrapperConstructor
 from torch import nn
 
-
-def layer_depth_table(model: nn.Module) -> dict[int, tuple[str, float, int]]:
-    """id(parameter) -> (full name, layer depth, num_layers) for every parameter of every module of
-    `model` that answers `layer_depth` (the outermost such module owns its parameters)."""
-    table: dict[int, tuple[str, float, int]] = {}
-    owners: list[str] = []
-    for prefix, module in model.named_modules():
-        if not callable(getattr(module, 'layer_depth', None)) or any(prefix.startswith(o + '.') for o in owners):
-            continue
-        owners.append(prefix)
-        num_layers = int(module.num_layers)
-        for name, param in module.named_parameters():
-            depth = float(module.layer_depth(name))
-            if not 0 <= depth <= num_layers:
-                raise ValueError(f'{type(module).__name__}.layer_depth({name!r}) = {depth} is outside '
-                                 f'[0, num_layers={num_layers}]')
-            table[id(param)] = (f'{prefix}.{name}' if prefix else name, depth, num_layers)
-    return table
+from ..models.glue import layer_depth_table, layer_lr_scale
 
 
 class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
@@ -81,7 +64,7 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
             for param in group['params']:
                 if id(param) in depths:
                     _, depth, num_layers = depths[id(param)]
-                    scale = self.layer_decay_rate ** (num_layers - depth)
+                    scale = layer_lr_scale(self.layer_decay_rate, depth, num_layers)
                     summary[(depth, scale)] += param.numel()
             group['lr'] = group.get('lr', self.base_lr) * scale
             group['lr_scale'] = scale

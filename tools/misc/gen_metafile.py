@@ -92,8 +92,8 @@ def display(path: Path) -> str:
 
 
 def discover(root: Path) -> list[Path]:
-    """Every config under configs/ except the `_base_` files."""
-    return sorted(p for p in (root / 'configs').rglob('*.py') if '_base_' not in p.parts)
+    """Every OpenMMLab config under configs/ except the `_base_` files (configs/d2/ holds detectron2 LazyConfigs)."""
+    return sorted(p for p in (root / 'configs').rglob('*.py') if '_base_' not in p.parts and 'd2' not in p.parts)
 
 
 def measure(config: Path) -> dict[str, Any]:

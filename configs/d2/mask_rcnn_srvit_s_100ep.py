@@ -1,0 +1,10 @@
+# SR-ViT (SoftMoR)-S, ViTDet's COCO recipe (common/mask_rcnn_recvit_100ep.py); the backbone as in the mm twin
+# configs/det/mask-rcnn_srvit-s_vitdet-fpn_16xb4-amp-lsj-100e_coco.py (its DeiT start included).
+from mmrecvit.d2 import SRViT
+
+from .common.mask_rcnn_recvit_100ep import dataloader, lr_multiplier, model, optimizer, train
+
+model.backbone.net._target_ = SRViT
+model.backbone.net.update(unit_sizes=(4, 4, 2, 2), num_recursions=4, timm_init='function')
+
+__all__ = ['dataloader', 'lr_multiplier', 'model', 'optimizer', 'train']

@@ -1,0 +1,114 @@
+"""Our backbones as detectron2 `Backbone`s, and the pyramid that takes their per-step maps.
+
+A backbone here returns one stride-16 map per `out_indices` step (`ViTBackbone`, STYLE 7), named
+`step<t>` by its application step t. detectron2's `SimpleFeaturePyramid` builds all of its levels
+from one map (`in_feature`, ViT's last); `StepFeaturePyramid` is that module with level i read from
+the i-th step map instead, as the mm path's `SimplePyramid` does.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from detectron2.layers import ShapeSpec
+from detectron2.modeling import BACKBONE_REGISTRY, Backbone, SimpleFeaturePyramid
+from torch import Tensor
+
+from .. import models
+from ..models import ViTBackbone
+from ..models.checks import check_int, check_sequence
+
+
+class RecViTBackbone(Backbone):
+    """A detectron2 `Backbone` around one mmrecvit backbone (`net`), built from its own arguments.
+
+    Subclasses (one per method, same name as the core class) set `core`. `net` holds exactly the
+    parameters of the core model, under their own names, so an mmdet or mmpretrain checkpoint maps
+    onto it strictly (`checkpoint.py`); `pretrained=PATH` (or `init_cfg`) is loaded here, strictly,
+    through the core's checkpoint filter (timm/DeiT key maps, `pos_embed` resampling).
+
+    Args:
+        square_pad: as ViTDet's `SimpleFeaturePyramid`: pad every batch to this square size (0: off).
+        **kwargs: the core class's constructor arguments (`out_type` is always 'featmap').
+    """
+
+    core: type[ViTBackbone]
+
+    def __init__(self, *, square_pad: int = 0, **kwargs: Any) -> None:
+        super().__init__()
+        if kwargs.get('out_type', 'featmap') != 'featmap':
+            raise ValueError(f"a detectron2 backbone returns feature maps: out_type must be 'featmap', got "
+                             f"{kwargs['out_type']!r}")
+        self.net = self.core(**kwargs)
+        if self.net.init_cfg is not None:
+            self.net.init_weights()  # strict, through the core's filter (no detectron2 matching heuristics)
+        self._square_pad = check_int('square_pad', square_pad, 0)
+        self._out_features = [f'step{t}' for t in self.net.out_indices]
+        if len(set(self._out_features)) != len(self._out_features):
+            raise ValueError(f'out_indices name each step once, got {self.net.out_indices}')
+
+    def forward(self, x: Tensor) -> dict[str, Tensor]:
+        """(B, 3, H, W) -> {'step<t>': (B, D, ceil(H/16), ceil(W/16))} in `out_indices` order."""
+        return dict(zip(self._out_features, self.net(x)))
+
+    def output_shape(self) -> dict[str, ShapeSpec]:
+        return {name: ShapeSpec(channels=self.net.embed_dim, stride=self.net.patch_size)
+                for name in self._out_features}
+
+    @property
+    def size_divisibility(self) -> int:
+        return self.net.patch_size
+
+    @property
+    def padding_constraints(self) -> dict[str, int]:
+        return {'size_divisibility': self.net.patch_size, 'square_size': self._square_pad}
+
+
+def _adapter(core: type[ViTBackbone]) -> type[RecViTBackbone]:
+    doc = f'`mmrecvit.models.{core.__name__}` as a detectron2 Backbone (see `RecViTBackbone`).'
+    cls = type(core.__name__, (RecViTBackbone,), {'core': core, '__doc__': doc, '__module__': __name__})
+    BACKBONE_REGISTRY.register(cls)
+    return cls
+
+
+PlainViT = _adapter(models.PlainViT)
+NaiveRecursiveViT = _adapter(models.NaiveRecursiveViT)
+SRViT = _adapter(models.SRViT)
+ReViT = _adapter(models.ReViT)
+EdgeRecViT = _adapter(models.EdgeRecViT)
+MoRViT = _adapter(models.MoRViT)
+D2_BACKBONES = {cls.__name__: cls for cls in (PlainViT, NaiveRecursiveViT, SRViT, ReViT, EdgeRecViT, MoRViT)}
+if set(D2_BACKBONES) != set(models.BACKBONES):  # a new method must get its adapter line above
+    raise ImportError(f'mmrecvit.d2 lacks adapters for {sorted(set(models.BACKBONES) - set(D2_BACKBONES))}')
+
+
+class StepFeaturePyramid(SimpleFeaturePyramid):
+    """detectron2's `SimpleFeaturePyramid` with level i built from the i-th step map of `net`.
+
+    Theirs applies every level's stage to the single map `in_feature`; ours get four recursion
+    steps' maps, one per level (the mm path's `SimplePyramid`), so only `forward` differs: the
+    stages, norms, output names (p2..p6), strides and `square_pad` are theirs.
+
+    Args:
+        net: a `RecViTBackbone`.
+        in_features: the step maps for the levels, finest first (default: all of `net`'s, in order);
+            one per scale factor.
+        **kwargs: `SimpleFeaturePyramid`'s (out_channels, scale_factors, top_block, norm, square_pad).
+    """
+
+    def __init__(self, net: Backbone, in_features: list[str] | None = None, **kwargs: Any) -> None:
+        names = list(net.output_shape()) if in_features is None else list(check_sequence('in_features', in_features))
+        super().__init__(net, in_feature=names[-1], **kwargs)
+        if len(names) != len(self.stages):
+            raise ValueError(f'in_features needs one step map per scale factor ({len(self.stages)}), got {names}')
+        shapes = net.output_shape()
+        unknown = [n for n in names if n not in shapes]
+        if unknown or len({(shapes[n].channels, shapes[n].stride) for n in names}) != 1:
+            raise ValueError(f'in_features must be maps of net of one shape ({sorted(shapes)}), got {names}')
+        self.in_features = names
+
+    def forward(self, x: Tensor) -> dict[str, Tensor]:
+        bottom_up = self.net(x)
+        results = [stage(bottom_up[name]) for name, stage in zip(self.in_features, self.stages)]
+        if self.top_block is not None:  # LastLevelMaxPool reads p5
+            results.extend(self.top_block(results[self._out_features.index(self.top_block.in_feature)]))
+        return dict(zip(self._out_features, results))

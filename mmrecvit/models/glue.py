@@ -1,0 +1,50 @@
+"""What the framework adapters (`mmrecvit.mm`, `mmrecvit.d2`) read from a model holding our backbones.
+
+Plain PyTorch, so each adapter only hands the numbers to its framework: the auxiliary losses and
+statistics of the last forward (to a loss dict and a log), and each parameter's layer depth (to
+layer-wise learning-rate decay).
+"""
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from .vit import ViTBackbone
+
+
+def backbone_terms(model: nn.Module) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+    """(aux losses with graph, detached scalars) of every mmrecvit backbone in `model` after its last
+    forward; with several backbones each name gets a `bb<i>_` prefix."""
+    losses: dict[str, Tensor] = {}
+    scalars: dict[str, Tensor] = {}
+    backbones = [m for m in model.modules() if isinstance(m, ViTBackbone)]
+    for i, bb in enumerate(backbones):
+        if bb.stats is None:
+            continue
+        prefix = '' if len(backbones) == 1 else f'bb{i}_'
+        losses.update({prefix + k: v for k, v in bb.stats.aux_losses.items()})
+        scalars.update({prefix + k: v.detach() for k, v in bb.stats.scalars.items()})
+    return losses, scalars
+
+
+def layer_depth_table(model: nn.Module) -> dict[int, tuple[str, float, int]]:
+    """id(parameter) -> (full name, layer depth, num_layers) for every parameter of every module of
+    `model` that answers `layer_depth` (the outermost such module owns its parameters)."""
+    table: dict[int, tuple[str, float, int]] = {}
+    owners: list[str] = []
+    for prefix, module in model.named_modules():
+        if not callable(getattr(module, 'layer_depth', None)) or any(prefix.startswith(o + '.') for o in owners):
+            continue
+        owners.append(prefix)
+        num_layers = int(module.num_layers)
+        for name, param in module.named_parameters():
+            depth = float(module.layer_depth(name))
+            if not 0 <= depth <= num_layers:
+                raise ValueError(f'{type(module).__name__}.layer_depth({name!r}) = {depth} is outside '
+                                 f'[0, num_layers={num_layers}]')
+            table[id(param)] = (f'{prefix}.{name}' if prefix else name, depth, num_layers)
+    return table
+
+
+def layer_lr_scale(rate: float, depth: float, num_layers: int) -> float:
+    """The learning-rate factor of a parameter at `depth`: rate ** (num_layers - depth) (BEiT/ViTDet)."""
+    return rate ** (num_layers - depth)
