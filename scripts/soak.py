@@ -3,18 +3,22 @@
     python scripts/soak.py --task seg --iters 300 --val-interval 50 [--data-root data] [--work-dir work_dirs/soak]
 
 Runs `tools/train.py` on a toy config in a subprocess (the toy sets are made under --data-root if
-absent), samples the process's resident set size from /proc every --every seconds, and prints the RSS
-after warm-up (the first --warmup fraction of the run), at the end, and the growth in between, in MiB.
+absent), samples the process's resident set size from /proc every --every seconds (written to
+WORK_DIR/rss.csv and drawn in WORK_DIR/rss.png), and prints the growth after warm-up (the first --warmup
+fraction of the run): the median RSS of the last fifth of the remaining samples minus that of the first
+fifth, in MiB (medians, so that one evaluation's transient peak does not count as growth).
 Then evaluates the last checkpoint twice with `tools/test.py` and compares the two metric sets.
 Exit status 1 when the growth exceeds --bound MiB or the two evaluations differ. Linux only (/proc).
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import glob
 import json
 import os
 import os.path as osp
+import statistics
 import subprocess
 import sys
 import time
@@ -33,6 +37,24 @@ def rss_mib(pid: int) -> float | None:
     except OSError:
         return None
     return None
+
+
+def write_trace(samples: list[tuple[float, float]], warmup_s: float, work_dir: str, title: str) -> None:
+    """rss.csv (seconds, MiB) and rss.png (RSS over time, the warm-up shaded)."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    with open(osp.join(work_dir, 'rss.csv'), 'w', newline='') as f:
+        csv.writer(f).writerows([('seconds', 'rss_mib'), *((f'{t:.2f}', f'{r:.1f}') for t, r in samples)])
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.plot([t for t, _ in samples], [r for _, r in samples], lw=1)
+    ax.axvspan(0, warmup_s, color='0.9', label='warm-up')
+    ax.set(xlabel='seconds', ylabel='RSS (MiB)', title=title)
+    ax.legend(loc='lower right')
+    fig.tight_layout()
+    fig.savefig(osp.join(work_dir, 'rss.png'), dpi=100)
+    plt.close(fig)
 
 
 def evaluate(config: str, checkpoint: str, work_dir: str, options: list[str], env: dict) -> dict:
@@ -88,10 +110,14 @@ def main(argv=None) -> int:
         return 0
     total = samples[-1][0]
     warm = [r for t, r in samples if t >= args.warmup * total]
-    growth = warm[-1] - warm[0]
-    print(f'{args.task}: {args.iters} iterations in {total:.0f}s, {len(samples)} RSS samples; after warm-up '
-          f'{warm[0]:.0f} MiB, end {warm[-1]:.0f} MiB, peak {max(r for _, r in samples):.0f} MiB, '
-          f'growth {growth:+.1f} MiB (bound {args.bound:g})', flush=True)
+    fifth = max(1, len(warm) // 5)
+    first, last = statistics.median(warm[:fifth]), statistics.median(warm[-fifth:])
+    growth = last - first
+    write_trace(samples, args.warmup * total, args.work_dir, f'{args.task}, {args.iters} iterations, evaluation and '
+                f'checkpoint every {args.val_interval}')
+    print(f'{args.task}: {args.iters} iterations in {total:.0f}s, {len(samples)} RSS samples; after warm-up: '
+          f'median {first:.0f} MiB (first fifth), {last:.0f} MiB (last fifth), peak {max(r for _, r in samples):.0f} '
+          f'MiB, growth {growth:+.1f} MiB (bound {args.bound:g}); trace {args.work_dir}/rss.png', flush=True)
     checkpoint = osp.join(args.work_dir, f'iter_{args.iters}.pth')
     first, second = ({k: v for k, v in evaluate(cmd[2], checkpoint, osp.join(args.work_dir, f'eval_{i}'),
                                                  data_options, env).items() if k not in ('time', 'data_time')}

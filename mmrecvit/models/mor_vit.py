@@ -51,10 +51,12 @@ Decisions (SPEC §4 leaves them open; constructor arguments where cheap):
   recursions it ran (0..N_r; every token also runs the first and last block).
 * (decision, measured) batch padding counts: expert choice keeps ceil(capacity * N) of an image's N
   patch tokens, the zero tokens mmdet pads it with included (the paper's rule; the pad extent is not
-  excluded). `tools/analysis_tools/padding_effect.py` on the toy Mask R-CNN (300 iterations): a
-  256x160 image padded to 256x256 (37.5 % padding) gives its real tokens 2.65 recursions on average
-  instead of 2.50 alone, the padding 2.24; 40 % of the real tokens change their count. Batch-1 tests
-  of non-square images therefore route differently from padded training batches.
+  excluded). `tools/analysis_tools/padding_effect.py` on two toy Mask R-CNNs (300 iterations each,
+  8 val images): a 256x160 image padded to 256x256 (37.5 % padding) gives its real tokens 2.65
+  recursions on average instead of 2.50 alone (padding 2.24) in one, 2.12 instead of 2.50 (padding
+  3.13) in the other; in both ~40 % of the real tokens change their count (40 %, 40.9 %), the
+  direction depending on how the router scores the zero tokens. Batch-1 tests of non-square images
+  therefore route differently from padded training batches; compare methods at the same batching.
 * (decision, SPEC §6) from a timm/DeiT checkpoint of n blocks: first <- block 0, last <- block n-1;
   shared unit block j <- mean of the middle blocks i = 1..n-2 with (i-1) % u == j (`timm_init=
   'average'`, MoR's "average the tied layers": with n = L they are exactly the layers the unit
