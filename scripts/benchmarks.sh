@@ -86,7 +86,7 @@ bench train train_step 'Training step at equal block applications (12) vs PlainV
   plainvit-s='PlainViT(arch="small")' \
   naive-s='NaiveRecursiveViT(arch="small", num_blocks=3)' \
   srvit-s-T1='SRViT(arch="small", num_recursions=1)' \
-  revit-s='ReViT(arch="small")' \
+  revit-s='ReViT(arch="small", step_drop_rate=0.0)' \
   edge-s='EdgeRecViT(arch="small")' \
   mor-s-full='MoRViT(arch="small", capacities=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])' \
   mor-s-default='MoRViT(arch="small")' \
