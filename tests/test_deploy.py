@@ -44,6 +44,21 @@ def test_onnx_parity_dynamic(name, tmp_path):
     assert deploy.parity_ok(rows), deploy.format_parity(rows)
 
 
+@pytest.mark.parametrize('name, extra', [('PlainViT', dict(depth=8)), ('SRViT', {})])
+def test_windowed_onnx_parity_dynamic_and_one_compiled_graph(name, extra, tmp_path):
+    """Window attention (issue 17) exports with the layout following the input size (4 x 4 patches
+    in windows of 3: padded; 6 x 8) and compiles without a graph break."""
+    model = build(name, window_size=3, **extra)
+    assert set(range(model.depth)) - set(model.default_global_steps()), 'no windowed application'
+    path = deploy.export_onnx(model, torch.randn(1, 3, *SIZES[0]), tmp_path / f'{name}.onnx', PATCH, dynamic=True)
+    rows = deploy.onnx_parity(model, path, SIZES[:2])
+    assert deploy.parity_ok(rows), deploy.format_parity(rows)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        explain = torch._dynamo.explain(model)(torch.randn(1, 3, 64, 64))
+    assert explain.graph_break_count == 0, [str(b.reason)[:200] for b in explain.break_reasons]
+
+
 def test_onnx_folded_revit_parity(tmp_path):
     dense = fold_to_plainvit(build('ReViT'))
     path = deploy.export_onnx(dense, torch.randn(1, 3, 64, 64), tmp_path / 'folded.onnx', PATCH)
