@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from detectron2.modeling import META_ARCH_REGISTRY, GeneralizedRCNN
 from detectron2.utils.events import get_event_storage
 
@@ -31,5 +32,6 @@ class RecViTRCNN(GeneralizedRCNN):
             raise KeyError(f'RecViTRCNN: the detector already returns losses named {clash}')
         out.update(losses)
         if scalars:
-            get_event_storage().put_scalars(**{k: v.item() for k, v in scalars.items()})
+            values = torch.stack([v.float().reshape(()) for v in scalars.values()]).tolist()  # one host sync
+            get_event_storage().put_scalars(**dict(zip(scalars, values)))
         return out
