@@ -254,11 +254,17 @@ def test_the_entry_point_trains_and_evaluates_plainvit(toy_root, tmp_path):
         ('dataloader.test.mapper.augmentations.0.short_edge_length', 128),
         ('dataloader.test.mapper.augmentations.0.max_size', 128), ('model.backbone.square_pad', 128))]
     assert cfg.model.backbone.square_pad == 128  # the same settings as the in-process runs
-    res = subprocess.run([sys.executable, 'tools/d2_train_net.py', '--config-file', TOY.format('plainvit'),
-                          *overrides], cwd=REPO, capture_output=True, text=True, timeout=300,
-                         env={'OMP_NUM_THREADS': '1', 'PATH': '/usr/bin:/bin', 'HOME': str(tmp_path)})
-    assert res.returncode == 0, res.stderr[-3000:]
-    check_scored(json.loads((tmp_path / 'eval.json').read_text()))
+    losses = []
+    for run in ('again', ''):  # the toy is seeded: a second run gives the same losses
+        out = tmp_path / run
+        res = subprocess.run([sys.executable, 'tools/d2_train_net.py', '--config-file', TOY.format('plainvit'),
+                              *overrides, f'train.output_dir={out}'], cwd=REPO, capture_output=True, text=True,
+                             timeout=300, env={'OMP_NUM_THREADS': '1', 'PATH': '/usr/bin:/bin', 'HOME': str(tmp_path)})
+        assert res.returncode == 0, res.stderr[-3000:]
+        check_scored(json.loads((out / 'eval.json').read_text()))
+        losses.append([json.loads(line)['total_loss'] for line in (out / 'metrics.json').read_text().splitlines()
+                       if 'total_loss' in line])
+    assert len(losses[0]) == 2 and losses[0] == losses[1]
     # the checkpoint is detectron2's and loads back for --eval-only
     res = subprocess.run([sys.executable, 'tools/d2_train_net.py', '--config-file', TOY.format('plainvit'),
                           '--eval-only', *overrides, f'train.init_checkpoint={tmp_path}/model_final.pth'],

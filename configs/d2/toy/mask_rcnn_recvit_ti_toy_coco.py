@@ -47,6 +47,7 @@ model.roi_heads.mask_head.input_shape = ShapeSpec(channels=channels, width=14, h
 model.roi_heads.mask_head.conv_dims = [channels] * 3  # 2 convs and the deconvolution
 
 train.max_iter = 800
+train.seed = 0  # reproducible, as the mm toys' randomness.seed=0 (detectron2's default -1 draws a seed)
 train.eval_period = train.max_iter
 train.checkpointer.period = train.max_iter
 train.log_period = 20
