@@ -141,7 +141,7 @@ BF16_CASES = [(name, {}) for name in sorted(BACKBONES)] + [
     ('SRViT', dict(readout='hard')), ('SRViT', dict(router_input='recursion_states')),
     ('EdgeRecViT', dict(execution='masked')), ('MoRViT', dict(routing='token_choice')),
     ('ReViT', dict(num_experts=1)),
-]
+] + [(name, dict(window_size=3, global_steps=(0,))) for name in sorted(BACKBONES)]  # windows, padded grid
 
 
 @pytest.mark.parametrize('name, kwargs', BF16_CASES, ids=[f'{n}{"-" if k else ""}{"-".join(map(str, k.values()))}'
