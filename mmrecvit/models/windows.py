@@ -21,29 +21,27 @@ from timm.layers import drop_path
 from torch import Tensor
 
 
-def _layout(grid: tuple[int, int], size: int, num_prefix: int, device: torch.device) -> tuple[Tensor, ...]:
-    """The index tensors of a window layout (arithmetic on aranges: no host sync, traceable).
+def _partition(x: Tensor, grid: tuple[int, int], size: int) -> Tensor:
+    """(B, h*w, C) patch rows -> (B * nW, size*size, C) windows (zero-padded grid)."""
+    B, _, C = x.shape
+    h, w = grid
+    ph, pw = -h % size, -w % size
+    x = x.reshape(B, h, w, C)
+    if ph or pw:
+        x = F.pad(x, (0, 0, 0, pw, 0, ph))
+    H, W = h + ph, w + pw
+    # (B, H, W, C) -> (B, H/s, s, W/s, s, C) -> (B, H/s, W/s, s, s, C) -> (B*nW, s*s, C)
+    x = x.view(B, H // size, size, W // size, size, C).permute(0, 1, 3, 2, 4, 5)
+    return x.reshape(-1, size * size, C)
 
-    Windows are row-major over the padded grid, slots row-major within a window. Returns:
-        query_index (nW*s*s,): the token of each slot; a padding slot points at the first patch
-            token (its query's output is never read, and as a key it is masked).
-        key_index (nW*(P+s*s),): the same with the P prefix tokens first in every window.
-        key_real (nW, P+s*s) bool: False at padding slots.
-        window_of_token, slot_of_token (h*w,): where each patch token sits.
-    """
-    (h, w), s, P = grid, size, num_prefix
-    nh, nw = -(-h // s), -(-w // s)
-    rows = torch.arange(nh * s, device=device).view(nh, 1, s, 1)  # (window row, window col, slot row, slot col)
-    cols = torch.arange(nw * s, device=device).view(1, nw, 1, s)
-    real = ((rows < h) & (cols < w)).view(nh * nw, s * s)
-    query_index = torch.where(real, (P + rows * w + cols).view(nh * nw, s * s), P)
-    prefix = torch.arange(P, device=device).expand(nh * nw, P)
-    key_index = torch.cat([prefix, query_index], 1).flatten()
-    key_real = torch.cat([torch.ones_like(prefix, dtype=torch.bool), real], 1)
-    r, c = torch.arange(h, device=device).view(h, 1), torch.arange(w, device=device).view(1, w)
-    window_of_token = (r // s * nw + c // s).flatten()
-    slot_of_token = (r % s * s + c % s).flatten()
-    return query_index.flatten(), key_index, key_real, window_of_token, slot_of_token
+
+def _merge(x: Tensor, batch: int, grid: tuple[int, int], size: int) -> Tensor:
+    """Inverse of `_partition`: (B * nW, size*size, C) -> (B, h*w, C), padding cropped."""
+    h, w = grid
+    H, W = h + (-h % size), w + (-w % size)
+    C = x.shape[-1]
+    x = x.view(batch, H // size, W // size, size, size, C).permute(0, 1, 3, 2, 4, 5).reshape(batch, H, W, C)
+    return x[:, :h, :w].reshape(batch, h * w, C)
 
 
 def window_attention(q: Tensor, k: Tensor, v: Tensor, grid: tuple[int, int], size: int, num_prefix: int,
@@ -53,39 +51,31 @@ def window_attention(q: Tensor, k: Tensor, v: Tensor, grid: tuple[int, int], siz
     key_valid: (B, N) bool, keys that exist (the active tokens of a subset); None: all do. A query
     whose window has no valid key at all gets all of them (its output is not used by the caller,
     and a fully masked softmax row would be NaN in the backward pass).
-
-    Each of q, k, v is gathered into its windows by one `index_select` (the prefix keys included,
-    no padded copy of the grid), the windows go through one SDPA call, and one gather puts the
-    patch outputs back in token order.
     """
     B, N, D = q.shape
     P, H, d = num_prefix, num_heads, D // num_heads
-    query_index, key_index, key_real, window_of_token, slot_of_token = _layout(grid, size, P, q.device)
-    M = B * key_real.shape[0]  # windows in the batch
+    valid = torch.ones(B, N, dtype=torch.bool, device=q.device) if key_valid is None else key_valid
+    # Patch queries: their window's keys plus the prefix keys.
+    qw, kw, vw = (_partition(t[:, P:], grid, size) for t in (q, k, v))  # (B*nW, s*s, D)
+    valid_w = _partition(valid[:, P:, None].to(q.dtype), grid, size)[..., 0] > 0.5  # (B*nW, s*s), padding False
+    n_windows = qw.shape[0] // B
+    if P:
+        kw = torch.cat([kw, k[:, :P].repeat_interleave(n_windows, 0)], 1)
+        vw = torch.cat([vw, v[:, :P].repeat_interleave(n_windows, 0)], 1)
+        valid_w = torch.cat([valid_w, valid[:, :P].repeat_interleave(n_windows, 0)], 1)
+    valid_w = valid_w | ~valid_w.any(1, keepdim=True)
 
-    def windows(t: Tensor, index: Tensor) -> Tensor:  # (B, N, D) -> (M, heads, slots, D/heads)
-        return t.index_select(1, index).view(M, -1, H, d).transpose(1, 2)
+    def heads(t: Tensor) -> Tensor:  # (M, n, D) -> (M, heads, n, d)
+        return t.view(t.shape[0], t.shape[1], H, d).transpose(1, 2)
 
-    mask = None
-    if key_valid is not None or grid[0] % size or grid[1] % size:  # (M, P + s*s) keys that exist
-        mask = key_real.repeat(B, 1)
-        if key_valid is not None:
-            mask = mask & key_valid.index_select(1, key_index).view(M, -1)
-            mask = mask | ~mask.any(1, keepdim=True)
-        mask = mask[:, None, None, :]
-    out = F.scaled_dot_product_attention(windows(q, query_index), windows(k, key_index), windows(v, key_index),
-                                         attn_mask=mask)  # (M, heads, s*s, D/heads)
-    # (M, heads, s*s, d) -> (B, nW, s*s, heads, d), gathered to token order -> (B, h*w, D)
-    out = out.view(B, -1, H, size * size, d).permute(0, 1, 3, 2, 4)[:, window_of_token, slot_of_token]
-    out = out.reshape(B, -1, D)
+    padded = grid[0] % size or grid[1] % size
+    mask = valid_w[:, None, None, :] if key_valid is not None or padded else None
+    out = F.scaled_dot_product_attention(heads(qw), heads(kw), heads(vw), attn_mask=mask)
+    out = _merge(out.transpose(1, 2).reshape(qw.shape[0], -1, D), B, grid, size)  # (B, h*w, D)
     if not P:
         return out
     # Prefix queries: every (valid) key, as in a global block.
-    prefix_mask = None if key_valid is None else (key_valid | ~key_valid.any(1, keepdim=True))[:, None, None, :]
-
-    def heads(t: Tensor) -> Tensor:  # (B, n, D) -> (B, heads, n, D/heads)
-        return t.view(B, t.shape[1], H, d).transpose(1, 2)
-
+    prefix_mask = None if key_valid is None else (valid | ~valid.any(1, keepdim=True))[:, None, None, :]
     prefix = F.scaled_dot_product_attention(heads(q[:, :P]), heads(k), heads(v), attn_mask=prefix_mask)
     return torch.cat([prefix.transpose(1, 2).reshape(B, P, D), out], 1)
 
