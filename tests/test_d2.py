@@ -126,9 +126,10 @@ def test_timm_weights_load_through_the_same_filter(tmp_path):
     assert torch.equal(d2.net.blocks[2].mlp.fc1.weight, timm.blocks[2].mlp.fc1.weight)
 
 
-def toy_cfg(method, root, tmp_path, iters=2, size=128):
-    """A toy LazyConfig on the test's small toy set, `iters` iterations at `size` px, evaluated at the end."""
-    cfg = LazyConfig.load(TOY.format(method))
+def toy_cfg(method, root, tmp_path, iters=2, size=128, config=None):
+    """A toy LazyConfig (`config`, default the method's Mask R-CNN toy) on the test's small toy set, `iters`
+    iterations at `size` px, evaluated at the end."""
+    cfg = LazyConfig.load(config or TOY.format(method))
     cfg = LazyConfig.apply_overrides(cfg, [
         f'dataloader.train.dataset.names.root={root}/toy_coco', f'dataloader.test.dataset.names.root={root}/toy_coco',
         f'train.max_iter={iters}', f'train.eval_period={iters}', f'train.checkpointer.period={iters}',
@@ -239,6 +240,15 @@ def test_toy_mask_rcnn_trains_and_cocoevaluator_scores_it(method, toy_root, tmp_
     metrics = [json.loads(line) for line in (tmp_path / 'metrics.json').read_text().splitlines()]
     assert [m['iteration'] for m in metrics if 'total_loss' in m] == [0, 1]
     assert (tmp_path / 'model_final.pth').is_file()
+
+
+@pytest.mark.slow
+def test_the_cascade_toy_trains_its_three_stages_and_cocoevaluator_scores_it(toy_root, tmp_path):
+    config = f'{REPO}/configs/d2/toy/cascade_mask_rcnn_plainvit_ti_toy_coco.py'
+    check_scored(do_train(toy_cfg('plainvit', toy_root, tmp_path, config=config)))
+    metrics = [json.loads(line) for line in (tmp_path / 'metrics.json').read_text().splitlines()]
+    losses = next(m for m in metrics if 'total_loss' in m)
+    assert {f'loss_box_reg_stage{i}' for i in range(3)} <= set(losses) and 'loss_mask' in losses
 
 
 @pytest.mark.slow
