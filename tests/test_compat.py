@@ -66,3 +66,31 @@ def test_getattr_is_limited_to_history_buffer_statistics():
     buf.seek(0)
     with pytest.raises(pickle.UnpicklingError, match="refusing getattr"):
         torch.load(buf)
+
+
+def test_package_configs_resolve_from_one_metafile_index_per_package(monkeypatch, tmp_path):
+    """Fix 4: a `mmdet::` base is resolved as mmengine resolves it, but each metafile is parsed once per
+    process, not once per lookup (mmengine's own `_get_cfg_metainfo` re-parses ~100 of them every time)."""
+    import mmengine.config.utils as config_utils
+    from mmengine.config import Config
+    from mmengine.fileio import load
+    from mmengine.utils import get_installed_path
+
+    from mmrecvit import compat
+
+    mmdet = get_installed_path('mmdet')
+    compat._metafile_index.cache_clear()
+    loads = []
+    monkeypatch.setattr('mmengine.fileio.load', lambda *a, **k: loads.append(a[0]) or load(*a, **k))
+    assert config_utils._get_cfg_metainfo is compat.cfg_metainfo
+    config = tmp_path / 'cfg.py'
+    config.write_text("_base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'\n")  # itself on _base_ files
+    for _ in range(3):
+        cfg = Config.fromfile(str(config))
+        assert cfg.model.type == 'MaskRCNN'
+        with pytest.raises(ValueError, match='is not among the'):  # a `_base_` file: mmengine then takes its path
+            compat.cfg_metainfo(mmdet, '_base_/models/mask-rcnn_r50_fpn')
+    assert loads and len(loads) == len(set(loads))  # every metafile parsed once
+    entry = compat.cfg_metainfo(mmdet, 'mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py')
+    assert entry['Config'] == 'configs/mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
+    assert compat.is_installed('mmdet') and not compat.is_installed('no_such_package_mmrecvit')
