@@ -3,8 +3,8 @@
 #   1. every backbone (S) at 1024x1024 in bf16, one training step each (train mode, forward,
 #      backward, AdamW step), side by side: global attention, window attention (14, global at
 #      the stage ends: ViTDet), and window attention with activation checkpointing;
-#   2. the toy UperNet and the toy Mask R-CNN (the latter if mmcv has CUDA ops) trained for a few
-#      iterations on the GPU.
+#   2. the toy demo (tools/demo.py --task both: the toy Mask R-CNN, if mmcv has CUDA ops, and the toy
+#      UperNet) trained for a few iterations, evaluated untrained and trained, and drawn, on the GPU.
 # It writes $OUT/gpu.md (default benchmarks/gpu.md).
 #
 #   bash scripts/gpu_check.sh            # on a GPU
@@ -48,37 +48,39 @@ dtype=bf16
   --about "One training step per backbone (S): forward, backward and AdamW step in train mode. window = ${WINDOW}x${WINDOW} windows with global attention at the ends of the four stages (ViTDet); cp = activation checkpointing (with_cp)." \
   --out "$WORK/steps.md" --csv "$WORK/steps.csv" >/dev/null
 
-# ---- 2. toy trainings on the device ---------------------------------------------------------------
-data="$WORK/data"
-if [[ $SMOKE == 1 ]]; then
-  "$PY" tools/misc/make_toy_data.py --out "$data" --size 128 --coco-train 4 --coco-val 2 --ade-train 4 --ade-val 2 \
-    --no-progress >/dev/null
-else
-  "$PY" tools/misc/make_toy_data.py --out "$data" --no-progress >/dev/null
+# ---- 2. the toy demo on the device: train, evaluate untrained and trained, draw ---------------------
+# DATA: a folder that already holds the toy sets (tools/misc/make_toy_data.py --out DIR); else written here.
+data=${DATA:-$WORK/data}
+if [[ -z ${DATA:-} ]]; then
+  if [[ $SMOKE == 1 ]]; then
+    "$PY" tools/misc/make_toy_data.py --out "$data" --size 128 --coco-train 4 --coco-val 2 --ade-train 4 --ade-val 2 \
+      --no-progress >/dev/null
+  else
+    "$PY" tools/misc/make_toy_data.py --out "$data" --no-progress >/dev/null
+  fi
 fi
 has_cuda_ops=$("$PY" -c 'from mmcv.ops import get_compiling_cuda_version as v; print(int(v() != "not available"))')
-toy_rows=()
-train_toy() {  # task, config
-  local task=$1 config=$2 dir="$WORK/$1" start options
-  options=$("$PY" -c "from mmrecvit.datasets import toy_data_cfg; print(' '.join(f'{k}={v}' for k, v in toy_data_cfg('$task', '$data').items()))")
-  start=$(date +%s.%N)
-  # shellcheck disable=SC2086  (the options are space-separated key=value pairs)
-  "$PY" tools/train.py "$config" --work-dir "$dir" --cfg-options train_cfg.max_iters="$ITERS" \
-    train_cfg.val_interval=100000 default_hooks.checkpoint.interval=100000 default_hooks.logger.interval=1 \
-    train_dataloader.num_workers=0 train_dataloader.persistent_workers=False $options >"$dir.log" 2>&1 \
-    || { echo "gpu_check.sh: $task training failed, see $dir.log" >&2; tail -n 20 "$dir.log" >&2; exit 1; }
-  local seconds
-  seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
-  local last
-  last=$(grep -h '"loss"' "$dir"/*/vis_data/scalars.json | tail -n 1)
-  toy_rows+=("| $task | $(basename "$config" .py) | $ITERS | $seconds | $(sed -E 's/.*"loss": ([0-9.e+-]+).*/\1/' <<<"$last") | $(sed -E 's/.*"time": ([0-9.e+-]+).*/\1/' <<<"$last") |")
-}
-train_toy seg configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py
-if [[ $DEVICE == cpu || $has_cuda_ops == 1 ]]; then
-  train_toy det configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py
-else
-  toy_rows+=("| det | (skipped: mmcv has no CUDA ops here; scripts/setup.sh builds them on a GPU machine) | | | | |")
+task=both
+if [[ $DEVICE == cuda && $has_cuda_ops == 0 ]]; then
+  task=seg  # mmcv's RoIAlign/NMS need CUDA ops for the detector on the GPU
 fi
+"$PY" tools/demo.py --task "$task" --iters "$ITERS" --data-root "$data" --work-dir "$WORK/demo" >"$WORK/demo.log" 2>&1 \
+  || { echo "gpu_check.sh: the toy demo failed, see $WORK/demo.log" >&2; tail -n 20 "$WORK/demo.log" >&2; exit 1; }
+toy_rows=$("$PY" - "$WORK/demo" "$task" <<'PY'
+import glob, json, os.path as osp, sys
+work, task = sys.argv[1:]
+metric = {'det': 'coco/bbox_mAP', 'seg': 'mIoU'}
+for t in (['det', 'seg'] if task == 'both' else [task]):
+    r = json.load(open(osp.join(work, f'{t}_plainvit', 'scores.json')))
+    (scalars,) = glob.glob(osp.join(r['log_dir'], 'vis_data', 'scalars.json'))
+    last = [json.loads(line) for line in open(scalars) if '"loss"' in line][-1]
+    print(f"| {t} | {osp.basename(r['config'])[:-3]} | {r['iters']} | {r['train_s']:.1f} | {r['eval_s']:.1f} | "
+          f"{metric[t]} {r['untrained'][metric[t]]:.3f} -> {r['trained'][metric[t]]:.3f} | {last['loss']:.4f} | "
+          f"{last['time']:.3f} |")
+if task == 'seg':
+    print('| det | (skipped: mmcv has no CUDA ops here; scripts/setup.sh builds them on a GPU machine) | | | | | | |')
+PY
+)
 
 {
   echo "# GPU check ($([[ $SMOKE == 1 ]] && echo 'CPU smoke run' || echo "$DEVICE"))"
@@ -87,10 +89,10 @@ fi
   echo
   cat "$WORK/steps.md"
   echo
-  echo "## Toy trainings on the device"
+  echo "## The toy demo on the device (tools/demo.py: train, evaluate untrained and trained, draw)"
   echo
-  echo "| task | config | iterations | wall s (incl. start-up) | last loss | last s/iter |"
-  echo "|---|---|---:|---:|---:|---:|"
-  printf '%s\n' "${toy_rows[@]}"
+  echo "| task | config | iterations | train s | evaluate s | metric untrained -> trained | last loss | last s/iter |"
+  echo "|---|---|---:|---:|---:|---|---:|---:|"
+  echo "$toy_rows"
 } >"$REPORT"
 echo "wrote $REPORT"

@@ -1,4 +1,5 @@
-"""The main demo (README command 1): toy data -> train on CPU -> evaluate -> trained vs untrained.
+"""The main demo (README command 1): toy data -> train (CPU, or the GPU when one is visible) -> evaluate -> trained
+vs untrained.
 
     python tools/demo.py                              # toy Mask R-CNN with PlainViT (make demo)
     python tools/demo.py --model srvit --task seg     # toy UperNet with SR-ViT
@@ -33,6 +34,7 @@ import mmcv
 import torch
 from mmdet.apis import DetInferencer
 from mmengine.config import Config
+from mmengine.device import get_device
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.runner import Runner
@@ -91,12 +93,13 @@ def build_inferencer(task: str, config: str, checkpoint: str):
     """The framework's inferencer with `checkpoint`, which must be a checkpoint of this very model:
     a bad file stops in the loader (`mmrecvit.compat` fix 3), another model's, which the inferencers
     load non-strictly with a warning, here (`check_checkpoint_matches_model`)."""
+    device = get_device()  # where the Runner trained and evaluated: the GPU when one is visible
     if task == 'det':
-        inferencer = DetInferencer(model=config, weights=checkpoint, device='cpu', show_progress=False)
+        inferencer = DetInferencer(model=config, weights=checkpoint, device=device, show_progress=False)
     elif task == 'seg':
-        inferencer = MMSegInferencer(model=config, weights=checkpoint, device='cpu')
+        inferencer = MMSegInferencer(model=config, weights=checkpoint, device=device)
     else:
-        inferencer = ImageClassificationInferencer(model=config, pretrained=checkpoint, device='cpu')
+        inferencer = ImageClassificationInferencer(model=config, pretrained=checkpoint, device=device)
     check_checkpoint_matches_model(inferencer.model, checkpoint, strict=True)
     return inferencer
 
@@ -136,7 +139,8 @@ def as_png(paths: list[str]) -> list[str]:
 
 def stretch_schedule(cfg: Config, iters: int) -> None:
     """Train for `iters` iterations: the schedule phases that end at the config's last iteration
-    (e.g. the cosine decay after the warm-up) are stretched or shortened to end at `iters`."""
+    (e.g. the cosine decay after the warm-up) are stretched or shortened to end at `iters`, and the
+    log shows at least 10 training iterations of a short run (every iteration of one under 10)."""
     old = cfg.train_cfg.max_iters
     for phase in cfg.get('param_scheduler', None) or []:
         begin = phase.get('begin', 0)
@@ -146,6 +150,9 @@ def stretch_schedule(cfg: Config, iters: int) -> None:
         if phase.get('T_max') == old - begin:
             phase['T_max'] = iters - begin
     cfg.train_cfg.max_iters = iters
+    logger = cfg.get('default_hooks', {}).get('logger')
+    if logger is not None:
+        logger['interval'] = min(logger.get('interval', 10), max(1, iters // 10))
 
 
 def toy_config(task: str, model: str) -> str:
@@ -173,8 +180,9 @@ def run_task(task: str, model: str, work_dir: str, data_root: str, iters: int | 
     os.makedirs(work_dir, exist_ok=True)
     init_ckpt = osp.join(work_dir, 'initial_weights.pth')
 
+    where = 'the GPU' if get_device() == 'cuda' else f'{torch.get_num_threads()} CPU threads'
     print(f'\n=== [{task}] training {osp.relpath(config, ROOT)} for {cfg.train_cfg.max_iters} iterations on '
-          f'{torch.get_num_threads()} CPU threads ===', flush=True)
+          f'{where} ===', flush=True)
     t0 = time.time()
     # No validation during training (mmengine's loop would validate after the last iteration
     # whatever val_interval says): both weights are evaluated below, once each, through `test`.
