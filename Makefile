@@ -1,14 +1,17 @@
 # mmrecvit — the two commands of the README, and a few helpers.
 #   make demo    set up, make the toy data, train + evaluate the toy Mask R-CNN (MODEL=..., TASK=det|seg|both|cls|transfer;
 #                cls: the toy classifier, transfer: the toy classifier, then the toy Mask R-CNN started from it)
-#   make test    set up, lint, run the test suite
+#   make test    set up, lint, run the whole test suite on every core (pytest-xdist, at most 4 workers)
+#   make test-fast  the unit tests only (no e2e/dist/subprocess/slow), for iterating
 #   make bench   every README benchmark table into benchmarks/ (run it on an idle machine)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 MODEL  ?= plainvit
 TASK   ?= det
+# pytest-xdist workers: one per core (at most 4), a test file's tests in one worker (they share its toy runs)
+PYTEST := $(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile
 
-.PHONY: setup demo test lint toy-data bench clean
+.PHONY: setup demo test test-fast lint toy-data bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -18,7 +21,10 @@ demo: setup
 
 test: setup
 	$(VENV)/bin/ruff check mmrecvit tools tests configs
-	$(PY) -m pytest
+	$(PYTEST) --durations=25
+
+test-fast: setup
+	$(PYTEST) -m "not (slow or e2e or dist or subprocess)"
 
 lint: setup
 	$(VENV)/bin/ruff check mmrecvit tools tests configs

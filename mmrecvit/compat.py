@@ -40,9 +40,9 @@ numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/te
 
 mmpretrain 1.2.0 with mmcv 2.1.0 / mmengine 0.10.7 / torch 2.14 / numpy 2: nothing beyond fix 1 was
 needed on the classification paths we use: the toy classifiers train, test and infer through
-tools/ (`tests/test_cls_tools.py`), and the ImageNet recipes' data path (RandomResizedCrop,
+tools/ (`tests/e2e/test_cls.py`), and the ImageNet recipes' data path (RandomResizedCrop,
 RandAugment, random erasing, RepeatAugSampler), Mixup/CutMix and loss run a backward
-(`tests/test_cls_configs.py`). Its `mmpretrain::` base configs resolve through `pkg_resources` like
+(`tests/configs/test_cls.py`). Its `mmpretrain::` base configs resolve through `pkg_resources` like
 mmdet's (setuptools < 82); its unmet `modelindex` requirement is a packaging matter (requirements.txt).
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Tiny constructor arguments for every registered backbone, used by the shared test suite.
+"""Tiny constructor arguments for every registered backbone, and references several model tests share.
 
 Each entry builds a model small enough for fast CPU tests. A new backbone adds one line here
-(and `tests/test_backbones.py` then checks shapes, gradients, state-dict round trip,
+(and `tests/models/test_common.py` then checks shapes, gradients, state-dict round trip,
 determinism and argument errors for it).
 """
 TINY = dict(embed_dim=32, num_heads=2, img_size=64)
@@ -26,3 +26,48 @@ def masked_attention(block, x, attn_mask):
     q, k, v = block.attn.qkv(block.norm1(x)).reshape(B, N, 3, H, D // H).permute(2, 0, 3, 1, 4).unbind(0)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
     return block.attn.proj(out.transpose(1, 2).reshape(B, N, D))
+
+
+def tiny_backbone(name, **kwargs):
+    """The registered backbone `name` at its tiny size (`BACKBONE_CASES`), `kwargs` on top, seeded."""
+    import torch
+
+    from mmrecvit.models import BACKBONES
+
+    torch.manual_seed(0)
+    return BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs})
+
+
+def distance_to_deit(model, vit, sd):
+    """(mean per-token cosine, mean per-token relative L2 error) of `model`'s last map, loaded from the
+    timm ViT state dict `sd` (the `deit` fixture of tests/models/conftest.py), to that ViT's last block."""
+    import torch
+    import torch.nn.functional as F
+
+    from mmrecvit.models.checkpoint import load_state_dict_into
+
+    load_state_dict_into(model, sd, 'deit')
+    x = torch.randn(4, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ours = model.eval()(x)[-1].flatten(2)  # (B, D, h*w)
+        ref = vit.forward_intermediates(x, indices=[11], intermediates_only=True)[-1].flatten(2)
+    cosine = F.cosine_similarity(ours, ref, dim=1).mean()
+    return float(cosine), float(((ours - ref).norm(dim=1) / ref.norm(dim=1)).mean())
+
+
+def tiny_revit(**kwargs):
+    """A 6-step reViT with 3 experts at the tiny width (reViT's own tests and the fold converter's)."""
+    from mmrecvit.models import ReViT
+
+    return ReViT(**{'arch': 'tiny', **TINY, 'depth': 6, 'num_experts': 3, **kwargs})
+
+
+def program_router(model, seed=3):
+    """Non-uniform gates that change with depth (a trained router instead of the zero init)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        model.router.fc2.weight.copy_(torch.randn(model.router.fc2.weight.shape, generator=gen))
+        model.router.fc2.bias.copy_(torch.randn(model.router.fc2.bias.shape, generator=gen))
+    return model

@@ -1,12 +1,44 @@
+"""The suite's fixtures and markers.
+
+Layout: tests/ mirrors the package (models/, mm/, d2/, datasets/, benchmark/, deploy), plus tools/,
+configs/, scripts/ and e2e/ (trainings, distributed runs, kill/resume). Markers (setup.cfg):
+
+* `e2e`: everything under tests/e2e/ (set here from the path);
+* `dist`: more than one process in a process group (gloo);
+* `subprocess`: starts a fresh Python or shell process;
+* `slow`: anything else that takes more than a few seconds (exports, compiles, sweeps over every config).
+
+`make test` runs them all; `make test-fast` only the rest (unit tests). The trained toy runs that
+several e2e tests read are session fixtures made once per run (tests/e2e/conftest.py). `make test`
+distributes files over the cores (`--dist loadfile`): the tests of one file run in one worker, so the
+runs a file's tests share are made there; a run two files share is made once, the other worker waits
+for it on a file lock (`helpers.once`).
+"""
 import os
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, os.path.dirname(__file__))  # tests/backbone_cases.py and helpers
+sys.path.insert(0, os.path.dirname(__file__))  # helpers.py, backbone_cases.py
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from helpers import once, one_deterministic_thread  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    e2e = os.path.join(os.path.dirname(__file__), 'e2e') + os.sep
+    for item in items:
+        if str(item.path).startswith(e2e):
+            item.add_marker(pytest.mark.e2e)
+    # Files with long tests first (e2e, then slow/dist/subprocess ones), the rest keeping their order: xdist
+    # hands out files in this order, so no long file starts last while the other workers have run dry.
+    weight = {}
+    for item in items:
+        marks = {m.name for m in item.iter_markers()}
+        rank = 0 if 'e2e' in marks else 1 if marks & {'slow', 'dist', 'subprocess'} else 2
+        weight[item.path] = min(weight.get(item.path, 2), rank)
+    items.sort(key=lambda item: weight[item.path])
 
 
 @pytest.fixture(autouse=True)
@@ -27,36 +59,20 @@ def one_thread():
 
 @pytest.fixture
 def deterministic_torch():
-    """One thread and, for runs with mmengine's `randomness.deterministic=True` (which switches torch's
-    global flag on), the flag put back afterwards so it does not leak into other tests."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.use_deterministic_algorithms(False)
-    torch.set_num_threads(threads)
+    """One thread, and torch's deterministic flag put back afterwards (`helpers.one_deterministic_thread`)."""
+    with one_deterministic_thread():
+        yield
 
 
 @pytest.fixture(scope='session')
 def toy_root(tmp_path_factory):
     """A small copy of the toy datasets (COCO, ADE20K: 8 train / 4 val images, 128 px; classification:
-    10 train / 5 val, 64 px) for end-to-end tests."""
+    10 train / 5 val, 64 px), written once per run for every worker."""
     from mmrecvit.datasets import make_toy_data
 
-    root = tmp_path_factory.mktemp('toy')
-    make_toy_data(root, size=128, coco_train=8, coco_val=4, ade_train=8, ade_val=4, cls_train=10, cls_val=5,
-                  progress=False)
-    return root
+    def make(root):
+        make_toy_data(root, size=128, coco_train=8, coco_val=4, ade_train=8, ade_val=4, cls_train=10, cls_val=5,
+                      progress=False)
+        return str(root)
 
-
-def toy_cfg_options(task: str, root, work_dir, iters: int = 2, batch: int = 2) -> list[str]:
-    """--cfg-options that point a toy config at `toy_root` and shorten it to `iters` iterations."""
-    from mmrecvit.datasets import toy_data_cfg
-
-    common = [f'train_cfg.max_iters={iters}', f'train_cfg.val_interval={iters}',
-              f'default_hooks.checkpoint.interval={iters}', f'train_dataloader.batch_size={batch}',
-              'train_dataloader.num_workers=0', 'train_dataloader.persistent_workers=False',
-              'val_dataloader.num_workers=0', 'val_dataloader.persistent_workers=False',
-              'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False',
-              'default_hooks.logger.interval=1']
-    paths = [f'{k}={v}' for k, v in toy_data_cfg(task, root).items()]
-    return ['--work-dir', str(work_dir), '--cfg-options', *common, *paths]
+    return Path(once(tmp_path_factory, 'toy', make))

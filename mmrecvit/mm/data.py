@@ -1,7 +1,7 @@
 """Bad samples in COCO / ADE20K layouts (issue 19): skipped or fixed with a logged warning naming the
 file, or one clear error, instead of a crash deep inside a head or a silently wrong loss.
 
-What mmdet 3.3 / mmseg 1.2 do by themselves (measured on the toy sets, tests/test_reliability_data.py):
+What mmdet 3.3 / mmseg 1.2 do by themselves (measured on the toy sets, tests/mm/test_data.py):
 
 * COCO annotation with a zero-width/height box or a category id outside the classes: mmdet's
   `CocoDataset.parse_data_info` drops it, silently. `CheckedCocoDataset` (mmrecvit/mm/coco.py) drops

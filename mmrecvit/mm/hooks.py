@@ -136,7 +136,7 @@ class RNGStateHook(Hook):
     (mmdet's RPN/RoI samplers) and data augmentation than the uninterrupted run would have. With
     this hook, a run interrupted after k iterations and resumed with `--resume` ends with
     bit-identical weights on CPU with `randomness=dict(seed=..., deterministic=True)`
-    (`tests/test_reliability_resume.py`). How:
+    (`tests/e2e/test_kill_resume.py`). How:
 
     * the states of Python's `random`, numpy and torch (CPU, and CUDA when present) as they are
       when a checkpoint is written (the end of a training iteration or epoch) go into it as

@@ -422,7 +422,7 @@ class ViTBackbone(nn.Module):
         The transposed view is channels-last in memory, and convolutions keep that layout, so the
         neck's and FPN's maps would be too. mmcv's RoIAlign (CPU and CUDA) indexes its input as
         contiguous NCHW and silently reads a channels-last map as scrambled features: the RoI heads
-        then see noise (tests/test_mmcv_ops.py shows it). One copy per map here prevents that.
+        then see noise (tests/mm/test_mmcv_ops.py shows it). One copy per map here prevents that.
         """
         maps = []
         for s in states:

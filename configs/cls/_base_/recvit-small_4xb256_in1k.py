@@ -26,7 +26,7 @@ custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook'), dict(type
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
 # Each rank draws its own augmentation and drop-path noise (as the dense recipes).
 randomness = dict(_delete_=True, seed=0, diff_rank_seed=True)
-# Every backbone puts every parameter in every iteration's graph (tests/test_reliability_distributed.py).
+# Every backbone puts every parameter in every iteration's graph (tests/e2e/test_distributed.py).
 find_unused_parameters = False
 
 # DeiT's repeated augmentation: each image 3 times per epoch, the copies on different GPUs (Hoffer et al.).

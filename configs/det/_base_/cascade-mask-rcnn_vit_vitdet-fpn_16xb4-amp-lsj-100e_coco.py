@@ -3,7 +3,7 @@
 # _base_/models/cascade-mask-rcnn_r50_fpn.py (IoU thresholds 0.5/0.6/0.7, box target stds halved per stage,
 # loss weights 1/0.5/0.25, class-agnostic SmoothL1 box regression), each box head ViTDet's 4-conv + 1-fc with
 # LayerNorm. mmengine takes one `model` from the bases, so the stages are written here on the Mask R-CNN recipe's
-# box head and RCNN sampling; tests/test_recipes.py checks them against mmdet's file.
+# box head and RCNN sampling; tests/configs/test_recipes.py checks them against mmdet's file.
 _base_ = './mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py'
 
 stage_target_stds = ([0.1, 0.1, 0.2, 0.2], [0.05, 0.05, 0.1, 0.1], [0.033, 0.033, 0.067, 0.067])

@@ -3,7 +3,7 @@
 # tools/misc/make_toy_data.py), the image size, the schedule and the model size (ViT-Ti width,
 # 128-channel FPN and heads). The backbone keeps the real recipe's type and arguments; each
 # per-method toy config (../mask-rcnn_<method>-ti_fpn_1xb2-800it_toy-coco.py) sets `model.backbone`
-# as its real twin does, with the method's toy size (depth etc.): tests/test_configs.py checks the pairs.
+# as its real twin does, with the method's toy size (depth etc.): tests/configs/test_det_seg.py checks the pairs.
 # So a toy keeps its twin's DeiT-start arguments (timm_init, timm_gates: they act only when a checkpoint is
 # loaded, and the toys train from scratch) and training ones (reViT's step_drop_rate=0.0, MoR-ViT's router_alpha=1.0).
 _base_ = './mask-rcnn_vit_fpn_1x_coco.py'
@@ -86,6 +86,6 @@ log_processor = dict(by_epoch=False)
 # Seeded alike on every rank (diff_rank_seed=False, unlike the real recipe). A toy runs in one process, where the
 # switch changes only where the data sampler's seed comes from: `seed` itself with False, a draw from the numpy
 # stream (broadcast from rank 0) with True. False keeps the toy's data order a function of `seed` alone. The
-# 2-processes-equal-1 test (tests/test_reliability_distributed.py) would pass with True too: it compares
+# 2-processes-equal-1 test (tests/e2e/test_distributed.py) would pass with True too: it compares
 # backbones that draw no random numbers, DDP broadcasts rank 0's initial weights and the sampler seed is shared.
 randomness = dict(seed=0, diff_rank_seed=False)

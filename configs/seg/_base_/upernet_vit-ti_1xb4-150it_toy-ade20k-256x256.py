@@ -6,7 +6,7 @@
 # GPUs, and GN does not depend on the batch, so 1 image per process works in distributed CPU runs).
 # The backbone keeps the real recipe's type and arguments; each per-method toy config
 # (../upernet_<method>-ti_1xb4-150it_toy-ade20k-256x256.py) sets `model.backbone` as its real twin
-# does, with the method's toy size (depth etc.): tests/test_configs.py checks the pairs.
+# does, with the method's toy size (depth etc.): tests/configs/test_det_seg.py checks the pairs.
 # So a toy keeps its twin's DeiT-start arguments (timm_init, timm_gates: they act only when a checkpoint is
 # loaded, and the toys train from scratch) and training ones (reViT's step_drop_rate=0.0, MoR-ViT's router_alpha=1.0).
 _base_ = './upernet_vit_8xb2-160k_ade20k-512x512.py'

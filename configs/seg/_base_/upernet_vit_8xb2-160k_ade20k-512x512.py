@@ -32,7 +32,7 @@ custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook'), dict(type
 # AtomicCheckpointHook: mmengine's CheckpointHook with write + fsync + rename, then last_checkpoint, then deleting old
 # ones, so a run killed at any moment (also mid-save) resumes from a complete checkpoint (mmrecvit/mm/hooks.py).
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
-# DDP: every backbone puts every parameter in every iteration's graph (tests/test_reliability_distributed.py),
+# DDP: every backbone puts every parameter in every iteration's graph (tests/e2e/test_distributed.py),
 # so DDP's cheaper default stays.
 find_unused_parameters = False
 # Every rank its own noise: rank r is seeded with seed + r (diff_rank_seed), so the stochastic backbones (drop path,

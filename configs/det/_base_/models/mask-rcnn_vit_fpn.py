@@ -22,7 +22,7 @@ model = dict(
 # (bit-identical on CPU with randomness=dict(seed=..., deterministic=True); mmrecvit/mm/hooks.py).
 # TF32Hook allows TensorFloat-32 in fp32 matmuls/convolutions on GPUs that have it (a no-op on CPU).
 custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook'), dict(type='TF32Hook')]
-# DDP: every backbone puts every parameter in every iteration's graph (tests/test_reliability_distributed.py),
+# DDP: every backbone puts every parameter in every iteration's graph (tests/e2e/test_distributed.py),
 # so DDP's cheaper default stays.
 find_unused_parameters = False
 # Every rank its own noise: rank r is seeded with seed + r (diff_rank_seed), so the stochastic backbones (drop path,

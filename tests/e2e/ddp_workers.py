@@ -1,0 +1,89 @@
+"""The processes of tests/e2e/test_distributed.py: every backbone variant trained under DDP (gloo) by
+`torch.multiprocessing.spawn`, which imports its target by module name (test modules are not importable).
+"""
+import os
+import os.path as osp
+
+import torch
+import torch.distributed as dist
+from backbone_cases import BACKBONE_CASES
+
+from mmrecvit.models import BACKBONES
+
+# (variant, backbone, extra kwargs, comparable with one process)
+VARIANTS = [
+    ('PlainViT', 'PlainViT', {}, True),
+    ('NaiveRecursiveViT', 'NaiveRecursiveViT', {}, True),
+    ('SRViT', 'SRViT', {}, True),
+    ('SRViT-hard', 'SRViT', dict(readout='hard'), True),
+    ('ReViT-no-step-drop', 'ReViT', dict(step_drop_rate=0.0), True),
+    ('MoRViT', 'MoRViT', {}, True),
+    ('ReViT', 'ReViT', dict(drop_path_rate=0.1), False),
+    ('EdgeRecViT', 'EdgeRecViT', dict(drop_path_rate=0.1), False),
+    ('EdgeRecViT-capped', 'EdgeRecViT', dict(max_depth=3), False),
+    ('MoRViT-token_choice', 'MoRViT', dict(routing='token_choice'), False),
+]
+
+GLOBAL_BATCH, STEPS = 4, 2
+
+
+def train_backbone(variant, rank=0, world_size=1):
+    """STEPS AdamW steps of `variant` on this rank's share of a fixed global batch; its final weights.
+
+    The loss is a mean over the rank's images, so DDP's gradient average is the global mean.
+    Every rank seeds alike before each step (mmengine's default `diff_rank_seed=False`).
+    """
+    _, name, kwargs, _ = next(v for v in VARIANTS if v[0] == variant)
+    torch.manual_seed(0)
+    model = BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs}).train()
+    net = model
+    if world_size > 1:
+        net = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    images = torch.randn(GLOBAL_BATCH, 3, 48, 64, generator=torch.Generator().manual_seed(1))
+    share = GLOBAL_BATCH // world_size
+    images = images[rank * share: (rank + 1) * share]
+    for step in range(STEPS):
+        torch.manual_seed(100 + step)
+        outs = net(images)
+        loss = sum(o.square().mean() for o in outs) + sum(model.stats.aux_losses.values(), torch.zeros(()))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _ddp_worker(rank, world_size, port, out_dir):
+    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group('gloo', rank=rank, world_size=world_size)
+    results = {}
+    for variant, *_ in VARIANTS:
+        try:
+            results[variant] = train_backbone(variant, rank, world_size)
+        except Exception as e:  # reported per variant by the tests
+            results[variant] = f'{type(e).__name__}: {e}'
+    torch.save(results, osp.join(out_dir, f'rank{rank}.pth'))
+    dist.destroy_process_group()
+
+
+def _warn_worker(rank, world_size, port, out_dir):
+    """Rank 1's router produces NaN (its bias poisoned after DDP's broadcast); nonfinite='warn'."""
+    os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group('gloo', rank=rank, world_size=world_size)
+    torch.manual_seed(0)
+    model = BACKBONES['SRViT'](**BACKBONE_CASES['SRViT'], nonfinite='warn').train()
+    net = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=False)
+    if rank == 1:
+        with torch.no_grad():
+            model.routers['0'].proj.bias.fill_(float('nan'))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    images = torch.randn(2, 3, 48, 64, generator=torch.Generator().manual_seed(rank))
+    for _ in range(STEPS):
+        loss = sum(o.square().mean() for o in net(images))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, osp.join(out_dir, f'warn{rank}.pth'))
+    dist.destroy_process_group()

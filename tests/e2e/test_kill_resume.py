@@ -1,0 +1,175 @@
+"""Exact resume and killed runs (issues 9, 19): a run interrupted after K iterations, or SIGKILLed at any
+point (also inside a checkpoint save, also on one of two ranks), then `--resume`d, ends with the weights of the
+uninterrupted run, bit for bit.
+
+* Interrupted + `--resume`: toy Mask R-CNN with Edge-RecViT (Gumbel-softmax noise, drop path; mmdet's RPN/RoI
+  samplers draw random numbers too) and toy UperNet with reViT (step dropout, drop path; random resize, crop
+  and flip in the data pipeline), on CPU with `randomness=dict(seed=0, deterministic=True)`: 2 iterations then
+  `--resume` to 4, against 4 in one run that also validates after 2 (validation must not shift the training
+  streams). `RNGStateHook` (in the recipes' `custom_hooks`) makes it so; the control resumes without it and
+  must differ, which shows that the comparison sees the random streams. (Also measured while writing this:
+  restoring the states before the loop's fast-forward over the trained batches, or letting the validation at
+  K draw from the training streams, each break the equality: ~3e-4.)
+* Killed: the same reViT UperNet, a checkpoint after each iteration and `max_keep_ckpts=1` (the toy configs'
+  setting: the case where mmengine's own `CheckpointHook` loses everything, it deletes the old checkpoint
+  before writing the new one). Each killed run is a subprocess (tests/e2e/kill_train.py) that SIGKILLs itself
+  at the chosen point; `--resume` then picks `work_dir/last_checkpoint`, which `AtomicCheckpointHook` rewrites
+  only after the checkpoint is complete and renamed into place. The control: with mmengine's `CheckpointHook`,
+  a kill in the middle of writing checkpoint 3 leaves `last_checkpoint` naming the deleted iter_2.pth and a
+  half-written iter_3.pth; the resume stops (with our one-line error naming the missing file).
+
+The uninterrupted reViT run is the session's `revit_seg_reference`, the uninterrupted 2-rank run its
+`two_rank_run` (tests/e2e/conftest.py).
+"""
+import os
+import os.path as osp
+import re
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import (
+    DETERMINISTIC,
+    REFERENCE_ITERS,
+    REPO,
+    REVIT_SEG,
+    free_port,
+    max_abs_diff,
+    run,
+    toy_cfg_options,
+    two_rank_options,
+)
+
+sys.path.insert(0, osp.join(REPO, 'tools'))
+import train as train_tool  # noqa: E402  (tools/train.py)
+
+EDGE_DET = osp.join(REPO, 'configs/det/mask-rcnn_edgerecvit-ti_fpn_1xb2-800it_toy-coco.py')
+K, N = 2, REFERENCE_ITERS
+KILL = osp.join(REPO, 'tests', 'e2e', 'kill_train.py')
+FAULTS = ['iter:2', 'mid-write:1', 'mid-write:3', 'before-rename:2', 'after-rename:2', 'before-delete:3']
+KILLED_OPTIONS = [*DETERMINISTIC, 'default_hooks.checkpoint.interval=1', 'default_hooks.checkpoint.max_keep_ckpts=1']
+
+
+def train(config, task, root, work, iters, *args, options=()):
+    train_tool.main([config, *args, *toy_cfg_options(task, root, work, iters=iters), *DETERMINISTIC, *options])
+    return torch.load(work / f'iter_{iters}.pth', map_location='cpu', weights_only=True)
+
+
+def weights(path):
+    return torch.load(path, map_location='cpu', weights_only=True)['state_dict']
+
+
+def write_config_without_rng_hook(config, tmp_path):
+    path = tmp_path / 'no_rng_hook.py'
+    path.write_text(f"_base_ = '{config}'\ncustom_hooks = [dict(type='RecursionHook')]\n")
+    return str(path)
+
+
+# ---- interrupted, then --resume -----------------------------------------------------------------------
+@pytest.mark.usefixtures('deterministic_torch')
+def test_interrupted_and_resumed_det_run_is_bit_identical_and_not_without_the_rng_hook(toy_root, tmp_path):
+    # The uninterrupted run also validates at K: validation must not shift the training random streams.
+    full = train(EDGE_DET, 'det', toy_root, tmp_path / 'full', N, options=[f'train_cfg.val_interval={K}'])
+    interrupted = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', K)
+    assert interrupted['rng_states']['world_size'] == 1
+    shutil.copytree(tmp_path / 'resumed', tmp_path / 'control')
+    (tmp_path / 'control' / 'last_checkpoint').write_text(str(tmp_path / 'control' / f'iter_{K}.pth'))
+    resumed = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', N, '--resume')
+    assert resumed['meta']['iter'] == N
+    for k, v in full['state_dict'].items():
+        assert torch.equal(v, resumed['state_dict'][k]), k
+    # the control: the same resume without the hook is not exact
+    no_hook = train(write_config_without_rng_hook(EDGE_DET, tmp_path), 'det', toy_root, tmp_path / 'control', N,
+                    '--resume')
+    control_diff = max_abs_diff(full['state_dict'], no_hook['state_dict'])
+    print(f'det without RNGStateHook: max |w_full - w_resumed| = {control_diff}')
+    assert control_diff > 0
+
+
+@pytest.mark.usefixtures('deterministic_torch')
+def test_interrupted_and_resumed_seg_run_is_bit_identical(revit_seg_reference, toy_root, tmp_path):
+    interrupted = train(REVIT_SEG, 'seg', toy_root, tmp_path, K)
+    assert interrupted['rng_states']['world_size'] == 1
+    resumed = train(REVIT_SEG, 'seg', toy_root, tmp_path, N, '--resume')
+    assert resumed['meta']['iter'] == N
+    full = weights(revit_seg_reference)
+    for k, v in full.items():
+        assert torch.equal(v, resumed['state_dict'][k]), k
+
+
+# ---- killed ----------------------------------------------------------------------------------------------
+def run_killed(fault, root, work, *args, config=REVIT_SEG):
+    """tools/train.py in a subprocess that SIGKILLs itself at `fault` (tests/e2e/kill_train.py)."""
+    return run([sys.executable, KILL, fault, '--', config, *args, *toy_cfg_options('seg', root, work, iters=N),
+                *KILLED_OPTIONS])
+
+
+def resume_in_process(root, work, config=REVIT_SEG):
+    train_tool.main([config, '--resume', *toy_cfg_options('seg', root, work, iters=N), *KILLED_OPTIONS])
+
+
+@pytest.mark.subprocess
+@pytest.mark.usefixtures('deterministic_torch')
+@pytest.mark.parametrize('fault', FAULTS)
+def test_killed_run_resumes_to_the_uninterrupted_weights(revit_seg_reference, toy_root, tmp_path, fault):
+    work = tmp_path / 'work'
+    killed = run_killed(fault, toy_root, work)
+    assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr[-3000:])
+    last = (work / 'last_checkpoint').read_text() if (work / 'last_checkpoint').exists() else None
+    print(f'{fault}: killed; files {sorted(os.listdir(work))}; last_checkpoint -> {last}')
+    if last is not None:  # it names a complete checkpoint
+        torch.load(last, map_location='cpu', weights_only=True)
+    resume_in_process(toy_root, work)  # the resume need not be a fresh process: the killed one was
+    assert not [f for f in os.listdir(work) if f.endswith('.tmp')]  # a killed save's temporary file is gone
+    diff = max_abs_diff(weights(revit_seg_reference), weights(work / f'iter_{N}.pth'))
+    print(f'{fault}: max |w_full - w_resumed| = {diff}')
+    assert diff == 0.0
+
+
+@pytest.mark.subprocess
+@pytest.mark.usefixtures('deterministic_torch')
+def test_control_mmengine_checkpoint_hook_loses_the_run_when_killed_mid_save(toy_root, tmp_path):
+    config = tmp_path / 'plain_hook.py'
+    config.write_text(f"_base_ = '{REVIT_SEG}'\ndefault_hooks = dict(checkpoint=dict(type='CheckpointHook'))\n")
+    work = tmp_path / 'work'
+    killed = run_killed('mid-write:3', toy_root, work, config=str(config))
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert (work / 'last_checkpoint').read_text() == str(work / 'iter_2.pth')
+    assert sorted(f for f in os.listdir(work) if f.endswith('.pth')) == ['iter_3.pth']  # the half-written one
+    with pytest.raises(SystemExit, match=re.escape(f"cannot resume from '{work / 'iter_2.pth'}'")):
+        resume_in_process(toy_root, work, config=str(config))
+
+
+# ---- 2 processes (gloo): one rank killed -----------------------------------------------------------------
+def run_two(fault, root, work, config, *args):
+    """torchrun with 2 ranks of tests/e2e/kill_train.py (the shared run's options); its result and seconds."""
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONWARNINGS': 'ignore', 'PYTHONPATH': REPO}
+    cmd = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=2', f'--master_port={free_port()}',
+           KILL, fault, '--', config, '--launcher', 'pytorch', *args, *two_rank_options(root, work)]
+    start = time.monotonic()
+    res = run(cmd, env=env)
+    return res, time.monotonic() - start
+
+
+@pytest.mark.dist
+@pytest.mark.subprocess
+def test_two_processes_one_rank_killed_fails_fast_naming_it_and_resumes_exactly(two_rank_run, toy_root, tmp_path):
+    """torchrun's elastic agent sees rank 1 die (SIGKILL at the start of iteration 3), stops rank 0 (blocked in
+    DDP's gradient all-reduce) and exits non-zero with a report naming rank 1 and the signal: no hang."""
+    config = two_rank_run['config']
+    killed, seconds = run_two('rank1/iter:2', toy_root, tmp_path / 'work', config)
+    report = killed.stdout + killed.stderr
+    print(f'one rank killed: torchrun exit {killed.returncode} after {seconds:.0f}s (whole run)')
+    assert killed.returncode != 0
+    assert 'rank      : 1' in report and 'Signal 9 (SIGKILL)' in report, report[-3000:]
+    assert seconds < 300
+    resumed, _ = run_two('none', toy_root, tmp_path / 'work', config, '--resume')
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    full = weights(Path(two_rank_run['work']) / f'iter_{N}.pth')
+    diff = max_abs_diff(full, weights(tmp_path / 'work' / f'iter_{N}.pth'))
+    print(f'2 processes, rank 1 killed at iteration 3, resumed: max |w_full - w_resumed| = {diff}')
+    assert diff == 0.0

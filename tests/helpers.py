@@ -1,0 +1,197 @@
+"""What several test folders share: paths, the one config cache, toy-run options, small comparisons.
+
+Test modules import it as `helpers` (tests/conftest.py puts tests/ on sys.path; pytest runs with
+`--import-mode=importlib`, so test modules never import each other: what two of them need lives here).
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import importlib
+import json
+import os
+import os.path as osp
+import socket
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
+
+
+@functools.cache
+def _parsed(path: str):
+    from mmengine.config import Config
+
+    return Config.fromfile(path)
+
+
+def cached_config(path: str):
+    """`Config.fromfile(path)`, parsed once per test process (a copy: callers may change it)."""
+    return copy.deepcopy(_parsed(osp.abspath(path)))
+
+
+def toy_cfg_options(task: str, root, work_dir, iters: int = 2, batch: int = 2) -> list[str]:
+    """--cfg-options that point a toy config at `toy_root` and shorten it to `iters` iterations."""
+    from mmrecvit.datasets import toy_data_cfg
+
+    common = [f'train_cfg.max_iters={iters}', f'train_cfg.val_interval={iters}',
+              f'default_hooks.checkpoint.interval={iters}', f'train_dataloader.batch_size={batch}',
+              'train_dataloader.num_workers=0', 'train_dataloader.persistent_workers=False',
+              'val_dataloader.num_workers=0', 'val_dataloader.persistent_workers=False',
+              'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False',
+              'default_hooks.logger.interval=1']
+    paths = [f'{k}={v}' for k, v in toy_data_cfg(task, root).items()]
+    return ['--work-dir', str(work_dir), '--cfg-options', *common, *paths]
+
+
+SUBPROCESS_ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONWARNINGS': 'ignore'}
+
+
+def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """A command in the repository, output captured (for the failure message), one thread per process."""
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900,
+                          **{'env': SUBPROCESS_ENV, **kwargs})
+
+
+class one_deterministic_thread:
+    """In-process trainings: one thread, and torch's deterministic flag (mmengine's
+    `randomness.deterministic=True` switches it on) put back afterwards."""
+
+    def __enter__(self):
+        self.threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        torch.use_deterministic_algorithms(False)
+        torch.set_num_threads(self.threads)
+
+
+def max_abs_diff(a: dict, b: dict) -> float:
+    """Largest absolute difference between two state dicts with the same keys."""
+    assert a.keys() == b.keys()
+    return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def shared_dir(tmp_path_factory) -> Path:
+    """A folder every pytest-xdist worker of this run sees (the run's base temp; without xdist, it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get('PYTEST_XDIST_WORKER') else base
+
+
+def once(tmp_path_factory, name: str, make: Callable[[Path], Any]) -> Any:
+    """`make(folder)` run once per test run, whichever xdist worker asks first; its JSON-able result.
+
+    The other workers wait on a file lock and read the result: one training serves every test that
+    needs it (`make test` keeps a file's tests in one worker, so only runs two files share contend).
+    """
+    from filelock import FileLock
+
+    folder = shared_dir(tmp_path_factory) / name
+    result = folder.with_name(f'{name}.json')
+    with FileLock(f'{folder}.lock'):
+        if not result.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            value = make(folder)
+            result.write_text(json.dumps(value))
+    return json.loads(result.read_text())
+
+
+# ---- checkpoints (tests/mm, tests/tools) ---------------------------------------------------------------
+def build_model(path, checkpoint, via='init_cfg'):
+    """The detector/segmentor of a toy config, built by its framework's registry, whose backbone
+    loads `checkpoint` through `init_cfg` or (mmseg) the segmentor's `pretrained`."""
+    from mmengine.registry import init_default_scope
+
+    cfg = cached_config(path)
+    if via == 'init_cfg':
+        cfg.model.backbone.init_cfg = dict(type='Pretrained', checkpoint=checkpoint)
+    else:
+        cfg.model.pretrained = checkpoint
+        cfg.model.backbone.init_cfg = None
+    init_default_scope(cfg.default_scope)
+    model = importlib.import_module(f'{cfg.default_scope}.registry').MODELS.build(cfg.model)
+    return cfg, model
+
+
+def truncated(tmp_path, name='truncated.pth'):
+    """A training checkpoint cut in half (a run killed while writing it)."""
+    path = tmp_path / name
+    torch.save({'state_dict': {'w': torch.zeros(1000)}, 'meta': {'iter': 2}}, path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return str(path)
+
+
+# ---- detectron2 toys (tests/d2, tests/e2e) -------------------------------------------------------------
+D2_TOY = f'{REPO}/configs/d2/toy/mask_rcnn_{{}}_ti_toy_coco.py'
+
+
+def d2_toy_overrides(root, out, iters: int = 2, size: int = 128) -> list[str]:
+    """detectron2 `key=value` overrides that point a toy LazyConfig at the tests' toy set, `iters`
+    iterations at `size` px, evaluated at the end, output in `out` (as tools/d2_train_net.py takes them)."""
+    pairs = [('dataloader.train.dataset.names.root', f'{root}/toy_coco'),
+             ('dataloader.test.dataset.names.root', f'{root}/toy_coco'),
+             ('train.max_iter', iters), ('train.eval_period', iters), ('train.checkpointer.period', iters),
+             ('train.log_period', 1), ('train.output_dir', out), ('dataloader.train.num_workers', 0),
+             ('dataloader.test.num_workers', 0), ('model.backbone.square_pad', size)]
+    for split in ('train', 'test'):
+        pairs += [(f'dataloader.{split}.mapper.augmentations.0.{k}', size) for k in ('short_edge_length', 'max_size')]
+    return [f'{k}={v}' for k, v in pairs]
+
+
+def d2_toy_cfg(method: str, root, out, config: str | None = None, **kwargs):
+    """A toy LazyConfig (`config`, default the method's Mask R-CNN toy) with `d2_toy_overrides`."""
+    from detectron2.config import LazyConfig
+
+    return LazyConfig.apply_overrides(LazyConfig.load(config or D2_TOY.format(method)),
+                                      d2_toy_overrides(root, out, **kwargs))
+
+
+def check_coco_scored(results: dict) -> None:
+    """detectron2's COCOEvaluator results hold a bbox and a segm AP in [0, 100]."""
+    import math
+
+    for task in ('bbox', 'segm'):
+        ap = results[task]['AP']
+        assert isinstance(ap, float) and 0.0 <= ap <= 100.0 and not math.isnan(ap), results
+
+
+# ---- the shared e2e runs (tests/e2e/conftest.py) --------------------------------------------------------
+ITERS = 2  # iterations of the shared toy runs
+REVIT_SEG = osp.join(REPO, 'configs/seg/upernet_revit-ti_1xb4-150it_toy-ade20k-256x256.py')
+MORVIT_SEG = osp.join(REPO, 'configs/seg/upernet_morvit-ti_1xb4-150it_toy-ade20k-256x256.py')
+REFERENCE_ITERS = 4  # the deterministic reference runs (resume, kill, distributed)
+# Randomness on in the backbone (the toy configs leave drop path at 0); deterministic kernels.
+DETERMINISTIC = ['randomness.seed=0', 'randomness.deterministic=True', 'model.backbone.drop_path_rate=0.1']
+
+
+def deterministic_seg_config(folder):
+    """The MoR-ViT toy UperNet with a deterministic pipeline and no dropout (tests/e2e/test_distributed.py
+    says why one process and two can then agree)."""
+    path = Path(folder) / 'morvit_deterministic.py'
+    path.write_text(f"""_base_ = '{MORVIT_SEG}'
+train_dataloader = dict(dataset=dict(pipeline=[
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations', reduce_zero_label=True),
+    dict(type='Resize', scale=(320, 256), keep_ratio=True),
+    dict(type='PackSegInputs'),
+]))
+model = dict(decode_head=dict(dropout_ratio=0.0), auxiliary_head=dict(dropout_ratio=0.0))
+randomness = dict(seed=0, deterministic=True)
+""")
+    return str(path)
+
+
+def two_rank_options(root, work) -> list[str]:
+    """The 2-rank run's options: 4 iterations of batch 1 per rank, a checkpoint after each."""
+    return [*toy_cfg_options('seg', root, work, iters=REFERENCE_ITERS, batch=1), 'default_hooks.checkpoint.interval=1']

@@ -1,0 +1,87 @@
+"""The hooks (mmrecvit/mm/hooks.py): RecursionHook's aux losses and iteration, TemperatureScheduleHook's
+annealing, RNGStateHook's states through a weights-only checkpoint."""
+import math
+import os.path as osp
+import random
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from backbone_cases import tiny_backbone
+from helpers import REPO
+from torch import nn
+
+from mmrecvit.mm.hooks import RecursionHook, TemperatureScheduleHook, get_rng_states, set_rng_states
+from mmrecvit.models import BACKBONES, EdgeRecViT
+from mmrecvit.models.numerics import NonFiniteError
+
+sys.path.insert(0, osp.join(REPO, 'tools'))
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+TINY = dict(embed_dim=32, num_heads=2, img_size=64)
+
+
+def test_temperature_schedule_hook_anneals_gumbel_tau():
+    hook = TemperatureScheduleHook(start=1.0, end=0.1, schedule='cosine')
+    assert hook.value_at(0, 100) == pytest.approx(1.0) and hook.value_at(100, 100) == pytest.approx(0.1)
+    assert hook.value_at(50, 100) == pytest.approx(0.55)
+    assert TemperatureScheduleHook(1.0, 0.1, schedule='exp').value_at(50, 100) == pytest.approx(math.sqrt(0.1))
+
+    class Runner:
+        iter, max_iters = 25, 100
+
+        class message_hub:  # noqa: N801
+            values = {}
+
+            @classmethod
+            def update_scalar(cls, key, value):
+                cls.values[key] = value
+
+    runner = Runner()
+    runner.model = torch.nn.Sequential(EdgeRecViT(**TINY, depth=4))
+    hook.before_train_iter(runner, 0)
+    assert runner.model[0].gumbel_tau == pytest.approx(hook.value_at(25, 100))
+    assert Runner.message_hub.values['train/gumbel_tau'] == runner.model[0].gumbel_tau
+    with pytest.raises(ValueError, match='TemperatureScheduleHook end'):
+        TemperatureScheduleHook(end=0.0)
+    runner.model = torch.nn.Sequential(BACKBONES['PlainViT'](**TINY, depth=2))
+    with pytest.raises(AttributeError, match="no mmrecvit backbone of the model has 'gumbel_tau'"):
+        hook.before_train_iter(runner, 0)
+
+
+
+def test_recursion_hook_adds_the_training_iteration():
+    class Detector(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.backbone = tiny_backbone('SRViT')
+
+        def loss(self, x):
+            return {'loss_task': sum(o.mean() for o in self.backbone(x))}
+
+    model = Detector().train()
+    runner = SimpleNamespace(model=model, iter=16)
+    RecursionHook().before_train(runner)
+    x = torch.randn(2, 3, 48, 64)
+    assert set(model.loss(x)) >= {'loss_task', 'w/u0r1'}  # wrapped: the backbone's terms are added
+    with torch.no_grad():
+        model.backbone.routers['0'].proj.bias.fill_(float('inf'))
+    with pytest.raises(NonFiniteError, match=r'routers.0 logits at unit 0, recursion 1.*; at training iteration 17'):
+        model.loss(x)
+
+
+def draws():
+    return random.random(), np.random.rand(3).tolist(), torch.rand(3).tolist()
+
+
+def test_rng_states_round_trip_through_a_weights_only_checkpoint(tmp_path):
+    states = get_rng_states()
+    expected = draws()
+    torch.save({'rng_states': {'world_size': 1, 'ranks': [states]}}, tmp_path / 'c.pth')
+    loaded = torch.load(tmp_path / 'c.pth', weights_only=True)  # no allow-listing needed
+    draws()
+    set_rng_states(loaded['rng_states']['ranks'][0])
+    assert draws() == expected

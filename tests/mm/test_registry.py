@@ -1,0 +1,64 @@
+"""`import mmrecvit` registers into mmdet, mmseg and mmpretrain; the core needs none of them."""
+import subprocess
+import sys
+
+import pytest
+
+import mmrecvit
+from mmrecvit.mm.hooks import HOOK_CLASSES
+from mmrecvit.mm.optim import OPTIM_WRAPPER_CONSTRUCTORS
+from mmrecvit.models import BACKBONES, NECKS
+
+SCOPES = ['mmdet', 'mmseg', 'mmpretrain']
+
+
+@pytest.mark.parametrize('scope', SCOPES)
+def test_every_backbone_neck_hook_and_constructor_is_registered(scope):
+    registry = __import__(f'{scope}.registry', fromlist=['MODELS'])
+    for name, cls in {**BACKBONES, **NECKS}.items():
+        assert registry.MODELS.module_dict[name] is cls
+    for name, cls in HOOK_CLASSES.items():
+        assert registry.HOOKS.module_dict[name] is cls
+    for name, cls in OPTIM_WRAPPER_CONSTRUCTORS.items():
+        assert registry.OPTIM_WRAPPER_CONSTRUCTORS.module_dict[name] is cls
+
+
+def test_register_all_is_idempotent():
+    assert mmrecvit.register_all() == SCOPES
+
+
+def run_python(code):
+    return subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.subprocess
+def test_core_imports_without_the_frameworks():
+    code = ("import sys; sys.modules['mmdet'] = sys.modules['mmseg'] = sys.modules['mmpretrain'] = None\n"
+            "import torch, mmrecvit\n"
+            "from mmrecvit.models import PlainViT\n"
+            "assert mmrecvit.register_all() == []\n"
+            "print(PlainViT('tiny', depth=2)(torch.randn(1, 3, 32, 32))[0].shape)")
+    res = run_python(code)
+    assert res.returncode == 0, res.stderr
+    assert 'torch.Size([1, 192, 2, 2])' in res.stdout
+
+
+@pytest.mark.parametrize('config, scope, built', [
+    ('configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py', 'mmdet', 'PlainViT SimplePyramid'),
+    ('configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py', 'mmseg', 'PlainViT SimplePyramid'),
+    ('configs/cls/plainvit-ti_1xb32-200it_toy-cls.py', 'mmpretrain', 'PlainViT VisionTransformerClsHead')])
+@pytest.mark.subprocess
+def test_custom_imports_in_a_config_is_enough(config, scope, built):
+    # A fresh interpreter that never imports mmrecvit itself: the config's custom_imports does it.
+    code = ("from mmengine.config import Config\n"
+            "from mmengine.registry import init_default_scope\n"
+            f"from {scope}.registry import MODELS\n"
+            f"cfg = Config.fromfile({config!r})\n"
+            f"init_default_scope({scope!r})\n"
+            "model = MODELS.build(cfg.model)\n"
+            "after = model.neck if model.neck is not None else model.head\n"
+            "after = after[0] if hasattr(after, '__getitem__') else after\n"
+            "print(type(model.backbone).__name__, type(after).__name__)")
+    res = run_python(code)
+    assert res.returncode == 0, res.stderr
+    assert built in res.stdout
