@@ -2,12 +2,12 @@
 
 Importing the package applies the compatibility fixes (`mmrecvit.compat`), registers every
 backbone, neck and hook into the installed OpenMMLab registries (`mmrecvit.mm.registry`) and every
-backbone as a classifier into timm's model registry (`mmrecvit.models.classifier`).
+backbone as a classifier into timm's model registry (`mmrecvit.timm`).
 """
 from . import compat
 from .mm import register_all
 from .models import BACKBONES, NECKS
-from .models.classifier import register_timm_models
+from .timm import register_timm_models
 
 __version__ = '0.1.0'
 

@@ -1,6 +1,6 @@
 """The suite's fixtures and markers.
 
-Layout: tests/ mirrors the package (models/, mm/, d2/, datasets/, benchmark/, deploy), plus tools/,
+Layout: tests/ mirrors the package (models/, mm/, d2/, timm/, datasets/, benchmark/, deploy), plus tools/,
 configs/, scripts/ and e2e/ (trainings, distributed runs, kill/resume). Markers (setup.cfg):
 
 * `e2e`: everything under tests/e2e/ (set here from the path);

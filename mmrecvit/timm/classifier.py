@@ -28,8 +28,8 @@ from timm.layers import trunc_normal_
 from timm.models import register_model
 from torch import Tensor, nn
 
-from . import BACKBONES
-from .vit import ARCH_SETTINGS, ViTBackbone
+from ..models import BACKBONES
+from ..models.vit import ARCH_SETTINGS, ViTBackbone
 
 POOLS = {'token': 'cls_token', 'avg': 'avg_featmap'}  # timm's global_pool -> our out_type
 METHODS = {'plainvit': 'PlainViT', 'naiverecvit': 'NaiveRecursiveViT', 'srvit': 'SRViT', 'revit': 'ReViT',

@@ -1,0 +1,95 @@
+"""Every backbone as a timm model (mmrecvit/timm/): registered names, timm's training API, checkpoints
+to and from the dense backbone; and only mmrecvit/timm/ registers into timm (not the networks)."""
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import REPO
+
+from mmrecvit.models import BACKBONES
+from mmrecvit.models.checkpoint import load_pretrained
+from mmrecvit.timm import register_timm_models
+
+pytestmark = pytest.mark.usefixtures('one_thread')
+
+
+def test_every_method_and_size_is_a_timm_model():
+    import timm
+
+    names = register_timm_models()
+    assert len(names) == len(BACKBONES) * 4 and set(names) <= set(timm.list_models())
+    for name in names:  # built on the meta device: the names resolve and construct (L/16 included)
+        with torch.device('meta'):
+            model = timm.create_model(name, num_classes=7)
+        assert model.num_classes == 7 and model.get_classifier().out_features == 7
+        assert model.pretrained_cfg['mean'] == timm.data.IMAGENET_DEFAULT_MEAN
+    with pytest.raises(RuntimeError, match='no pretrained weights'):
+        timm.create_model('srvit_tiny_patch16_224', pretrained=True)
+
+
+@pytest.mark.parametrize('method', ['plainvit', 'srvit', 'revit', 'edgerecvit', 'morvit', 'naiverecvit'])
+def test_timm_style_training_step(method):
+    import timm
+    from timm.loss import LabelSmoothingCrossEntropy
+    from timm.optim import create_optimizer_v2
+
+    model = timm.create_model(f'{method}_tiny_patch16_224', num_classes=5, drop_path_rate=0.1, img_size=64)
+    config = timm.data.resolve_data_config(model=model)
+    assert config['input_size'] == (3, 224, 224) and config['interpolation'] == 'bicubic'
+    optimizer = create_optimizer_v2(model, 'adamw', lr=1e-3, weight_decay=0.05)
+    decayed = {id(p) for g in optimizer.param_groups if g['weight_decay'] > 0 for p in g['params']}
+    assert id(model.backbone.pos_embed) not in decayed  # no_weight_decay()
+    model.set_grad_checkpointing()
+    assert model.backbone.with_cp
+    images, labels = torch.randn(2, 3, 64, 64), torch.tensor([1, 3])
+    loss = LabelSmoothingCrossEntropy(0.1)(model(images), labels)
+    loss = loss + sum(model.backbone.stats.aux_losses.values(), torch.zeros(()))
+    loss.backward()
+    optimizer.step()
+    assert model.forward_features(images).shape == (2, 17, 192)
+    assert model.forward_head(model.forward_features(images), pre_logits=True).shape == (2, 192)
+
+
+def test_timm_classifier_checkpoint_loads_into_the_dense_backbone_and_back(tmp_path):
+    import timm
+
+    model = timm.create_model('morvit_tiny_patch16_224', num_classes=5, num_recursions=3, img_size=64)
+    torch.save(model.state_dict(), tmp_path / 'timm.pth')
+    dense = BACKBONES['MoRViT'](arch='tiny', num_recursions=3, img_size=64)
+    load_pretrained(dense, str(tmp_path / 'timm.pth'))
+    for k, v in dense.state_dict().items():
+        assert torch.equal(v, model.backbone.state_dict()[k]), k
+    torch.save(dense.state_dict(), tmp_path / 'dense.pth')
+    again = timm.create_model('morvit_tiny_patch16_224', num_classes=5, num_recursions=3, img_size=64)
+    load_pretrained(again.backbone, str(tmp_path / 'dense.pth'))
+    own = again.backbone.state_dict()
+    assert all(torch.equal(own[k], v) for k, v in dense.state_dict().items())
+
+
+# ---- where the registration lives -----------------------------------------------------------------
+REGISTRY_FUNCTIONS = {'register_model', 'create_model', 'list_models', 'is_model', 'model_entrypoint'}
+
+
+def test_the_entrypoints_live_in_the_timm_adapter_and_timm_is_timm():
+    import timm
+
+    import mmrecvit.timm
+
+    assert mmrecvit.timm is not timm and timm.__file__ != mmrecvit.timm.__file__  # absolute imports
+    for name in register_timm_models():
+        assert timm.models.model_entrypoint(name).__module__ == 'mmrecvit.timm.classifier', name
+
+
+def test_the_networks_use_timm_layers_but_not_its_model_registry():
+    """No module of mmrecvit/models imports timm itself or timm.models (where the registry functions are),
+    a registry function, or timm's registry module: registering is mmrecvit/timm/'s."""
+    for path in sorted(Path(REPO, 'mmrecvit', 'models').rglob('*.py')):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                bare = [a.name for a in node.names if a.name in ('timm', 'timm.models') or '_registry' in a.name]
+                assert not bare, f'{path.name}: import {bare}'
+            elif isinstance(node, ast.ImportFrom) and (node.module or '').split('.')[0] == 'timm':
+                names = {a.name for a in node.names}
+                assert '_registry' not in node.module and not names & REGISTRY_FUNCTIONS, \
+                    f'{path.name}: from {node.module} import {sorted(names)}'
