@@ -14,8 +14,8 @@ from typing import Any
 from detectron2.solver import get_default_optimizer_params
 from torch import nn
 
+from ..adapters import layer_depth_table, layer_lr_scale
 from ..models.checks import check_float
-from ..models.glue import layer_depth_table, layer_lr_scale
 
 
 def layer_decay_lr_factor(model: nn.Module, rate: float) -> Callable[[str], float]:

@@ -15,7 +15,7 @@ import torch
 from detectron2.modeling import META_ARCH_REGISTRY, GeneralizedRCNN
 from detectron2.utils.events import get_event_storage
 
-from ..models.glue import backbone_terms
+from ..adapters import backbone_terms
 
 
 @META_ARCH_REGISTRY.register()

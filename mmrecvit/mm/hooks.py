@@ -37,9 +37,9 @@ from mmengine.hooks import CheckpointHook, Hook
 from mmengine.logging import print_log
 from mmengine.model import is_model_wrapper
 
+from ..adapters import backbone_terms
 from ..models import ViTBackbone
 from ..models.checks import check_bool, check_choice, check_float, check_int
-from ..models.glue import backbone_terms
 from ..models.numerics import NonFiniteError
 
 

@@ -22,7 +22,7 @@ from mmengine.logging import print_log
 from mmengine.optim import DefaultOptimWrapperConstructor
 from torch import nn
 
-from ..models.glue import layer_depth_table, layer_lr_scale
+from ..adapters import layer_depth_table, layer_lr_scale
 
 
 class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):

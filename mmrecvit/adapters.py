@@ -3,12 +3,17 @@
 Plain PyTorch, so each adapter only hands the numbers to its framework: the auxiliary losses and
 statistics of the last forward (to a loss dict and a log), and each parameter's layer depth (to
 layer-wise learning-rate decay).
+
+Named for its readers: this is the part the adapters share, so it sits beside them at the package
+level rather than in `mmrecvit.models`, which defines networks and reads nothing on a framework's
+behalf (the backbones answer `stats` and `layer_depth`; how a model full of them is read is the
+adapters' business, written once here instead of once per framework).
 """
 from __future__ import annotations
 
 from torch import Tensor, nn
 
-from .vit import ViTBackbone
+from .models import ViTBackbone
 
 
 def backbone_terms(model: nn.Module) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
