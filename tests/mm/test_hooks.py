@@ -1,5 +1,5 @@
-"""The hooks (mmrecvit/mm/hooks.py): RecursionHook's aux losses and iteration, TemperatureScheduleHook's
-annealing, RNGStateHook's states through a weights-only checkpoint."""
+"""The hooks (mmrecvit/mm/hooks/, one file per hook): RecursionHook's aux losses and iteration,
+TemperatureScheduleHook's annealing, RNGStateHook's states through a weights-only checkpoint."""
 import math
 import os.path as osp
 import random

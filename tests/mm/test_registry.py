@@ -1,10 +1,16 @@
 """`import mmrecvit` registers into mmdet, mmseg and mmpretrain; the core needs none of them."""
+import importlib
+import inspect
+import pkgutil
+import re
 import subprocess
 import sys
 
 import pytest
+from mmengine.hooks import Hook
 
 import mmrecvit
+import mmrecvit.mm.hooks as hooks
 from mmrecvit.mm.hooks import HOOK_CLASSES
 from mmrecvit.mm.optim import OPTIM_WRAPPER_CONSTRUCTORS
 from mmrecvit.models import BACKBONES, NECKS
@@ -25,6 +31,28 @@ def test_every_backbone_neck_hook_and_constructor_is_registered(scope):
 
 def test_register_all_is_idempotent():
     assert mmrecvit.register_all() == SCOPES
+
+
+def test_one_file_per_hook_each_registered_and_re_exported():
+    """mmrecvit/mm/hooks/<snake_case>_hook.py defines exactly the hook of its name (as mmdet's engine/hooks/),
+    HOOK_CLASSES (what `register_all` registers) holds each, and `mmrecvit.mm.hooks` re-exports every
+    public name of every file."""
+    files = [m.name for m in pkgutil.iter_modules(hooks.__path__)]
+    assert files and all(name.endswith('_hook') for name in files), files
+    defined = {}
+    for name in files:
+        module = importlib.import_module(f'{hooks.__name__}.{name}')
+        own = {k: v for k, v in vars(module).items()
+               if not k.startswith('_') and getattr(v, '__module__', None) == module.__name__}
+        hook_classes = [v for v in own.values() if inspect.isclass(v) and issubclass(v, Hook)]
+        assert len(hook_classes) == 1, (name, hook_classes)
+        snake = re.sub(r'(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])', '_', hook_classes[0].__name__).lower()
+        assert snake == name
+        defined.update(own)
+    assert set(HOOK_CLASSES.values()) == {v for v in defined.values() if inspect.isclass(v) and issubclass(v, Hook)}
+    assert all(HOOK_CLASSES[cls.__name__] is cls for cls in HOOK_CLASSES.values())
+    for k, v in defined.items():
+        assert getattr(hooks, k) is v and k in hooks.__all__, k
 
 
 def run_python(code):

@@ -18,11 +18,12 @@ model = dict(
     init_cfg=None)
 
 # RecursionHook adds the backbones' auxiliary losses (router, ranker and expert losses) and recursion
-# statistics to the loss dict / training log; RNGStateHook makes `--resume` exact (mmrecvit/mm/hooks.py);
+# statistics to the loss dict / training log; RNGStateHook makes `--resume` exact (mmrecvit/mm/hooks/rng_state_hook.py);
 # TF32Hook allows TensorFloat-32 in fp32 matmuls/convolutions on GPUs that have it (a no-op on CPU).
 custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook'), dict(type='TF32Hook')]
 # AtomicCheckpointHook: mmengine's CheckpointHook with write + fsync + rename, then last_checkpoint, then deleting old
-# ones, so a run killed at any moment (also mid-save) resumes from a complete checkpoint (mmrecvit/mm/hooks.py).
+# ones, so a run killed at any moment (also mid-save) resumes from a complete checkpoint
+# (mmrecvit/mm/hooks/atomic_checkpoint_hook.py).
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
 # Each rank draws its own augmentation and drop-path noise (as the dense recipes).
 randomness = dict(_delete_=True, seed=0, diff_rank_seed=True)

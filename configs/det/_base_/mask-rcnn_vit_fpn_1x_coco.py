@@ -12,7 +12,8 @@ _base_ = [
     'mmdet::_base_/schedules/schedule_1x.py',
     'mmdet::_base_/default_runtime.py',
 ]
-# A run killed at any moment (also mid-save) resumes from a complete checkpoint (mmrecvit/mm/hooks.py).
+# A run killed at any moment (also mid-save) resumes from a complete checkpoint
+# (mmrecvit/mm/hooks/atomic_checkpoint_hook.py).
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
 # mmdet's CocoDataset, but bad annotations and missing images are dropped with a warning naming the file
 # (mmrecvit/mm/coco.py).

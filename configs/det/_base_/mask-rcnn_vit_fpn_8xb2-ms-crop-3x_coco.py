@@ -14,7 +14,8 @@
 # (it counts GPUs x images per GPU only, not the accumulated steps); the warm-up counts micro-batches: scale its
 # `end` (500) by K.
 _base_ = ['./models/mask-rcnn_vit_fpn.py', 'mmdet::common/ms-poly_3x_coco-instance.py']
-# A run killed at any moment (also mid-save) resumes from a complete checkpoint (mmrecvit/mm/hooks.py).
+# A run killed at any moment (also mid-save) resumes from a complete checkpoint
+# (mmrecvit/mm/hooks/atomic_checkpoint_hook.py).
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
 
 model = dict(backbone=dict(drop_path_rate=0.1, window_size=14, with_cp=False))

@@ -19,7 +19,8 @@
 # bf16 backbone (A100/H100): `--amp-dtype bf16` runs the backbone under bf16 autocast inside the heads' fp16 one;
 # with `--cfg-options optim_wrapper.type=OptimWrapper` as well, the heads run in fp32 (TF32) without loss scaling.
 _base_ = ['./models/mask-rcnn_vit_fpn.py', 'mmdet::common/lsj-100e_coco-instance.py']
-# A run killed at any moment (also mid-save) resumes from a complete checkpoint (mmrecvit/mm/hooks.py).
+# A run killed at any moment (also mid-save) resumes from a complete checkpoint
+# (mmrecvit/mm/hooks/atomic_checkpoint_hook.py).
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
 
 image_size = (1024, 1024)

@@ -26,11 +26,12 @@ model = dict(
 
 # RecursionHook adds the backbones' auxiliary losses and recursion statistics to the loss dict / training log.
 # RNGStateHook stores the random generators' states in checkpoints so that `--resume` continues exactly
-# (bit-identical on CPU with randomness=dict(seed=..., deterministic=True); mmrecvit/mm/hooks.py).
+# (bit-identical on CPU with randomness=dict(seed=..., deterministic=True); mmrecvit/mm/hooks/rng_state_hook.py).
 # TF32Hook allows TensorFloat-32 in fp32 matmuls/convolutions on GPUs that have it (a no-op on CPU).
 custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook'), dict(type='TF32Hook')]
 # AtomicCheckpointHook: mmengine's CheckpointHook with write + fsync + rename, then last_checkpoint, then deleting old
-# ones, so a run killed at any moment (also mid-save) resumes from a complete checkpoint (mmrecvit/mm/hooks.py).
+# ones, so a run killed at any moment (also mid-save) resumes from a complete checkpoint
+# (mmrecvit/mm/hooks/atomic_checkpoint_hook.py).
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
 # DDP: every backbone puts every parameter in every iteration's graph (tests/e2e/test_distributed.py),
 # so DDP's cheaper default stays.

@@ -19,7 +19,7 @@ model = dict(
 
 # RecursionHook adds the backbones' auxiliary losses and recursion statistics to the loss dict / training log.
 # RNGStateHook stores the random generators' states in checkpoints so that `--resume` continues exactly
-# (bit-identical on CPU with randomness=dict(seed=..., deterministic=True); mmrecvit/mm/hooks.py).
+# (bit-identical on CPU with randomness=dict(seed=..., deterministic=True); mmrecvit/mm/hooks/rng_state_hook.py).
 # TF32Hook allows TensorFloat-32 in fp32 matmuls/convolutions on GPUs that have it (a no-op on CPU).
 custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook'), dict(type='TF32Hook')]
 # DDP: every backbone puts every parameter in every iteration's graph (tests/e2e/test_distributed.py),
