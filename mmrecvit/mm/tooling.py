@@ -2,7 +2,7 @@
 
     load_config(path, cfg_options)   mmengine Config; `init_scope` selects mmdet's, mmseg's or mmpretrain's registries
     build_model(cfg, checkpoint)     the detector/segmentor/classifier through that registry, eval mode, weights loaded
-    default_image(scope)             a toy val image from data/ (written by `make_toy_data` if absent)
+    default_image(scope, data_root)  a toy val image under the caller's data root (written by `make_toy_data` if absent)
     prepare_inputs(model, cfg, img)  the config's test pipeline (or an exact --shape) + data preprocessor
 """
 from __future__ import annotations
@@ -23,8 +23,7 @@ from torch import nn
 from ..datasets import make_toy_data
 from ..models.checkpoint import load_pretrained, read_checkpoint
 
-REPO = Path(__file__).resolve().parents[2]
-# Toy val image each framework's default input comes from (kind for `make_toy_data`, path under data/).
+# Toy val image each framework's default input comes from (kind for `make_toy_data`, path under the data root).
 TOY_IMAGES = {
     'mmdet': ('coco', 'toy_coco/val2017/000001000001.jpg'),
     'mmseg': ('ade', 'toy_ade/ADEChallengeData2016/images/validation/ADE_val_00000001.jpg'),
@@ -108,13 +107,16 @@ def build_model(cfg: Any, checkpoint: str | None = None, seed: int | None = 0) -
     return model.eval(), weights
 
 
-def default_image(scope: str, data_root: str | Path | None = None) -> Path:
-    """The framework's toy val image; writes the toy set with `make_toy_data` (default arguments,
-    as `tools/misc/make_toy_data.py`) when it is missing."""
+def default_image(scope: str, data_root: str | Path) -> Path:
+    """The framework's toy val image under `data_root`; writes the toy set there with `make_toy_data`
+    (default arguments, as `tools/misc/make_toy_data.py`) when it is missing.
+
+    `data_root` comes from the caller (the tools pass their repository's data/): the package does not
+    assume it lives in a repository checkout (an installed wheel has no data/ beside it)."""
     if scope not in TOY_IMAGES:
         raise ValueError(f'no toy image for scope {scope!r}; allowed: {list(TOY_IMAGES)}')
     kind, rel = TOY_IMAGES[scope]
-    root = Path(data_root) if data_root is not None else REPO / 'data'
+    root = Path(data_root)
     path = root / rel
     if not path.is_file():
         make_toy_data(root, which=[kind], progress=False)

@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
+from helpers import REPO
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import init_default_scope
 from torch import nn
@@ -190,7 +191,7 @@ def test_toy_detector_config_trains_with_the_constructor():
     """The usage shown in configs/det/_base_/mask-rcnn_vit_fpn_1x_coco.py, on the toy Mask R-CNN."""
     from mmengine.config import Config
 
-    from mmrecvit.mm.tooling import REPO, build_model
+    from mmrecvit.mm.tooling import build_model
 
     cfg = Config.fromfile(f'{REPO}/configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py')
     cfg.merge_from_dict({'optim_wrapper.constructor': 'LayerDecayOptimWrapperConstructor',

@@ -30,6 +30,8 @@ from mmengine.config import DictAction
 from mmrecvit.mm.complexity import FLOP_CONVENTION, ComplexityReport, count_complexity, format_report
 from mmrecvit.mm.tooling import build_model, default_image, init_scope, load_config, prepare_inputs, shape_arg
 
+REPO = Path(__file__).resolve().parents[2]  # the checkout of this tool; default images go to its data/
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -58,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> ComplexityReport:
     cfg = load_config(args.config, args.cfg_options)
     scope = init_scope(cfg)
     model, weights = build_model(cfg, args.checkpoint, seed=args.seed)
-    image = Path(args.image) if args.image else default_image(scope)
+    image = Path(args.image) if args.image else default_image(scope, REPO / 'data')
     data = prepare_inputs(model, cfg, image, shape)
     report = count_complexity(model, data, trace_backbone=args.trace)
 

@@ -49,6 +49,8 @@ from mmrecvit.mm.tooling import (
     shape_arg,
 )
 
+REPO = Path(__file__).resolve().parents[2]  # the checkout of this tool; default images go to its data/
+
 # Axis names of tables whose meaning is documented by the backbones (rows, columns, values);
 # any other table is drawn with generic names.
 TABLE_AXES = {'gates': ('depth step t', 'expert e', 'gate g[t, e]')}
@@ -230,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     checkpoint = None if args.checkpoint.lower() == 'none' else args.checkpoint
     model, weights = build_model(cfg, checkpoint, seed=args.seed)
     print(f'weights: {weights}')
-    images = [Path(p) for p in args.images] or [default_image(scope)]
+    images = [Path(p) for p in args.images] or [default_image(scope, REPO / 'data')]
     written = visualize(model, cfg, images, Path(args.out_dir), weights, shape)
     for p in written:
         print(f'wrote {p}')

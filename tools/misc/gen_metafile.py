@@ -33,7 +33,9 @@ import yaml
 
 from mmrecvit.benchmark import interleaved_order, time_call
 from mmrecvit.mm.complexity import count_complexity
-from mmrecvit.mm.tooling import REPO, build_model, default_image, init_scope, load_config, prepare_inputs
+from mmrecvit.mm.tooling import build_model, default_image, init_scope, load_config, prepare_inputs
+
+REPO = Path(__file__).resolve().parents[2]  # the checkout of this tool: its configs/, metafile.yml and data/
 
 # One collection per backbone type. Paper titles/links as far as our notes (SPEC.md, papers/) give them;
 # `paper` is what the paper reports, quoted from SPEC.md (ImageNet-1k classification, not dense tasks).
@@ -101,7 +103,7 @@ def measure(config: Path) -> dict[str, Any]:
     cfg = load_config(config)
     scope = init_scope(cfg)
     model, _ = build_model(cfg, seed=0)
-    image = default_image(scope)
+    image = default_image(scope, REPO / 'data')
     out: dict[str, Any] = dict(scope=scope, backbone=model.backbone.__class__.__name__, module=model.backbone)
     for key, shape in (('224', (224, 224)), ('test', None)):
         data = prepare_inputs(model, cfg, image, shape)
