@@ -296,18 +296,29 @@ def _versions() -> str:
     return ', '.join(parts)
 
 
-def _git_commit() -> str:
-    root = Path(__file__).resolve().parents[2]
+def _git_commit(checkout: str | Path) -> str:
+    """The short commit of the git checkout at `checkout` ('unknown' when it is none)."""
     try:
-        out = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=root, capture_output=True, text=True,
+        out = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=checkout, capture_output=True, text=True,
                              timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
         return 'unknown'
     return out.stdout.strip() or 'unknown'
 
 
-def environment(config: BenchConfig, threads: int) -> dict[str, str]:
-    """What a reader needs to reproduce the numbers."""
+def mmrecvit_version(checkout: str | Path | None = None) -> str:
+    """What names mmrecvit in a report: the commit of `checkout`, the repository the caller runs from
+    (tools/analysis_tools/benchmark.py passes its own), or without one the package's version. The package
+    does not guess a repository from where it is installed (an installed wheel lives in none)."""
+    if checkout is not None:
+        return _git_commit(checkout)
+    from .. import __version__
+
+    return __version__
+
+
+def environment(config: BenchConfig, threads: int, checkout: str | Path | None = None) -> dict[str, str]:
+    """What a reader needs to reproduce the numbers (`checkout`: see `mmrecvit_version`)."""
     device = torch.device(config.device)
     if device.type == 'cuda':
         dev = f'cuda ({torch.cuda.get_device_name(device)})'
@@ -322,7 +333,7 @@ def environment(config: BenchConfig, threads: int) -> dict[str, str]:
         'dtype': config.dtype if config.dtype == 'fp32' else f'autocast {config.dtype} (fp32 weights)',
         'input': f'{config.hw[0]}x{config.hw[1]}, batch {", ".join(map(str, config.batches))}',
         'repeats': f'{config.warmup} warm-up + {config.repeats} interleaved per model and batch',
-        'software': f'Python {platform.python_version()}, {_versions()}, mmrecvit {_git_commit()}',
+        'software': f'Python {platform.python_version()}, {_versions()}, mmrecvit {mmrecvit_version(checkout)}',
     }
     if hasattr(os, 'getloadavg'):
         env['load average at start'] = ', '.join(f'{v:.2f}' for v in os.getloadavg())
@@ -345,8 +356,10 @@ def _progress(total: int, enabled: bool) -> Any:
     return tqdm(total=total, desc='benchmark', unit='fwd', disable=not enabled, leave=False, dynamic_ncols=True)
 
 
-def run_benchmark(models: Sequence[BenchModel], config: BenchConfig, reference: str | None = None) -> BenchResult:
-    """Measure `models` side by side (see the module docstring); returns rows with ratios filled."""
+def run_benchmark(models: Sequence[BenchModel], config: BenchConfig, reference: str | None = None,
+                  checkout: str | Path | None = None) -> BenchResult:
+    """Measure `models` side by side (see the module docstring); returns rows with ratios filled.
+    `checkout`: the repository whose commit the report names (`mmrecvit_version`)."""
     if not models:
         raise ValueError('no models to benchmark')
     labels = [m.label for m in models]
@@ -374,7 +387,7 @@ def run_benchmark(models: Sequence[BenchModel], config: BenchConfig, reference: 
     per_batch = n * (config.warmup + int(config.memory)) + (n + 1) * config.repeats
     rows: list[Row] = []
     with _num_threads(threads):
-        env = environment(config, threads)
+        env = environment(config, threads, checkout)
         for m in models:
             m.module.to(device)
         runs = [m.run if config.mode == 'inference' else training_step(m) for m in models]

@@ -6,6 +6,7 @@ import ast
 import csv
 import importlib.util
 import math
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -303,6 +304,22 @@ def test_csv_report(tmp_path):
     assert float(fast['latency_ms_min']) == pytest.approx(40.0) and fast['n'] == '3'
     assert float(fast['quotient']) == pytest.approx(0.8) and float(fast['peak_fraction']) == pytest.approx(0.4)
     assert rows[2]['quotient'] == '' and rows[2]['gflops_per_image'] == ''
+
+
+# ---- the environment -------------------------------------------------------------------------------
+def test_the_report_names_the_callers_checkout_not_one_guessed_from_the_package(tmp_path, monkeypatch):
+    """mmrecvit is named by the commit of the checkout the caller passes (the tool passes its own), or
+    without one by the package version: the package does not assume it lives in a repository."""
+    import mmrecvit
+    from mmrecvit.benchmark.timing import mmrecvit_version
+
+    monkeypatch.setenv('GIT_CEILING_DIRECTORIES', str(tmp_path.parent))  # tmp_path: in no git checkout
+    assert bm.environment(BenchConfig(), 1)['software'].endswith(f'mmrecvit {mmrecvit.__version__}')
+    assert mmrecvit_version(tmp_path) == 'unknown'
+    git = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=ROOT, capture_output=True, text=True)
+    commit = git.stdout.strip() if git.returncode == 0 else 'unknown'
+    assert bm.environment(BenchConfig(), 1, checkout=ROOT)['software'].endswith(f'mmrecvit {commit}')
+    assert load_tool().REPO == ROOT
 
 
 # ---- end to end -----------------------------------------------------------------------------------

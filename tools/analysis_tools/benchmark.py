@@ -61,6 +61,8 @@ from mmrecvit.benchmark import (
     write_csv,
 )
 
+REPO = Path(__file__).resolve().parents[2]  # the checkout of this tool: its commit names mmrecvit in the report
+
 
 def positive_int(text: str) -> int:
     value = int(text)
@@ -146,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = BenchConfig(batches=args.batch, hw=hw, device=args.device, threads=args.threads, dtype=dtype,
                          warmup=args.warmup, repeats=args.repeats, memory=args.memory, statistic=args.stat,
                          peak_size=args.peak_size, seed=args.seed, progress=args.progress, mode=args.mode)
-    result = run_benchmark(models, config, reference=args.reference)
+    result = run_benchmark(models, config, reference=args.reference, checkout=REPO)
     result.command = ' '.join(['python', parser.prog] + [shlex.quote(a) for a in argv])
     report = format_markdown(result, args.title, args.about)
     print(report, end='')

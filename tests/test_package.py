@@ -1,0 +1,42 @@
+"""The package as installed: no module assumes it lives in a repository checkout (an installed wheel has no
+configs/ or data/ beside it), so none climbs from its own `__file__` to a repository folder; paths into a
+repository come from the caller (the tools compute theirs from their own `__file__`)."""
+import ast
+from pathlib import Path
+
+from helpers import REPO
+
+
+def _name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ''
+
+
+def climbs(tree: ast.AST) -> list[int]:
+    """Lines that climb folders: `<path>.parents[i]`, `<path>.parent.parent`, `dirname(dirname(...))`."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == 'parents':
+            lines.append(node.lineno)
+        elif (isinstance(node, ast.Attribute) and node.attr == 'parent' and isinstance(node.value, ast.Attribute)
+              and node.value.attr == 'parent'):
+            lines.append(node.lineno)
+        elif (isinstance(node, ast.Call) and _name(node.func) == 'dirname' and node.args
+              and isinstance(node.args[0], ast.Call) and _name(node.args[0].func) == 'dirname'):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_check_sees_each_way_of_climbing():
+    for code in ('REPO = Path(__file__).resolve().parents[2]', 'root = here.parent.parent',
+                 'REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))', 'r = dirname(dirname(__file__))'):
+        assert climbs(ast.parse(code)) == [1], code
+    assert climbs(ast.parse('d = osp.dirname(osp.abspath(path))\np = Path(x).parent')) == []
+
+
+def test_no_module_derives_a_repository_path_from_its_file():
+    found = {}
+    for path in sorted(Path(REPO, 'mmrecvit').rglob('*.py')):
+        lines = climbs(ast.parse(path.read_text()))
+        if lines:
+            found[str(path.relative_to(REPO))] = lines
+    assert not found, f'modules that climb folders to a repository (take the path from the caller): {found}'
