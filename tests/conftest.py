@@ -1,7 +1,8 @@
 """The suite's fixtures and markers.
 
-Layout: tests/ mirrors the package (models/, mm/, d2/, timm/, datasets/, benchmark/, deploy), plus tools/,
-configs/, scripts/ and e2e/ (trainings, distributed runs, kill/resume). Markers (setup.cfg):
+Layout: tests/ mirrors the package (models/, mm/, d2/, timm/, datasets/, benchmark/, deploy; test_package.py
+the package as a whole), plus tools/, configs/, scripts/ and e2e/ (trainings, distributed runs, kill/resume).
+Markers (setup.cfg):
 
 * `e2e`: everything under tests/e2e/ (set here from the path);
 * `dist`: more than one process in a process group (gloo);
