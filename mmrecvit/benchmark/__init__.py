@@ -22,6 +22,7 @@ instead of its ranker's choice; the model's `depth_shift` / `max_depth` still ap
 """
 from .build import WHOLE_MODES, BenchModel, backbone_flops, build_config, build_model, build_timm, timm_vit_flops
 from .forcing import FORCING_KWARGS, force_mean_depth, forced_depths
+from .machine import cpu_model, environment, physical_cores
 from .memory import PeakMemoryTracker
 from .report import CSV_FIELDS, csv_rows, format_markdown, write_csv
 from .specs import ModelSpec, SpecError, parse_kwargs, parse_spec, parse_specs
@@ -33,12 +34,9 @@ from .timing import (
     MatmulProbe,
     Row,
     add_ratios,
-    cpu_model,
-    environment,
     interleaved_order,
     peak_memory,
     percentile,
-    physical_cores,
     run_benchmark,
     time_call,
 )

@@ -311,7 +311,7 @@ def test_the_report_names_the_callers_checkout_not_one_guessed_from_the_package(
     """mmrecvit is named by the commit of the checkout the caller passes (the tool passes its own), or
     without one by the package version: the package does not assume it lives in a repository."""
     import mmrecvit
-    from mmrecvit.benchmark.timing import mmrecvit_version
+    from mmrecvit.benchmark.machine import mmrecvit_version
 
     monkeypatch.setenv('GIT_CEILING_DIRECTORIES', str(tmp_path.parent))  # tmp_path: in no git checkout
     assert bm.environment(BenchConfig(), 1)['software'].endswith(f'mmrecvit {mmrecvit.__version__}')

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from mmrecvit import deploy
-from mmrecvit.benchmark.timing import interleaved_order, percentile, physical_cores, time_call
+from mmrecvit.benchmark.machine import physical_cores
+from mmrecvit.benchmark.timing import interleaved_order, percentile, time_call
 from mmrecvit.models import BACKBONES
 from mmrecvit.models.revit import fold_to_plainvit
 
