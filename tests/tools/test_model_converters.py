@@ -81,11 +81,11 @@ def test_fold_cli_on_a_training_checkpoint(tmp_path, capsys):
 
 
 def test_fold_cli_with_config_and_raw_backbone(tmp_path, capsys):
-    revit = program_router(tiny_revit(depth=6, out_depths=[0.5, 1.0])).eval()
+    revit = program_router(tiny_revit(depth=6, out_indices=[2, 5])).eval()
     torch.save(revit.state_dict(), tmp_path / 'revit.pth')
     cfg = tmp_path / 'cfg.py'
     cfg.write_text("model = dict(type='EncoderDecoder', backbone=dict(type='ReViT', arch='tiny', embed_dim=32, "
-                   "num_heads=2, img_size=64, depth=6, num_experts=3, out_depths=[0.5, 1.0], pretrained='x.pth'))\n")
+                   "num_heads=2, img_size=64, depth=6, num_experts=3, out_indices=[2, 5], pretrained='x.pth'))\n")
     cli = load_cli()
     cli.main([str(tmp_path / 'revit.pth'), '--depth', '4', str(tmp_path / 'dense.pth'), '--config', str(cfg)])
     kwargs = printed_backbone(capsys.readouterr().out)

@@ -26,14 +26,15 @@ import torch
 from mmengine.config import Config
 from torch import Tensor
 
+from mmrecvit.models import PlainViT
+from mmrecvit.models.arguments import ARCH_SETTINGS
 from mmrecvit.models.checkpoint import (
     load_checkpoint_file,
     load_state_dict_strict,
     select_prefix,
     unwrap_state_dict,
 )
-from mmrecvit.models.revit import DEFAULT_OUT_DEPTHS, ReViT, fold_to_plainvit
-from mmrecvit.models.vit import ARCH_SETTINGS, PlainViT
+from mmrecvit.models.revit import ReViT, fold_to_plainvit
 
 PREFIX = 'backbone.'
 
@@ -46,15 +47,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('out', help='where to write the folded checkpoint')
     parser.add_argument('--config', help='mmdet/mmseg config whose model.backbone is the reViT (else inferred)')
     parser.add_argument('--num-heads', type=int, help='attention heads, when inferring a non-DeiT width')
-    parser.add_argument('--out-depths', type=float, nargs='+',
-                        help=f'normalised output depths when inferring (default {list(DEFAULT_OUT_DEPTHS)})')
+    parser.add_argument('--out-indices', type=int, nargs='+',
+                        help='output layers (0..depth-1) when inferring (default: the stage ends of --depth)')
     parser.add_argument('--tolerance', type=float, default=1e-5, help='parity tolerance (default 1e-5)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the random parity input')
     args = parser.parse_args(argv)
     if args.depth < 2:
         parser.error(f'--depth must be an int >= 2, got {args.depth}')
-    if args.config and (args.num_heads or args.out_depths):
-        parser.error('--num-heads/--out-depths are for inferring the architecture; with --config edit the config')
+    if args.config and (args.num_heads or args.out_indices):
+        parser.error('--num-heads/--out-indices are for inferring the architecture; with --config edit the config')
     return args
 
 
@@ -98,11 +99,11 @@ def build_revit(args: argparse.Namespace, sd: dict[str, Tensor]) -> ReViT:
             raise SystemExit(f'{args.config}: model.backbone is not a ReViT')
         for key in ('pretrained', 'init_cfg'):
             backbone.pop(key, None)
-        kwargs = {**backbone, 'depth': args.depth}
-    else:
-        kwargs = dict(arch='small', depth=args.depth, out_depths=args.out_depths or DEFAULT_OUT_DEPTHS,
-                      **revit_kwargs_from_state_dict(sd, args.num_heads))
-    return ReViT(**kwargs)
+        revit = ReViT(**backbone)  # as configured, then at --depth: its out_indices move to the same relative depths
+        revit.depth = args.depth
+        return revit
+    return ReViT(arch='small', depth=args.depth, out_indices=args.out_indices,
+                 **revit_kwargs_from_state_dict(sd, args.num_heads))
 
 
 @torch.no_grad()
