@@ -14,6 +14,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from .models import ViTBackbone
+from .models import layer_decay as decay
 
 
 def backbone_terms(model: nn.Module) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
@@ -32,24 +33,21 @@ def backbone_terms(model: nn.Module) -> tuple[dict[str, Tensor], dict[str, Tenso
 
 
 def layer_depth_table(model: nn.Module) -> dict[int, tuple[str, float, int]]:
-    """id(parameter) -> (full name, layer depth, num_layers) for every parameter of every module of
-    `model` that answers `layer_depth` (the outermost such module owns its parameters)."""
+    """id(parameter) -> (full name, layer depth, num_layers) for every parameter of every mmrecvit backbone of
+    `model` (the outermost one owns its parameters; `models.layer_decay` has the rule)."""
     table: dict[int, tuple[str, float, int]] = {}
     owners: list[str] = []
     for prefix, module in model.named_modules():
-        if not callable(getattr(module, 'layer_depth', None)) or any(prefix.startswith(o + '.') for o in owners):
+        if not isinstance(module, ViTBackbone) or any(prefix.startswith(o + '.') for o in owners):
             continue
         owners.append(prefix)
-        num_layers = int(module.num_layers)
+        positions = module.layer_positions()  # read once: it comes from the backbone's full plan
+        num_layers = decay.num_layers(positions)
         for name, param in module.named_parameters():
-            depth = float(module.layer_depth(name))
+            depth = float(decay.layer_depth(name, positions))
             if not 0 <= depth <= num_layers:
                 raise ValueError(f'{type(module).__name__}.layer_depth({name!r}) = {depth} is outside '
                                  f'[0, num_layers={num_layers}]')
             table[id(param)] = (f'{prefix}.{name}' if prefix else name, depth, num_layers)
     return table
 
-
-def layer_lr_scale(rate: float, depth: float, num_layers: int) -> float:
-    """The learning-rate factor of a parameter at `depth`: rate ** (num_layers - depth) (BEiT/ViTDet)."""
-    return rate ** (num_layers - depth)

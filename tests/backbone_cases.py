@@ -9,7 +9,7 @@ TINY = dict(embed_dim=32, num_heads=2, img_size=64)
 BACKBONE_CASES = {
     'PlainViT': dict(arch='tiny', depth=4, **TINY),
     'NaiveRecursiveViT': dict(arch='tiny', depth=6, num_blocks=2, **TINY),
-    'SRViT': dict(arch='tiny', num_blocks=6, num_recursions=[2, 3, 2, 1], **TINY),
+    'SRViT': dict(arch='tiny', depth=6, num_recursions=[2, 3, 2, 1], **TINY),
     'ReViT': dict(arch='tiny', depth=4, num_experts=3, **TINY),
     'EdgeRecViT': dict(arch='tiny', depth=5, **TINY),
     'MoRViT': dict(arch='tiny', num_recursions=3, **TINY),

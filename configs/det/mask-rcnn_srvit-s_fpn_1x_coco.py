@@ -1,6 +1,7 @@
-# SR-ViT (SoftMoR, SPEC §1): the 12 DeiT-S blocks (num_blocks from arch) in recursion units [4, 4, 2, 2],
+# SR-ViT (SoftMoR, SPEC §1): the 12 DeiT-S blocks (depth from arch) in recursion units [4, 4, 2, 2],
 # each unit run num_recursions T=4 times, its recursions mixed per token (readout='soft', the default):
-# depth 48 block applications. The 4 unit outputs (out_units, default all) are the multi-level features.
+# 48 block applications (num_steps) over depth 12 layers. The 4 units' last layers (out_indices (3, 7, 9, 11),
+# the default) are the multi-level features.
 # Compute/accuracy knob at test time without retraining:  --cfg-options model.backbone.eval_recursions=2
 _base_ = './_base_/mask-rcnn_vit_fpn_1x_coco.py'
 model = dict(backbone=dict(

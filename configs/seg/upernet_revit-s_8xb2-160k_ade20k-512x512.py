@@ -1,5 +1,6 @@
 # reViT (SPEC §2): one shared DeiT-S block applied depth=12 times with num_experts=4 depth-programmed
-# expert FFNs; outputs at normalised depths 0.25/0.5/0.75/1.0 (the default out_depths).
+# expert FFNs; outputs at the stage ends, layers (2, 5, 8, 11) (the default out_indices: the same relative depths
+# at any depth).
 # Trained at depth 12 (step_drop_rate=0.0); the -elastic variant trains with the paper's step dropout and is the
 # one to test at other depths:  --cfg-options model.backbone.depth=8
 _base_ = './_base_/upernet_vit_8xb2-160k_ade20k-512x512.py'

@@ -131,7 +131,7 @@ def build_timm(spec: ModelSpec, hw: Sequence[int]) -> BenchModel:
     """A timm model, timed on the work that matches our backbones (see the module docstring)."""
     import timm
 
-    from mmrecvit.models.vit import stage_ends
+    from mmrecvit.models.arguments import stage_ends
 
     kwargs = dict(spec.kwargs)
     kwargs.setdefault('pretrained', False)

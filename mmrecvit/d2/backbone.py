@@ -70,15 +70,17 @@ def _adapter(core: type[ViTBackbone]) -> type[RecViTBackbone]:
     return cls
 
 
-PlainViT = _adapter(models.PlainViT)
-NaiveRecursiveViT = _adapter(models.NaiveRecursiveViT)
-SRViT = _adapter(models.SRViT)
-ReViT = _adapter(models.ReViT)
-EdgeRecViT = _adapter(models.EdgeRecViT)
-MoRViT = _adapter(models.MoRViT)
-D2_BACKBONES = {cls.__name__: cls for cls in (PlainViT, NaiveRecursiveViT, SRViT, ReViT, EdgeRecViT, MoRViT)}
-if set(D2_BACKBONES) != set(models.BACKBONES):  # a new method must get its adapter line above
-    raise ImportError(f'mmrecvit.d2 lacks adapters for {sorted(set(models.BACKBONES) - set(D2_BACKBONES))}')
+# Every backbone of `mmrecvit.models.BACKBONES`, also one registered later (`models.register_backbone`).
+D2_BACKBONES: dict[str, type[RecViTBackbone]] = {}
+
+
+def _add(name: str, core: type[ViTBackbone]) -> None:
+    D2_BACKBONES[name] = globals()[name] = _adapter(core)  # `from mmrecvit.d2 import SRViT` in a LazyConfig
+
+
+models.on_register(_add)
+PlainViT, NaiveRecursiveViT, SRViT = D2_BACKBONES['PlainViT'], D2_BACKBONES['NaiveRecursiveViT'], D2_BACKBONES['SRViT']
+ReViT, EdgeRecViT, MoRViT = D2_BACKBONES['ReViT'], D2_BACKBONES['EdgeRecViT'], D2_BACKBONES['MoRViT']
 
 
 class StepFeaturePyramid(SimpleFeaturePyramid):

@@ -151,7 +151,7 @@ class DistillImageClassifier(ImageClassifier):
                         log_target=True) * T * T
 
     def loss(self, inputs: Tensor, data_samples: list) -> dict:
-        (tokens,), _ = self.backbone.get_intermediate_states(inputs, [self.backbone.final_index])
+        (tokens,), _ = self.backbone.get_intermediate_states(inputs, [self.backbone.depth - 1])
         feats = (self.backbone.pool(tokens),)
         if self.with_neck:
             feats = self.neck(feats)

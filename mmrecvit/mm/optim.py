@@ -22,7 +22,8 @@ from mmengine.logging import print_log
 from mmengine.optim import DefaultOptimWrapperConstructor
 from torch import nn
 
-from ..adapters import layer_depth_table, layer_lr_scale
+from ..adapters import layer_depth_table
+from ..models.layer_decay import lr_scale
 
 
 class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
@@ -64,7 +65,7 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
             for param in group['params']:
                 if id(param) in depths:
                     _, depth, num_layers = depths[id(param)]
-                    scale = layer_lr_scale(self.layer_decay_rate, depth, num_layers)
+                    scale = lr_scale(self.layer_decay_rate, depth, num_layers)
                     summary[(depth, scale)] += param.numel()
             group['lr'] = group.get('lr', self.base_lr) * scale
             group['lr_scale'] = scale

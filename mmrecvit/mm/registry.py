@@ -14,7 +14,7 @@ import importlib
 import importlib.util
 import logging
 
-from ..models import BACKBONES, NECKS
+from ..models import NECKS, on_register
 
 SCOPES = ('mmdet', 'mmseg', 'mmpretrain')
 
@@ -59,12 +59,22 @@ def register_all() -> list[str]:
 
     for scope in scopes:
         registry = importlib.import_module(f'{scope}.registry')
-        for reg, classes in ((registry.MODELS, {**BACKBONES, **NECKS}), (registry.HOOKS, HOOK_CLASSES),
+        for reg, classes in ((registry.MODELS, NECKS), (registry.HOOKS, HOOK_CLASSES),
                              (registry.OPTIM_WRAPPER_CONSTRUCTORS, OPTIM_WRAPPER_CONSTRUCTORS),
                              (registry.TRANSFORMS, {'CheckSegMap': CheckSegMap})):
             for name, cls in classes.items():
                 # module_dict, not .get(): get() would import all of mmdet.models at import time.
                 if reg.module_dict.get(name) is not cls:
                     reg.register_module(name=name, module=cls)
+    on_register(_register_backbone)  # every backbone, also one registered later (`models.register_backbone`)
     _forward_logs_to_mmengine()
     return scopes
+
+
+def _register_backbone(name: str, cls: type) -> None:
+    """A backbone into every installed framework's MODELS registry."""
+    for scope in SCOPES:
+        if importlib.util.find_spec(scope) is not None:
+            registry = importlib.import_module(f'{scope}.registry').MODELS
+            if registry.module_dict.get(name) is not cls:  # module_dict: get() would import all of mmdet.models
+                registry.register_module(name=name, module=cls)

@@ -1,23 +1,24 @@
-"""The networks, in plain PyTorch (torch + timm layers; no mmdet/mmseg imports)."""
-from .edge_recvit import EdgeRecViT
-from .flops import BlockWork, OpWork
-from .mor_vit import MoRViT
-from .pyramid import SimplePyramid
-from .revit import ReViT
-from .srvit import SRViT
-from .stats import ForwardStats
-from .vit import NaiveRecursiveViT, PlainViT, ViTBackbone
+"""The networks, in plain PyTorch (torch + timm layers; no mmdet/mmseg/detectron2 imports).
 
-# Every backbone, in the order the docs list them; registration and tests iterate over this.
-BACKBONES = {
-    'PlainViT': PlainViT,
-    'NaiveRecursiveViT': NaiveRecursiveViT,
-    'SRViT': SRViT,
-    'ReViT': ReViT,
-    'EdgeRecViT': EdgeRecViT,
-    'MoRViT': MoRViT,
-}
+Each method is one file (vit.py: the two baselines; srvit.py, revit.py, edge_recvit.py, mor_vit.py) on the
+shared `backbone.ViTBackbone`; `register_backbone` (registry.py) hands a new one to every framework adapter.
+"""
+from .backbone import ViTBackbone
+from .flops import BlockWork, OpWork
+from .pyramid import SimplePyramid
+from .registry import BACKBONES, on_register, register_backbone
+from .stats import ForwardStats
+
+# The import order is the registration order, the order the docs list the methods in.
+# isort: off
+from .vit import NaiveRecursiveViT, PlainViT
+from .srvit import SRViT
+from .revit import ReViT
+from .edge_recvit import EdgeRecViT
+from .mor_vit import MoRViT
+# isort: on
+
 NECKS = {'SimplePyramid': SimplePyramid}
 
-__all__ = ['BACKBONES', 'NECKS', 'BlockWork', 'ForwardStats', 'NaiveRecursiveViT', 'OpWork', 'PlainViT', 'ReViT',
-           'SRViT', 'SimplePyramid', 'ViTBackbone', 'EdgeRecViT', 'MoRViT']
+__all__ = ['BACKBONES', 'NECKS', 'BlockWork', 'EdgeRecViT', 'ForwardStats', 'MoRViT', 'NaiveRecursiveViT', 'OpWork',
+           'PlainViT', 'ReViT', 'SRViT', 'SimplePyramid', 'ViTBackbone', 'on_register', 'register_backbone']

@@ -1,33 +1,28 @@
 """The one test-time compute knob (issue 20): `compute`, a fraction in (0, 1] of full-depth FLOPs.
 
-Every backbone takes `compute: float | None = None`. None is the default forward, unchanged. A
-fraction c asks for at most c x the backbone's *full-depth* FLOPs at the size of the input at hand
-(every block application of the full schedule over every token: the dense upper bound of the
-method, as `flops.py` counts it, patch embedding and routers included). Each method maps c onto its
-own mechanism (`ViTBackbone.compute_setting`, one small method per class, documented in each class
-docstring):
+Every backbone takes `compute: float | None = None`, as a default (constructor argument or attribute) and per
+call (`forward(x, compute=...)`). None is the default forward, unchanged. A fraction c asks for at most c x
+the backbone's *full-depth* FLOPs at the size of the input at hand (every block application of the full
+schedule over every token: the dense upper bound of the method, as `flops.py` counts it, patch embedding and
+routers included). Each method maps c onto its own mechanism through its plan (`ViTBackbone.settings`,
+`setting_within`; each class docstring says how):
 
 * it lists its achievable settings from the smallest to its own current setting (the forward that
   `compute=None` runs, so `compute=1.0` is always exactly that forward),
-* computes the FLOPs of each candidate with the analytic FLOP model at the actual input size,
-* and runs the largest setting whose FLOPs are <= c x full (rounding down: never above the
-  budget), or the smallest setting when none fits.
+* counts the FLOPs of each candidate's plan at the actual input size (the plan the forward would run),
+* and runs the largest setting whose FLOPs are <= c x full (rounding down: never above the budget), or
+  the smallest setting when none fits.
 
-The FLOPs actually reached are the forward's own `model.stats.flops`, as for every forward.
-
-A token-adaptive method's own setting may already cost less than c x full (an Edge-RecViT ranker
-or MoR-ViT's default capacities run well below full depth): the knob only cuts, so such fractions
-give the default forward, and `stats.flops` says what it cost.
-
-The knob is a plain attribute read and validated at every forward (`model.compute = 0.6` on a built
-model, or `--cfg-options model.backbone.compute=0.6`). It acts in eval mode only: a forward in
-training mode with `compute` set is an error (a test-time knob never changes training silently).
+The FLOPs actually reached are the forward's own `model.stats.flops`, as for every forward. A
+token-adaptive method's own setting may already cost less than c x full (an Edge-RecViT ranker or MoR-ViT's
+default capacities run well below full depth): the knob only cuts, so such fractions give the default
+forward, and `stats.flops` says what it cost. The knob acts in eval mode only: a forward in training mode
+with `compute` set is an error (a test-time knob never changes training silently).
 """
 from __future__ import annotations
 
-import contextlib
 import numbers
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from .checks import check_float
@@ -61,23 +56,3 @@ def largest_within(fraction: float, full_flops: float, flops_of: Callable[[int],
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if flops_of(mid) <= budget else (lo, mid)
     return lo
-
-
-def kept_steps(indices: Sequence[int], depth: int, kept: int) -> tuple[int, ...]:
-    """Output steps of a `depth`-step schedule for the first `kept` steps: step i -> the kept step
-    `max(1, floor((i + 1) kept / depth)) - 1`, so every output keeps its relative depth (stage ends
-    of 12 steps (2, 5, 8, 11) become (0, 2, 3, 5) at 6 steps) and the last step stays the last."""
-    return tuple(max(1, (i + 1) * kept // depth) - 1 for i in indices)
-
-
-@contextlib.contextmanager
-def in_force(module: Any, attributes: dict[str, Any]) -> Iterator[None]:
-    """Set `attributes` on `module` for the duration of one forward, then put the old values back."""
-    old = {name: getattr(module, name) for name in attributes}
-    try:
-        for name, value in attributes.items():
-            setattr(module, name, value)
-        yield
-    finally:
-        for name, value in old.items():
-            setattr(module, name, value)

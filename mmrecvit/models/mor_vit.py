@@ -2,73 +2,21 @@
 
     image -> patch embedding -> first block (own weights, every token)
           -> recursion r = 0..N_r-1: a router picks the tokens that run the shared unit at r;
-             a picked token is updated h <- h + g * (Block(h) - h) and attends to the other
-             picked tokens only; the rest keep their state
-          -> last block (own weights, every token) -> states after the requested steps
+             a picked token is updated h <- h + g * (Block(h) - h) and attends to the other picked tokens only
+          -> last block (own weights, every token) -> states after the requested layers
 
-Middle-cycle sharing (SPEC §4): `blocks.0` is the first block, `blocks.1 .. blocks.u` the shared
-unit of u blocks (default u = 1) that every recursion runs in order, `blocks.{u+1}` the last block.
-Application step s runs `blocks[self.schedule[s]]`: L = 2 + u * N_r steps (12 by default).
-
-Routing (`routing`):
-
-* 'expert_choice' (default, SPEC §4): one router Linear(D->1) per recursion scores the tokens still
-  in play; the top `ceil(cap_r * Np)` patch tokens of those chosen at r-1 continue (hierarchical
-  top-k, so the chosen set only shrinks); CLS always continues. Gate `g = alpha * sigmoid(logit)`.
-  Auxiliary BCE loss between each router's logits and its own selection (weight 1e-3).
-* 'token_choice' (SPEC §4): one router Linear(D->N_r), softmax, on the states entering recursion 0
-  gives every patch token its number of recursions d = argmax + 1 up front (CLS: N_r); a token runs
-  recursions 0..d-1. Balance loss `N_r * sum_i P_i f_i` (0.1) and z-loss (1e-5).
-
-Execution: the token-adaptive engine (`token_adaptive.run_subset` with `kv_cache=None`) runs each
-shared application for the chosen tokens only -- queries, keys, values, norms and MLP -- which is
-exactly MoR's recursion-wise KV caching (attention among the tokens of the recursion), so the saving
-is real in training and inference alike. The first and last blocks are plain dense blocks.
-
-Decisions (SPEC §4 leaves them open; constructor arguments where cheap):
-
-* (decision) capacities are fractions of the patch tokens: recursion r keeps
-  k_r = ceil(cap_r * Np) patch tokens (at least 1), CLS comes on top. Default cap_r = (N_r - r)/N_r
-  (1, 2/3, 1/3 for N_r = 3, SPEC). `capacities` is an inference knob (a plain attribute, validated at
-  every forward): the routers' scores do not depend on it, so a trained model runs at any
-  capacities without retraining; tokens left out keep their state, so every output map stays
-  defined for every token. Capacities must be non-increasing (hierarchical top-k).
-* (decision) the expert-choice router scores a token from its raw state h before the recursion
-  (MoR); routers are initialised like timm's linears (truncated normal, std 0.02, zero bias): a zero
-  init would tie every score and make the first selections arbitrary. CLS's gate comes from the same
-  router (the update rule is the same for every chosen token); CLS is excluded from the BCE loss
-  (its selection is forced, not the router's). The BCE is the mean over the recursions run of the
-  mean over each recursion's candidate patch tokens.
-* (decision) token-choice gate `g = alpha * p_d`, the softmax weight of the executed depth (MoR's
-  token-choice gating; CLS uses p_{N_r}); alpha defaults to 1 for token-choice (a softmax over N_r
-  depths is already ~1/N_r at initialisation) and to 0.1 for expert-choice (SPEC). Depth is the
-  argmax in training too (no sampling): the router learns through g and the two losses. Tokens of
-  recursion r attend among the tokens still running r (as expert-choice).
-* (decision) with a unit of u > 1 blocks the chosen set and the gate are fixed per recursion and
-  the gated update is applied at every block application of the unit (so every application step
-  has a well-defined state for `out_indices`).
-* (decision) a token's `token_maps['recursions']` (mean: `scalars['recursions/mean']`) = the number of
-  recursions it ran (0..N_r; every token also runs the first and last block).
-* (decision, measured) batch padding counts: expert choice keeps ceil(capacity * N) of an image's N
-  patch tokens, the zero tokens mmdet pads it with included (the paper's rule; the pad extent is not
-  excluded). `tools/analysis_tools/padding_effect.py` on two toy Mask R-CNNs (300 iterations each,
-  8 val images): a 256x160 image padded to 256x256 (37.5 % padding) gives its real tokens 2.65
-  recursions on average instead of 2.50 alone (padding 2.24) in one, 2.12 instead of 2.50 (padding
-  3.13) in the other; in both ~40 % of the real tokens change their count (40 %, 40.9 %), the
-  direction depending on how the router scores the zero tokens. Batch-1 tests of non-square images
-  therefore route differently from padded training batches; compare methods at the same batching.
-* (decision, SPEC §6) from a timm/DeiT checkpoint of n blocks: first <- block 0, last <- block n-1;
-  shared unit block j <- mean of the middle blocks i = 1..n-2 with (i-1) % u == j (`timm_init=
-  'average'`, MoR's "average the tied layers": with n = L they are exactly the layers the unit
-  replaces), or <- block `shared_init_block + j` (`timm_init='pick'`); routers fresh.
-* Layer-wise LR decay: `schedule` lists the unique block of every step, so `ViTBackbone`'s default
-  `layer_positions` applies (shared blocks at the mean of their positions, routers lr scale 1).
+`blocks.0` is the first block, `blocks.1 .. blocks.u` the shared unit of u blocks (default 1) that every
+recursion runs in order, `blocks.{u+1}` the last block: L = 2 + u * N_r layers. Routing is 'expert_choice'
+(SPEC §4 default: per-recursion routers keep the top `ceil(cap_r * Np)` of the tokens chosen at r-1, CLS
+always) or 'token_choice' (one router gives each token its number of recursions up front). The engine
+(`token_adaptive.run_subset`) runs each shared application for the chosen tokens only, which is MoR's
+recursion-wise KV caching. Decisions and measurements: docs/methods/mor_vit.md.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from fractions import Fraction
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -77,13 +25,15 @@ from timm.layers import trunc_normal_
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from .arguments import resolve_arch
+from .backbone import ViTBackbone
 from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
-from .checks import check_choice, check_float, check_int, check_renamed, check_sequence
-from .compute import largest_within
-from .flops import OpWork, conv_work, linear_work, total_flops
-from .stats import ForwardStats
-from .token_adaptive import UPDATES, DepthPlan, TokenSubset, run_subset, subset_work
-from .vit import ARCH_SETTINGS, ViTBackbone, check_out_indices, full_precision, resolve_arch, stage_ends, tracing
+from .checks import check_choice, check_float, check_int, check_sequence
+from .flops import linear_work
+from .numerics import full_precision
+from .plan import Forward, Plan, Step, step_work
+from .registry import register_backbone
+from .token_adaptive import UPDATES, DepthSubsets, TokenSubset, capacity_tokens, run_subset, subset_work, top_k
 
 ROUTINGS = ('expert_choice', 'token_choice')
 TIMM_INITS = ('average', 'pick')
@@ -96,25 +46,6 @@ def default_capacities(num_recursions: int) -> tuple[float, ...]:
     return tuple((num_recursions - r) / num_recursions for r in range(num_recursions))
 
 
-def top_k(scores: Tensor, k: int) -> Tensor:
-    """Indices (B, k) of the k highest scores per row, ties broken by position (the lower first).
-
-    Eagerly a stable sort: `torch.topk` breaks ties differently on different devices. While
-    exporting, `topk` (ONNX's TopK, which breaks ties the same way; a stable sort has no ONNX op).
-    """
-    if tracing():
-        return scores.topk(k, dim=1).indices
-    return scores.sort(dim=1, descending=True, stable=True).indices[:, :k]
-
-
-def capacity_tokens(capacity: float, num_patches: int) -> int:
-    """Patch tokens kept at capacity `capacity`: ceil(cap * Np), at least 1, with `cap` as the nearest
-    fraction of denominator <= 10^6 (so 0.7 * 10 is 7, not 8) and integer arithmetic only, which a
-    symbolic Np (export with a dynamic image size) supports."""
-    fraction = Fraction(capacity).limit_denominator(10 ** 6)
-    return max(1, -(-num_patches * fraction.numerator // fraction.denominator))
-
-
 def _make_router(dim: int, out_features: int) -> nn.Linear:
     router = nn.Linear(dim, out_features)
     trunc_normal_(router.weight, std=0.02)
@@ -122,31 +53,34 @@ def _make_router(dim: int, out_features: int) -> nn.Linear:
     return router
 
 
+@dataclass(frozen=True)
+class RecursionStep(Step):
+    """A step of MoR-ViT's plan: the recursion it belongs to (None: the first or last block), whether it is the
+    recursion's first block (where the tokens are chosen), and the patch tokens expert choice keeps there."""
+
+    recursion: int | None = None
+    first: bool = False
+    kept: int | None = None
+
+
 class ExpertChoice:
-    """One forward's expert-choice routing state (SPEC §4): hierarchical top-k per recursion.
+    """One forward's expert-choice routing state (SPEC §4): hierarchical top-k per recursion. `candidates`
+    (B, k) holds the patch positions chosen at the previous recursion (all before recursion 0), sorted."""
 
-    `candidates` (B, k) holds the patch positions chosen at the previous recursion (all patch
-    tokens before recursion 0), sorted; every image keeps the same number of tokens.
-    """
-
-    def __init__(self, model: MoRViT, x: Tensor) -> None:
+    def __init__(self, model: MoRViT, x: Tensor, fwd: Forward) -> None:
         B, N, _ = x.shape
         P = model.num_prefix_tokens
-        self.model, self.B, self.N, self.P = model, B, N, P
-        self.num_patches = N - P
-        device = x.device
-        self.prefix = torch.arange(P, device=device).expand(B, P)
-        self.candidates = torch.arange(P, N, device=device).expand(B, N - P)
-        self.capacities = model.capacity_schedule
-        self.recursions = torch.zeros(B, N - P, dtype=torch.long, device=device)  # recursions run, patch tokens
+        self.model, self.fwd, self.B, self.N, self.P, self.num_patches = model, fwd, B, N, P, N - P
+        self.prefix = torch.arange(P, device=x.device).expand(B, P)
+        self.candidates = torch.arange(P, N, device=x.device).expand(B, N - P)
+        self.recursions = torch.zeros(B, N - P, dtype=torch.long, device=x.device)  # recursions run, patch tokens
         self.bce: list[Tensor] = []
         self.chosen: list[int] = []
         self.gate_means: list[Tensor] = []
         self.everything: TokenSubset | None = None  # the all-tokens subset, made once per forward
-        self.work: list[OpWork] = []  # the routers' (flops.py)
 
-    def select(self, r: int, x: Tensor) -> tuple[TokenSubset, Tensor]:
-        """Tokens that run recursion r and their gates (in the subset's row order)."""
+    def select(self, r: int, x: Tensor, k: int) -> tuple[TokenSubset, Tensor]:
+        """The `k` patch tokens (and CLS) that run recursion r, and their gates (in the subset's row order)."""
         B, N, P, D = self.B, self.N, self.P, x.shape[-1]
         k_prev = self.candidates.shape[1]
         if k_prev == self.num_patches:  # all tokens are candidates: score x directly (no gather)
@@ -156,9 +90,8 @@ class ExpertChoice:
             h = h.view(B, P + k_prev, D)  # (B*(P+k), D) -> (B, P+k, D)
         router = self.model.routers[r]
         logits = full_precision(router, h).squeeze(-1)  # (B, P + k_prev), CLS first
-        logits = self.model.guard_finite(f'routers.{r} logits', f'recursion {r} (token selection)', logits, router)
+        logits = self.fwd.finite(f'routers.{r} logits', f'recursion {r} (token selection)', logits, router)
         patch_logits = logits[:, P:]
-        k = min(k_prev, capacity_tokens(self.capacities[r], self.num_patches))
         if k < k_prev:
             top = top_k(patch_logits, k).sort(1).values  # (B, k), in token order
             chosen, chosen_logits = self.candidates.gather(1, top), patch_logits.gather(1, top)
@@ -170,8 +103,7 @@ class ExpertChoice:
                 target = torch.zeros_like(target).scatter_(1, top, 1.0)
             self.bce.append(F.binary_cross_entropy_with_logits(patch_logits.float(), target))
         self.candidates = chosen
-        self.chosen.append(k)  # tokens chosen at each recursion run
-        self.work.append(linear_work(f'routers.{r}', P + k_prev, D, 1))
+        self.chosen.append(k)
         if k == self.num_patches:  # every token, in order: no index or concatenation needed
             self.recursions.fill_(r + 1)
             gate = self.model.alpha * torch.sigmoid(logits)  # (B, N)
@@ -197,34 +129,29 @@ class ExpertChoice:
 
 
 class TokenChoice:
-    """One forward's token-choice routing state (SPEC §4): a depth per token, chosen up front."""
+    """One forward's token-choice routing state (SPEC §4): a number of recursions per token, chosen up front
+    from the states entering recursion 0 (`route`)."""
 
-    def __init__(self, model: MoRViT, x: Tensor) -> None:
-        B, N, _ = x.shape
-        self.model, self.B, self.N, self.P = model, B, N, model.num_prefix_tokens
-        self.plan: DepthPlan | None = None
-        self.recursions = torch.zeros(B, N - self.P, dtype=torch.long, device=x.device)  # patch tokens
-        self.work: list[OpWork] = []
+    def __init__(self, model: MoRViT, x: Tensor, fwd: Forward) -> None:
+        self.model, self.fwd, self.P = model, fwd, model.num_prefix_tokens
 
-    def select(self, r: int, x: Tensor) -> tuple[TokenSubset, Tensor]:
-        model, P, R = self.model, self.P, self.model.num_recursions
-        if self.plan is None:  # recursion 0: every token's depth, from the states entering it
-            self.logits = model.guard_finite('router logits', 'the depth assignment (before recursion 0)',
-                                             full_precision(model.router, x), model.router)  # (B, N, N_r)
-            probs = self.logits.softmax(-1)
-            self.probs = probs[:, P:]
-            self.recursions = self.logits[:, P:].detach().argmax(-1) + 1  # (B, Np) in 1..N_r
-            depth = torch.cat([self.recursions.new_full((self.B, P), R), self.recursions], 1)  # CLS: every one
-            gate = model.alpha * probs.gather(-1, (depth - 1).unsqueeze(-1))  # (B, N, 1)
-            self.gate = gate.reshape(-1).to(x.dtype)
-            self.plan = DepthPlan(depth, R)
-            self.work.append(linear_work('router', self.N, x.shape[-1], R))
-        active = self.plan.active(r)
+    def route(self, x: Tensor) -> Tensor:
+        """States entering recursion 0 -> each token's number of recursions (B, N), CLS every one."""
+        model, P, R, B = self.model, self.P, self.model.num_recursions, x.shape[0]
+        self.logits = self.fwd.finite('router logits', 'the depth assignment (before recursion 0)',
+                                      full_precision(model.router, x), model.router)  # (B, N, N_r)
+        probs = self.logits.softmax(-1)
+        self.probs = probs[:, P:]
+        self.recursions = self.logits[:, P:].detach().argmax(-1) + 1  # (B, Np) in 1..N_r
+        depth = torch.cat([self.recursions.new_full((B, P), R), self.recursions], 1)  # CLS: every one
+        self.gate = (model.alpha * probs.gather(-1, (depth - 1).unsqueeze(-1))).reshape(-1).to(x.dtype)  # (B*N,)
+        return depth
+
+    def select(self, r: int, x: Tensor, k: int | None = None) -> tuple[TokenSubset, Tensor]:
+        active = self.subsets.active(r)
         return active, self.gate.index_select(0, active.index)
 
     def finish(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-        if self.plan is None:
-            return {}, {}
         model, R = self.model, self.model.num_recursions
         patch_logits, depth = self.logits[:, self.P:], self.recursions
         P_i = self.probs.float().mean((0, 1))  # mean router probability of depth i
@@ -237,107 +164,93 @@ class TokenChoice:
         return losses, scalars
 
 
+@register_backbone('morvit')
 class MoRViT(ViTBackbone):
     """MoR-ViT (SPEC §4): first block, a shared unit cycled N_r times with token routing, last block.
 
     Args:
-        arch: 'tiny' | 'small' | 'base' | 'large' (aliases 'ti', 's', 'b', 'l'); `embed_dim`, `num_heads` override
-            the table. The depth is L = 2 + unit_size * num_recursions application steps.
-        num_recursions: N_r, recursions of the shared unit, >= 1 (default: as deep as `arch`,
-            (depth - 2) // unit_size: 10 for 12 applications, 22 for L/16).
+        arch: 'tiny' | 'small' | 'base' | 'large' (aliases 'ti', 's', 'b', 'l'); `embed_dim`, `num_heads` and
+            `depth` override the table.
+        depth: L = 2 + unit_size * num_recursions layers; given alone it sets num_recursions = (L - 2) /
+            unit_size (default: `arch`'s depth, 12: N_r = 10).
+        num_recursions: N_r, recursions of the shared unit, >= 1 (must agree with `depth` when both are given).
         unit_size: blocks in the shared unit (default 1), >= 1.
         routing: 'expert_choice' (default) or 'token_choice' (see the module docstring).
-        capacities: expert-choice only: N_r fractions in (0, 1], non-increasing, of the patch tokens
-            that run each recursion. None: (N_r - r)/N_r. An inference-time knob (plain attribute,
-            e.g. `--cfg-options model.backbone.capacities=[...]`); (1.0,) * N_r is the same model
-            at full depth. Token-choice takes None (its depths come from the router).
-        compute: the test-time knob through scaled capacities (expert-choice): every capacity in
-            force times j / Np, j in 1..Np (Np patch tokens), j the largest whose FLOPs are <=
-            compute x those of full capacities (every token through every recursion), rounded
-            down, at least j = 1; fractions above what the capacities in force cost give them
-            unchanged. Token-choice routing takes compute=None (its depths come from its router).
-        router_alpha: gate scale alpha > 0. None: 0.1 for expert-choice (SPEC), 1.0 for
-            token-choice (decision).
-        bce_loss_weight: expert-choice router BCE loss weight (SPEC: 1e-3).
-        balance_loss_weight: token-choice balance loss weight (SPEC: 0.1).
-        z_loss_weight: token-choice router z-loss weight (SPEC: 1e-5).
-        out_indices: 0-based application steps whose states are returned (default: ends of 4
-            equal stages, (2, 5, 8, 11) for L = 12); tokens not chosen keep their state.
-        timm_init: 'average' (MoR: the shared unit <- mean of the tied layers) or 'pick'
-            (<- block `shared_init_block + j`), SPEC §6.
-        shared_init_block: first timm block of the shared unit for `timm_init='pick'` (default 6).
-        update: the gated update of a chosen token (SPEC §4 decision, an ablation switch):
-            'interpolate' (default) `h <- h + g (Block(h) - h)`, so g = 1 applies the whole block;
-            'additive' `h <- h + g Block(h)`, as MoR's code.
-        timm_gates: the routers' start when a timm/DeiT checkpoint is loaded (our decision for a
-            start that MoR, trained from scratch, does not have): 'open' (default) sets the router
-            biases so every gate starts at `OPEN_GATE` = 0.99 (token choice: every token at the
-            deepest depth); with `router_alpha=1.0` and full capacities a recursion then applies
-            (nearly) the whole block, DeiT's update. 'fresh' keeps the from-scratch init. The
-            from-scratch default alpha = 0.1 (SPEC §4, MoR's recipe) caps every gate at 0.1, so the
-            COCO/ADE recipes, which start from DeiT, set `router_alpha=1.0`.
+        capacities: expert-choice only: N_r non-increasing fractions in (0, 1] of the patch tokens that run
+            each recursion. None: (N_r - r)/N_r. An inference knob (a plain attribute, checked at every forward).
+        compute: the test-time knob through scaled capacities (expert-choice): every capacity in force times
+            j / Np, j the largest whose FLOPs are <= compute x those of full capacities; token-choice routing
+            takes compute=None (its depths come from its router).
+        router_alpha: gate scale alpha > 0. None: 0.1 for expert-choice (SPEC), 1.0 for token-choice.
+        bce_loss_weight (1e-3), balance_loss_weight (0.1), z_loss_weight (1e-5): the routers' losses (SPEC §4).
+        timm_init: 'average' (the shared unit <- mean of the tied layers) or 'pick' (<- block
+            `shared_init_block + j`, default block 6), SPEC §6.
+        update: 'interpolate' (default) `h <- h + g (Block(h) - h)` or 'additive' `h <- h + g Block(h)` (MoR's).
+        timm_gates: the routers' start from a timm/DeiT checkpoint: 'open' (default, every gate at
+            `OPEN_GATE` = 0.99; with `router_alpha=1.0` and full capacities a recursion applies nearly the
+            whole block, DeiT's update) or 'fresh'.
         Other arguments: see `ViTBackbone`.
 
-    Parameters: `blocks.0` first, `blocks.1..u` shared unit, `blocks.{u+1}` last (timm block names);
-    `routers.r` (Linear D->1, one per recursion, expert-choice) or `router` (Linear D->N_r,
-    token-choice). `schedule[s]` = block index of application step s; `recursion_of_step[s]` = the
-    recursion step s belongs to (None for the first and last block).
-
-    Statistics (`self.stats`): `aux_losses` (weighted) `loss_router_bce` (expert-choice, training mode only) or
-    `loss_balance` and `loss_z` (token-choice); `scalars` `sel/r{r}` (fraction of patch tokens
-    running recursion r), `recursions/mean` (mean recursions per patch token), `gate/mean`;
-    `token_maps['recursions']` (B, h, w) int64 recursions per patch token; `work`: the routers and every block
-    application with the tokens really processed.
+    Parameters: `blocks.0` first, `blocks.1..u` shared unit, `blocks.{u+1}` last; `routers.r` (expert-choice)
+    or `router` (token-choice). `recursion_of_step[s]`: the recursion step s belongs to (None: first/last).
+    Statistics: `aux_losses` `loss_router_bce` (expert-choice, training) or `loss_balance`, `loss_z`
+    (token-choice); `scalars` `sel/r{r}`, `recursions/mean`, `gate/mean`; `token_maps['recursions']` (B, h, w).
     """
 
     def __init__(self, arch: str = 'small', embed_dim: int | None = None, num_heads: int | None = None,
-                 num_recursions: int | None = None, unit_size: int = 1, routing: str = 'expert_choice',
-                 capacities: Sequence[float] | None = None, router_alpha: float | None = None,
-                 bce_loss_weight: float = 1e-3, balance_loss_weight: float = 0.1, z_loss_weight: float = 1e-5,
-                 update: str = 'interpolate', out_indices: Sequence[int] | None = None, timm_init: str = 'average',
+                 depth: int | None = None, num_recursions: int | None = None, unit_size: int = 1,
+                 routing: str = 'expert_choice', capacities: Sequence[float] | None = None,
+                 router_alpha: float | None = None, bce_loss_weight: float = 1e-3, balance_loss_weight: float = 0.1,
+                 z_loss_weight: float = 1e-5, update: str = 'interpolate', timm_init: str = 'average',
                  shared_init_block: int = 6, timm_gates: str = 'open', **kwargs: Any) -> None:
-        check_renamed('MoRViT', kwargs, {'depth': 'num_recursions (the depth is 2 + unit_size * num_recursions '
-                                                  'block applications)'})
-        sizes = resolve_arch(arch, ARCH_SETTINGS, embed_dim=embed_dim, num_heads=num_heads)
+        sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
         u = check_int('unit_size', unit_size, 1)
-        if num_recursions is None:  # as deep as the arch: 2 + unit_size * N_r = its depth
-            num_recursions = max(1, (sizes['depth'] - 2) // u)
-        R = check_int('num_recursions (N_r)', num_recursions, 1)
-        depth = 2 + u * R
-        super().__init__(embed_dim=sizes['embed_dim'], num_heads=sizes['num_heads'], depth=depth, **kwargs)
+        R = self._check_recursions(num_recursions, depth, sizes['depth'], u)
+        super().__init__(**{**sizes, 'depth': 2 + u * R}, **kwargs)
         self.num_recursions, self.unit_size = R, u
         self.routing = check_choice('routing', routing, ROUTINGS)
-        if router_alpha is None:
-            router_alpha = DEFAULT_ALPHA[routing]
-        self.alpha = check_float('router_alpha', router_alpha, 0.0, math.inf, low_open=True)
+        self.alpha = check_float('router_alpha', DEFAULT_ALPHA[routing] if router_alpha is None else router_alpha,
+                                 0.0, math.inf, low_open=True)
         self.bce_loss_weight = check_float('bce_loss_weight', bce_loss_weight, 0.0, math.inf)
         self.balance_loss_weight = check_float('balance_loss_weight', balance_loss_weight, 0.0, math.inf)
         self.z_loss_weight = check_float('z_loss_weight', z_loss_weight, 0.0, math.inf)
-        self.out_indices = check_out_indices(stage_ends(depth) if out_indices is None else out_indices, depth)
         self.timm_init = check_choice('timm_init', timm_init, TIMM_INITS)
         self.shared_init_block = check_int('shared_init_block', shared_init_block, 0)
         self.update = check_choice('update', update, UPDATES)
         self.timm_gates = check_choice('timm_gates', timm_gates, ['open', 'fresh'])
         self.capacities = capacities
         self.check_knobs()
-
-        # The parameters: first block, the shared unit, last block; the schedule says which runs when.
         self.blocks = nn.ModuleList(self.make_block() for _ in range(u + 2))
-        self.schedule = [0] + [1 + j for _ in range(R) for j in range(u)] + [u + 1]
         self.recursion_of_step: list[int | None] = [None] + [r for r in range(R) for _ in range(u)] + [None]
         if routing == 'expert_choice':
             self.routers = nn.ModuleList(_make_router(self.embed_dim, 1) for _ in range(R))
         else:
             self.router = _make_router(self.embed_dim, R)
 
-    # ---- knobs ---------------------------------------------------------------------------------
-    def check_knobs(self) -> None:
-        """Validate `capacities` (at construction and at every forward: a plain attribute)."""
-        caps, R = self.capacities, self.num_recursions
+    @staticmethod
+    def _check_recursions(num_recursions: int | None, depth: int | None, arch_depth: int, u: int) -> int:
+        """N_r from `num_recursions`, or from `depth` (L = 2 + u N_r), or as deep as the arch."""
+        if depth is not None:
+            check_int('depth (2 + unit_size * num_recursions layers)', depth, 2 + u)
+            if (depth - 2) % u:
+                raise ValueError(f'MoRViT: depth={depth} is not 2 + unit_size * num_recursions for unit_size={u}; '
+                                 f'allowed: 2 + {u} * N_r, e.g. {2 + u}, {2 + 2 * u}, ...')
+            if num_recursions is not None and 2 + u * num_recursions != depth:
+                raise ValueError(f'MoRViT: depth={depth} and num_recursions={num_recursions} disagree (depth = 2 + '
+                                 f'unit_size * num_recursions with unit_size={u}); pass one of them')
+            return (depth - 2) // u
+        if num_recursions is None:  # as deep as the arch
+            num_recursions = max(1, (arch_depth - 2) // u)
+        return check_int('num_recursions (N_r)', num_recursions, 1)
+
+    def check_knobs(self, compute: float | None = None) -> None:
+        """Validate `capacities` and `compute` (the attribute, or a forward's; at construction and at every
+        forward: plain attributes)."""
+        caps, R, compute = self.capacities, self.num_recursions, self.compute if compute is None else compute
         if self.routing == 'token_choice':
-            if self.compute is not None:
+            if compute is not None:
                 raise ValueError("compute acts on MoR-ViT through the capacities of routing='expert_choice'; "
-                                 f"routing='token_choice' takes compute=None, got compute={self.compute!r}")
+                                 f"routing='token_choice' takes compute=None, got compute={compute!r}")
             if caps is not None:
                 raise ValueError("capacities apply to routing='expert_choice' only (token-choice depths come "
                                  f'from its router); pass capacities=None, got {caps!r}')
@@ -361,71 +274,89 @@ class MoRViT(ViTBackbone):
             return default_capacities(self.num_recursions)
         return tuple(float(c) for c in self.capacities)
 
-    # ---- the compute knob ---------------------------------------------------------------------
-    def expert_choice_work(self, capacities: Sequence[float], tokens: int) -> list:
-        """What an expert-choice forward computes per image with `capacities` on `tokens` tokens
-        (all steps, in execution order: the same entries `forward_states` records)."""
+    # ---- the plan -----------------------------------------------------------------------------
+    def default_setting(self) -> tuple[float, ...] | None:
+        return self.capacity_schedule if self.routing == 'expert_choice' else None
+
+    def full_setting(self) -> tuple[float, ...] | None:
+        """Full capacities (expert choice); every token through every recursion (token choice: None)."""
+        return (1.0,) * self.num_recursions if self.routing == 'expert_choice' else None
+
+    def settings(self, grid: tuple[int, int]) -> list[tuple[float, ...]]:
+        """Every capacity in force times j / Np, j = 1..Np (Np patch tokens)."""
+        num_patches, caps = grid[0] * grid[1], self.capacity_schedule
+        return [tuple(c * ((i + 1) / num_patches) for c in caps) for i in range(num_patches)]
+
+    def plan(self, setting: Sequence, grid: tuple[int, int], layers: Sequence[int]) -> Plan:
+        """First block, the unit N_r times on the tokens chosen, last block. `setting`: expert choice's
+        capacities; token choice's alive[r][b], the tokens of image b running recursion r (None: all)."""
         P, D, u = self.num_prefix_tokens, self.embed_dim, self.unit_size
-        num_patches = tokens - P
-        work, k_prev = [self.step_work(0, tokens)], num_patches
-        for r, cap in enumerate(capacities):
-            k = min(k_prev, capacity_tokens(cap, num_patches))
-            work.append(linear_work(f'routers.{r}', P + k_prev, D, 1))
-            active = TokenSubset(None, (P + k,), tokens)  # only the counts matter for the work
-            work += [subset_work(self.blocks[self.schedule[s]], active, cached_keys=False, windows=self.window_for(s))
-                     for s in range(1 + r * u, 1 + (r + 1) * u)]
-            k_prev = k
-        return [*work, self.step_work(self.depth - 1, tokens)]
-
-    def compute_setting(self, fraction: float, grid: tuple[int, int]) -> dict[str, Any]:
-        """`compute` -> the capacities of one forward (the class docstring's scaling)."""
-        self.check_knobs()  # token-choice: an error naming compute
-        num_patches = grid[0] * grid[1]
-        tokens, caps = num_patches + self.num_prefix_tokens, self.capacity_schedule
-        embed = conv_work('patch_embed', self.patch_embed.proj, grid).flops
-
-        def scaled(i: int) -> tuple[float, ...]:
-            return tuple(c * ((i + 1) / num_patches) for c in caps)
-
-        def flops(capacities: Sequence[float]) -> float:
-            return embed + total_flops(self.expert_choice_work(capacities, tokens))
-
-        full = flops((1.0,) * self.num_recursions)
-        i = largest_within(fraction, full, lambda i: flops(scaled(i)), num_patches)
-        return {} if i == num_patches - 1 else {'capacities': scaled(i)}
-
-    # ---- forward ------------------------------------------------------------------------------
-    def forward_states(self, x: Tensor, indices: Sequence[int]) -> list[Tensor]:
-        """States (B, N, D) after the requested steps; sets `self.stats` (see the class docstring)."""
-        self.check_knobs()
-        wanted = {i: None for i in indices}
-        num_steps = max(indices) + 1
-        routing = (ExpertChoice if self.routing == 'expert_choice' else TokenChoice)(self, x)
-        inplace = not torch.is_grad_enabled()  # inference: update rows in place, clone what is kept
-        steps, selection = routing.work, None  # the routers record their work as they run
-        for s in range(num_steps):
-            block, r = self.blocks[self.schedule[s]], self.recursion_of_step[s]
-            if r is None:  # first / last block: every token
-                x = self.run_block(block, x, s)
-                steps.append(self.step_work(s, x.shape[1]))
+        tokens = grid[0] * grid[1] + P
+        steps = [RecursionStep(0, 0, 0, step_work(self.blocks[0], tokens, self.windows(0, grid)),
+                               self.windows(0, grid), self.drop_path_rates[0])]
+        k_prev = tokens - P
+        for r in range(self.num_recursions):
+            if self.routing == 'expert_choice':
+                kept = min(k_prev, capacity_tokens(setting[r], tokens - P))
+                before = (linear_work(f'routers.{r}', P + k_prev, D, 1),)
+                active, k_prev = TokenSubset(None, (P + kept,), tokens), kept
             else:
-                if self.recursion_of_step[s - 1] != r:  # the first application of recursion r
-                    selection = routing.select(r, x)
-                active, gate = selection
-                x = self.run_gated(block, x, active, gate, s, inplace and not active.is_full)
-                steps.append(subset_work(block, active, cached_keys=False, windows=self.window_for(s)))
-            if s in wanted:
-                wanted[s] = x.clone() if inplace and s < num_steps - 1 else x
-        losses, scalars = routing.finish()
-        self.stats = ForwardStats(work=steps, aux_losses=losses, scalars=scalars,
-                                  token_maps={'recursions': routing.recursions})
-        return [wanted[i] for i in indices]
+                kept, before = None, (linear_work('router', tokens, D, self.num_recursions),) if r == 0 else ()
+                active = TokenSubset(None, (tokens,) if setting is None else tuple(setting[r]), tokens)
+            for j in range(u):
+                s = 1 + r * u + j
+                windows = self.windows(s, grid)
+                steps.append(RecursionStep(s, s, 1 + j, subset_work(self.blocks[1 + j], active, cached_keys=False,
+                                                                    windows=windows), windows,
+                                           self.drop_path_rates[s], before if j == 0 else (),
+                                           recursion=r, first=j == 0, kept=kept))
+        s = self.depth - 1
+        steps.append(RecursionStep(s, s, u + 1, step_work(self.blocks[u + 1], tokens, self.windows(s, grid)),
+                                   self.windows(s, grid), self.drop_path_rates[s]))
+        return Plan(tuple(steps), tuple(layers), final=s).until_outputs()
 
-    def run_gated(self, block: nn.Module, x: Tensor, active: TokenSubset, gate: Tensor, step: int,
+    def forward_states(self, x: Tensor, layers: Sequence[int], fwd: Forward) -> list[Tensor]:
+        """Runs the plan (instead of `run`: token choice's plan is only known after its router). Expert choice:
+        the plan of the capacities in force (or the compute knob's). Token choice: the first block, the router's
+        depths, then their plan."""
+        self.check_knobs(fwd.compute)
+        states: list[Tensor | None] = [None] * len(layers)
+        if self.routing == 'expert_choice':
+            setting = self.default_setting() if fwd.compute is None else self.setting_within(fwd.compute, fwd.grid)
+            fwd.plan = self.plan(setting, fwd.grid, layers)
+            routing, start = ExpertChoice(self, x, fwd), 0
+        else:
+            first = self.plan(None, fwd.grid, layers).steps[0]
+            x = self.apply_block(self.blocks[0], x, first)
+            routing, start = TokenChoice(self, x, fwd), 1
+            # In this frame, not in `route`: torch.compile resumes right after the host read of the counts.
+            routing.subsets = DepthSubsets(routing.route(x), self.num_recursions)
+            fwd.plan = self.plan(routing.subsets.alive, fwd.grid, layers)
+            for j in fwd.plan.reads(0):
+                states[j] = x
+        inplace = not torch.is_grad_enabled()  # inference: update rows in place, clone what is kept
+        plan, selection = fwd.plan, None
+        for i in range(start, len(plan.steps)):
+            step, block = plan.steps[i], self.blocks[plan.steps[i].block]
+            if step.recursion is None:  # first / last block: every token
+                x = self.apply_block(block, x, step)
+            else:
+                if step.first:
+                    selection = routing.select(step.recursion, x, step.kept)
+                active, gate = selection
+                x = self.run_gated(block, x, active, gate, step, inplace and not active.is_full)
+            for j in plan.reads(i):
+                states[j] = x.clone() if inplace and i < len(plan.steps) - 1 else x
+        losses, scalars = routing.finish()
+        fwd.stats.aux_losses, fwd.stats.token_maps['recursions'] = losses, routing.recursions
+        fwd.stats.scalars.update(scalars)
+        return states
+
+    def run_gated(self, block: nn.Module, x: Tensor, active: TokenSubset, gate: Tensor, step: Step,
                   inplace: bool = False) -> Tensor:
-        """The gated update (`update`) for the `active` tokens, attention among them (step `step`'s
-        drop-path rate; checkpointed like `run_block` when asked)."""
-        rate, windows = self.drop_path_rates[step], self.window_for(step)
+        """The gated update (`update`) for the `active` tokens, attention among them (checkpointed like
+        `apply_block` when asked)."""
+        rate, windows = step.drop_path_rate, step.windows
         if self.with_cp and self.training and torch.is_grad_enabled():
             return checkpoint(_gated_states, block, x, active, gate, self.update, rate, windows, use_reentrant=False)
         return run_subset(block, x, active, gate=gate, update=self.update, drop_path_rate=rate, inplace=inplace,
@@ -433,8 +364,8 @@ class MoRViT(ViTBackbone):
 
     # ---- weights ------------------------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
-        """first <- timm block 0, last <- the last block, shared unit <- the mean of the tied middle
-        layers or a picked block (`timm_init`, SPEC §6); the routers start as `timm_gates` says."""
+        """first <- timm block 0, last <- the last block, shared unit <- the mean of the tied middle layers or a
+        picked block (`timm_init`, SPEC §6); the routers start as `timm_gates` says."""
         rest, blocks = split_timm_blocks(state_dict)
         n, u = len(blocks), self.unit_size
         if self.timm_init == 'average':

@@ -116,3 +116,13 @@ def zero_touch(module: nn.Module) -> Tensor:
 def sanitize(value: Tensor) -> Tensor:
     """NaN and +-inf -> 0; the identity (values and gradients) on finite tensors."""
     return value.nan_to_num(0.0, 0.0, 0.0)
+
+
+def full_precision(module: nn.Module, x: Tensor) -> Tensor:
+    """`module(x)` with autocast off, in the module's parameter dtype (fp32 unless the whole model was cast).
+    Routers and rankers decide discrete things (top-k, argmax): with bf16/fp16 logits ties become common (4096
+    bf16 logits take ~1400 distinct values) and are broken differently by different kernels, so these run in
+    full precision under autocast."""
+    dtype = next(module.parameters()).dtype
+    with torch.autocast(x.device.type, enabled=False):
+        return module(x.to(dtype))

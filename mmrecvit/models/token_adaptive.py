@@ -22,7 +22,7 @@ token-major (B*N, 2D), so "fresh keys for the active tokens, cached keys for the
 Public pieces:
     TokenSubset      which tokens run: flat row indices into (B*N, D), grouped by image, with the
                      per-image counts as Python ints (shapes known without a device sync).
-    DepthPlan        per-step subsets for a fixed depth per token (token runs steps 0..d-1), made
+    DepthSubsets     per-step subsets for a fixed depth per token (token runs steps 0..d-1), made
                      with one device sync: active(s), exited(s), frozen(s).
     KVCache          frozen tokens' keys/values for one weight set, refreshed only when tokens
                      freeze or the weight set changes; counts projections and reuses.
@@ -38,12 +38,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import torch
 from torch import Tensor
 
 from .flops import BlockWork
 from .layers import Attention, Block
+from .numerics import tracing
 from .windows import Windows, window_attention
 
 
@@ -119,7 +121,7 @@ class TokenSubset:
         return x.reshape(-1, *x.shape[2:]).index_copy(0, self.index, rows).view(x.shape)
 
 
-class DepthPlan:
+class DepthSubsets:
     """Per-step token subsets for a fixed depth per token: a token of depth d runs steps 0..d-1.
 
     Tokens are sorted by depth once (deepest first, per image), so the tokens still active at
@@ -341,3 +343,19 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
     if inplace and torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
         raise RuntimeError('run_subset(inplace=True) is only for inference (no autograd graph)')
     return _write_rows(rows, active.index, out, inplace).view(B, N, D), work
+
+
+def top_k(scores: Tensor, k: int) -> Tensor:
+    """Indices (B, k) of the k highest scores per row, ties broken by position (the lower first). Eagerly a
+    stable sort (`torch.topk` breaks ties differently on different devices); while exporting `topk` (ONNX's
+    TopK breaks ties the same way; a stable sort has no ONNX op)."""
+    if tracing():
+        return scores.topk(k, dim=1).indices
+    return scores.sort(dim=1, descending=True, stable=True).indices[:, :k]
+
+
+def capacity_tokens(capacity: float, num_patches: int) -> int:
+    """Patch tokens kept at capacity `capacity`: ceil(cap * Np), at least 1, with `cap` as the nearest fraction
+    of denominator <= 10^6 (so 0.7 * 10 is 7, not 8) and integer arithmetic only (a symbolic Np exports)."""
+    fraction = Fraction(capacity).limit_denominator(10 ** 6)
+    return max(1, -(-num_patches * fraction.numerator // fraction.denominator))

@@ -28,12 +28,12 @@ from timm.layers import trunc_normal_
 from timm.models import register_model
 from torch import Tensor, nn
 
-from ..models import BACKBONES
-from ..models.vit import ARCH_SETTINGS, ViTBackbone
+from ..models import BACKBONES, ViTBackbone, on_register
+from ..models.arguments import ARCH_SETTINGS
 
 POOLS = {'token': 'cls_token', 'avg': 'avg_featmap'}  # timm's global_pool -> our out_type
-METHODS = {'plainvit': 'PlainViT', 'naiverecvit': 'NaiveRecursiveViT', 'srvit': 'SRViT', 'revit': 'ReViT',
-           'edgerecvit': 'EdgeRecViT', 'morvit': 'MoRViT'}
+# short name -> backbone class name, of every registered backbone (`register_timm_models` keeps it current)
+METHODS: dict[str, str] = {}
 
 
 class RecViTClassifier(nn.Module):
@@ -83,7 +83,7 @@ class RecViTClassifier(nn.Module):
 
     def forward_features(self, x: Tensor) -> Tensor:
         """(B, C, H, W) -> the final token states (B, N, D) after the final norm."""
-        (tokens,), _ = self.backbone.get_intermediate_states(x, [self.backbone.final_index])
+        (tokens,), _ = self.backbone.get_intermediate_states(x, [self.backbone.depth - 1])
         return tokens
 
     def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
@@ -127,17 +127,21 @@ def _entrypoint(name: str, backbone: str, arch: str) -> Any:
     return fn
 
 
-def register_timm_models() -> list[str]:
-    """Register every method x size with timm (idempotent); returns the names."""
-    names = []
+def _register(backbone: str, cls: type) -> None:
+    """One backbone x every size as timm models `<short name>_<size>_patch16_224` (idempotent)."""
+    METHODS[cls.short_name] = backbone
     module = sys.modules[__name__]
-    for method, backbone in METHODS.items():
-        for arch in ARCH_SETTINGS:
-            name = f'{method}_{arch}_patch16_224'
-            names.append(name)
-            if name in timm.list_models(name):
-                continue
-            fn = _entrypoint(name, backbone, arch)
-            setattr(module, name, fn)
-            register_model(fn)
-    return names
+    for arch in ARCH_SETTINGS:
+        name = f'{cls.short_name}_{arch}_patch16_224'
+        if name in timm.list_models(name):
+            continue
+        fn = _entrypoint(name, backbone, arch)
+        setattr(module, name, fn)
+        register_model(fn)
+
+
+def register_timm_models() -> list[str]:
+    """Register every backbone x size with timm, also the backbones registered later (`models.on_register`);
+    returns the names."""
+    on_register(_register)
+    return [f'{method}_{arch}_patch16_224' for method in METHODS for arch in ARCH_SETTINGS]

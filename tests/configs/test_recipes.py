@@ -22,7 +22,7 @@ from mmengine.config import Config, ConfigDict
 
 from mmrecvit.mm.norm import LN2d
 from mmrecvit.models import SimplePyramid
-from mmrecvit.models.vit import ARCH_SETTINGS, resolve_arch
+from mmrecvit.models.arguments import ARCH_SETTINGS, resolve_arch
 
 sys.path.insert(0, osp.join(REPO, 'tools'))
 from mmrecvit.models import BACKBONES

@@ -98,11 +98,12 @@ SPECIFIC = {
     'SRViT': [
         ('step_transform', 'mlp', ValueError, ['step_transform', "['linear', 'shift', 'none']"]),
         ('timm_init', 'zero', ValueError, ['timm_init', "['function', 'fresh']"]),
-        ('num_blocks', 0, ValueError, ['num_blocks', '[1, inf]']),
+        *DEPTH, *OUT_INDICES,
+        ('num_blocks', 0, ValueError, ['num_blocks', '[1, inf]']),  # deprecated spellings are checked as given
         ('num_blocks', 4.0, TypeError, ['num_blocks', INT]),
         ('out_units', [4], ValueError, ['out_units entry', '[-4, 3]']),
         ('out_units', [0.5], TypeError, ['out_units entry', INT]),
-        ('unit_sizes', [2, 2, 1], ValueError, ['unit_sizes', 'summing to num_blocks (6)']),
+        ('unit_sizes', [2, 2, 1], ValueError, ['unit_sizes', 'summing to depth (6)']),
         ('unit_sizes', [3, 3, 0], ValueError, ['unit_sizes[2]', '[1, inf]']),
         ('unit_sizes', '222', TypeError, ['unit_sizes', 'list or tuple']),
         ('unit_sizes', [3.0, 3], TypeError, ['unit_sizes[0]', INT]),
@@ -116,6 +117,7 @@ SPECIFIC = {
         ('router_input', 'tokens', ValueError, ['router_input', "['unit_input', 'recursion_states']"]),
     ],
     'ReViT': [
+        *OUT_INDICES,
         ('depth', 1, ValueError, ['depth', '[2, inf]']),
         ('depth', '4', TypeError, ['depth', INT]),
         ('num_experts', 0, ValueError, ['num_experts', '[1, inf]']),
@@ -161,6 +163,8 @@ SPECIFIC = {
         ('final_norm', 'yes', TypeError, ['final_norm', BOOL]),
     ],
     'MoRViT': [
+        ('depth', 1, ValueError, ['depth', '[3, inf]']),
+        ('depth', 5.0, TypeError, ['depth', INT]),
         ('num_recursions', 0, ValueError, ['num_recursions (N_r)', '[1, inf]']),
         ('num_recursions', 3.0, TypeError, ['num_recursions', INT]),
         ('unit_size', 0, ValueError, ['unit_size', '[1, inf]']),
@@ -200,17 +204,25 @@ COMBINATIONS = [
      ["capacities apply to routing='expert_choice' only", 'capacities=None']),
     ('MoRViT', dict(routing='token_choice'), 'compute', 0.5, ValueError,
      ['compute', "routing='expert_choice'", 'compute=None']),
-    ('SRViT', dict(num_blocks=5), 'unit_sizes', None, ValueError,
-     ['unit_sizes has no default for num_blocks=5', 'multiples of 6']),
+    ('SRViT', dict(depth=5), 'unit_sizes', None, ValueError,
+     ['unit_sizes has no default for depth=5', 'multiples of 6']),
+    ('SRViT', dict(num_blocks=6), 'depth', 12, ValueError, ['num_blocks=6 (deprecated) and depth=12 disagree']),
+    ('MoRViT', dict(num_recursions=3), 'depth', 12, ValueError, ['depth=12 and num_recursions=3 disagree']),
+    ('MoRViT', dict(unit_size=2, num_recursions=None), 'depth', 7, ValueError,
+     ['depth=7 is not 2 + unit_size * num_recursions', 'allowed']),
 ]
 # Old spellings: an error naming the new argument (nothing silently changes meaning).
 RENAMED = [
     ('NaiveRecursiveViT', 'num_unique_blocks', 2, 'num_blocks'),
-    ('SRViT', 'depth', 6, 'num_blocks'),
     ('SRViT', 'num_steps', 2, 'num_recursions'),
     ('SRViT', 'eval_steps', 1, 'eval_recursions'),
-    ('SRViT', 'out_indices', (0,), 'out_units'),
-    ('MoRViT', 'depth', 12, 'num_recursions'),
+]
+# Deprecated spellings of the one vocabulary (issue 27): they still work, with a warning naming the new one, and
+# build the model the new spelling builds. (backbone, old kwargs, new kwargs)
+DEPRECATED = [
+    ('SRViT', dict(num_blocks=6), dict(depth=6), 'depth'),
+    ('SRViT', dict(out_units=[1, 3]), dict(out_indices=[3, 5]), 'out_indices'),
+    ('ReViT', dict(out_depths=[0.5, 1.0]), dict(out_indices=[1, 3]), 'out_indices'),
 ]
 NECK = [
     ('in_channels', 2, ValueError, ['in_channels', '[4, inf]']),
@@ -264,9 +276,7 @@ def constructor_arguments(cls):
     for c in ((cls, ViTBackbone) if issubclass(cls, ViTBackbone) else (cls,)):
         params = inspect.signature(c.__init__).parameters.values()
         names |= {p.name for p in params if p.name != 'self' and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
-    # ViTBackbone's `depth` (block applications) is derived by SR-ViT and MoR-ViT from their own arguments.
-    own = {p.name for p in inspect.signature(cls.__init__).parameters.values()}
-    return names - {'depth'} if cls is not ViTBackbone and 'depth' not in own else names
+    return names
 
 
 @pytest.mark.parametrize('name', sorted(BACKBONES))
@@ -275,7 +285,8 @@ def test_the_table_covers_every_argument(name):
     covered = {row[0] for row in rows_of(name)} | {'pretrained'}
     missing = constructor_arguments(cls) - covered
     assert not missing, f'{name}: constructor arguments without bad-value rows: {sorted(missing)}'
-    unknown = {row[0] for row in rows_of(name)} - constructor_arguments(cls)
+    deprecated = {old for backbone, kwargs, _, _ in DEPRECATED if backbone == name for old in kwargs}
+    unknown = {row[0] for row in rows_of(name)} - constructor_arguments(cls) - deprecated
     assert not unknown, f'{name}: rows for arguments it does not take: {sorted(unknown)}'
 
 
@@ -308,6 +319,18 @@ def test_arguments_that_depend_on_others(name, base, arg, value, exc, words):
 def test_old_argument_spellings_name_the_new_one(name, old, value, new):
     expect_error(lambda: BACKBONES[name](**{**BACKBONE_CASES[name], old: value}), TypeError,
                  [name, repr(old), f'use {new}'])
+
+
+@pytest.mark.parametrize('name, old, new, word', DEPRECATED, ids=[f'{d[0]}-{next(iter(d[1]))}' for d in DEPRECATED])
+def test_deprecated_spellings_warn_and_build_the_same_model(name, old, new, word):
+    base = {k: v for k, v in BACKBONE_CASES[name].items() if k not in new}
+    with pytest.warns(DeprecationWarning, match=f"{name}: '{next(iter(old))}' is deprecated; use {word}"):
+        torch.manual_seed(0)
+        ours = BACKBONES[name](**base, **old)
+    torch.manual_seed(0)
+    theirs = BACKBONES[name](**base, **new)
+    assert ours.out_indices == theirs.out_indices and ours.depth == theirs.depth
+    assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), theirs.state_dict().values()))
 
 
 @pytest.mark.parametrize('arg, value, exc, words', NECK, ids=case_ids(NECK))

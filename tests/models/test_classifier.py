@@ -25,7 +25,7 @@ def test_classification_output_is_the_normalised_final_state(name, out_type):
     model.eval()
     with torch.no_grad():
         (feat,) = model(x := torch.randn(1, 3, 64, 48))
-        states, _ = model.get_intermediate_states(x, [model.final_index])
+        states, _ = model.get_intermediate_states(x, [model.depth - 1])
     tokens = states[0]  # normalised by get_intermediate_states
     expected = tokens[:, 0] if out_type == 'cls_token' else tokens[:, model.num_prefix_tokens:].mean(1)
     torch.testing.assert_close(feat, expected)

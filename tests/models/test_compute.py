@@ -3,9 +3,11 @@ import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
 
-from mmrecvit.models import BACKBONES
-from mmrecvit.models.compute import check_compute, kept_steps, largest_within
-from mmrecvit.models.flops import OpWork, conv_work, total_flops
+from mmrecvit.models import BACKBONES, edge_recvit, mor_vit
+from mmrecvit.models.compute import check_compute, largest_within
+from mmrecvit.models.embedding import to_maps
+from mmrecvit.models.flops import BlockWork
+from mmrecvit.models.plan import rescaled_layers
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -63,21 +65,8 @@ def test_the_setting_reached_fits_the_budget_unless_it_is_the_smallest(name):
 
 
 def _full_flops(model, x):
-    """Full-depth FLOPs of `model` on `x` from each method's own candidate model."""
-    grid = model.patch_grid(x)
-    model._grid = grid  # the candidates' window layouts read it
-    tokens = grid[0] * grid[1] + model.num_prefix_tokens
-    embed = conv_work('patch_embed', model.patch_embed.proj, grid).flops
-    name = type(model).__name__
-    if name == 'SRViT':
-        return embed + sum(total_flops(model.unit_work(u, tokens, t)) for u, t in enumerate(model.num_recursions))
-    if name == 'MoRViT':
-        return embed + total_flops(model.expert_choice_work((1.0,) * model.num_recursions, tokens))
-    if name == 'EdgeRecViT':
-        run(model, x)
-        ranker = total_flops(w for w in model.stats.work if isinstance(w, OpWork) and w.name.startswith('ranker'))
-        return embed + ranker + total_flops(model.adaptive_work([tokens] * model.depth, tokens))
-    return embed + total_flops(model.dense_stats(tokens, model.depth).work)
+    """Full-depth FLOPs of `model` on `x`: the plan of its full setting (every step over every token)."""
+    return model.plan_flops(model.full_setting(), model.patch_grid(x))
 
 
 @pytest.mark.parametrize('name', NAMES)
@@ -116,22 +105,26 @@ def test_compute_in_training_is_an_error(name):
 def test_mor_token_choice_takes_no_compute():
     with pytest.raises(ValueError, match="routing='expert_choice'"):
         build('MoRViT', routing='token_choice', compute=0.5)
+    model = build('MoRViT', routing='token_choice')
+    with pytest.raises(ValueError, match="routing='token_choice' takes compute=None, got compute=0.5"):
+        model(torch.randn(1, 3, 32, 32), compute=0.5)  # a forward's compute is refused as the attribute is
 
 
 # ---- each method's mechanism ---------------------------------------------------------------------
 def test_baselines_drop_applications_from_the_end_and_read_the_rescaled_stage_ends():
-    assert kept_steps((2, 5, 8, 11), 12, 6) == (0, 2, 3, 5)
-    assert kept_steps((2, 5, 8, 11), 12, 12) == (2, 5, 8, 11)
+    assert rescaled_layers((2, 5, 8, 11), 12, 6) == (0, 2, 3, 5)
+    assert rescaled_layers((2, 5, 8, 11), 12, 12) == (2, 5, 8, 11)
+    assert rescaled_layers((2, 5, 8, 11), 12, 16) == (3, 7, 11, 15)
     model = build('PlainViT', depth=8, out_indices=(1, 3, 5, 7))
     x = torch.randn(1, 3, 64, 64)
     run(model, x, 0.55)
     kept = len(model.stats.blocks)
     assert 1 <= kept < 8
-    # The outputs are those of the first `kept` blocks at the rescaled steps.
+    # The outputs are those of the first `kept` blocks at the rescaled layers (read without the knob).
     with torch.no_grad():
-        states, _ = model.get_intermediate_states(x, list(kept_steps((1, 3, 5, 7), 8, kept)))
+        states, _ = model.get_intermediate_states(x, list(rescaled_layers((1, 3, 5, 7), 8, kept)), compute=1.0)
     out, _ = run(model, x, 0.55)
-    assert all(torch.equal(o, m) for o, m in zip(out, model.to_maps(states, model.stats.grid)))
+    assert all(torch.equal(o, m) for o, m in zip(out, to_maps(states, model.stats.grid, 1)))
     assert model.out_indices == (1, 3, 5, 7)  # put back after the forward
 
 
@@ -176,19 +169,46 @@ def test_edge_recvit_shifts_each_images_depths_and_keeps_their_order():
     assert all(torch.allclose(s, b[:1], atol=1e-5) for s, b in zip(single, batch))
 
 
-def test_edge_recvit_work_model_is_its_forwards():
+def engine_work(module, monkeypatch):
+    """The `BlockWork` that every `run_subset` call of `module`'s engine reports, in call order."""
+    calls, run_subset = [], module.run_subset
+
+    def recording(*args, **kwargs):
+        out, work = run_subset(*args, **kwargs)
+        calls.append(work)
+        return out, work
+
+    monkeypatch.setattr(module, 'run_subset', recording)
+    return calls
+
+
+def same_work(planned: BlockWork, ran: BlockWork) -> bool:
+    return (planned.queries, planned.keys, planned.attn_pairs or planned.queries * planned.keys) == pytest.approx(
+        (ran.queries, ran.keys, ran.attn_pairs or ran.queries * ran.keys), rel=1e-12)
+
+
+def test_edge_recvit_plan_is_what_its_engine_ran():
+    """The plan (the FLOP model, the knob's candidates) counts what the engine computed: every token subset
+    `run_subset` ran, and the keys/values the cache projected."""
     for kwargs in (dict(), dict(window_size=2), dict(frozen_kv=False), dict(tail_on_all=True)):
         model = build('EdgeRecViT', **kwargs)
-        run(model, torch.randn(3, 3, 64, 48))
-        depth = model.stats.token_maps['depth'].flatten(1)
-        blocks = total_flops(model.stats.blocks)
-        tokens = depth.shape[1] + 1
-        alive = [[int((d > s).sum()) + 1 for s in range(model.depth)] for d in depth]
-        mirror = sum(total_flops(model.adaptive_work(a, tokens)) for a in alive) / len(alive)
-        assert mirror == pytest.approx(blocks, rel=1e-12), kwargs
+        with pytest.MonkeyPatch.context() as mp:
+            calls, projected, update = engine_work(edge_recvit, mp), [], edge_recvit.KVCache.update
+
+            def recording_update(self, *args, update=update, projected=projected):
+                new = update(self, *args)
+                projected.append(new.total)
+                return new
+
+            mp.setattr(edge_recvit.KVCache, 'update', recording_update)
+            run(model, torch.randn(3, 3, 64, 48))
+        planned = [w for w in model.stats.blocks if w.queries > 0]
+        assert len(planned) == len(calls) and all(same_work(p, c) for p, c in zip(planned, calls)), kwargs
+        assert sum(w.new_kv for w in model.stats.blocks) * 3 == pytest.approx(sum(projected)), kwargs
+        assert calls[-1].queries < calls[0].queries or kwargs.get('tail_on_all'), kwargs  # tokens did exit
 
 
-def test_mor_vit_scales_its_capacities():
+def test_mor_vit_scales_its_capacities(monkeypatch):
     model = build('MoRViT', num_recursions=4)
     x = torch.randn(1, 3, 64, 64)
     run(model, x)
@@ -197,11 +217,12 @@ def test_mor_vit_scales_its_capacities():
     scaled = [model.stats.scalars[f'sel/r{r}'].item() for r in range(4)]
     assert all(s <= d for s, d in zip(scaled, default)) and scaled != default
     assert model.capacities is None
-    # The work model is the forward's.
-    tokens = model.stats.grid[0] * model.stats.grid[1] + 1
+    # The plan counts what the engine ran: every token subset of every recursion.
+    calls = engine_work(mor_vit, monkeypatch)
     run(model, x)
-    assert total_flops(model.expert_choice_work(model.capacity_schedule, tokens)) == pytest.approx(
-        total_flops(w for w in model.stats.work if not (isinstance(w, OpWork) and w.name == 'patch_embed')))
+    shared = [w for w, step in zip(model.stats.blocks, range(model.depth)) if 0 < step < model.depth - 1]
+    assert len(shared) == len(calls) == 4 and all(same_work(p, c) for p, c in zip(shared, calls))
+    assert model.plan_flops(model.capacity_schedule, model.stats.grid) == pytest.approx(model.stats.flops)
 
 
 def test_largest_within_rounds_down_and_falls_back_to_the_smallest():
@@ -210,3 +231,39 @@ def test_largest_within_rounds_down_and_falls_back_to_the_smallest():
     assert largest_within(0.7, 5.0, flops.__getitem__, 5) == 2
     assert largest_within(0.1, 5.0, flops.__getitem__, 5) == 0
     assert check_compute(None) is None and check_compute(1) == 1.0
+
+
+@pytest.mark.parametrize('name', NAMES)
+def test_two_threads_at_different_compute_on_one_model_each_get_their_own_result(name):
+    """`compute` travels with the forward (`plan.Forward`), not on the module: two threads that run one model at
+    the same time with different fractions each get exactly what that fraction gives alone."""
+    import threading
+
+    model = build(name)
+    x = torch.randn(2, 3, 64, 48)
+    fractions = (0.3, None)
+    with torch.no_grad():
+        refs = [model(x, compute=c) for c in fractions]
+    assert not all(torch.equal(a, b) for a, b in zip(*refs))  # the two settings differ, so a leak would show
+    start, results = threading.Barrier(2), {c: [] for c in fractions}
+
+    def worker(compute):
+        start.wait()
+        with torch.no_grad():
+            for _ in range(20):
+                results[compute].append(model(x, compute=compute))
+
+    threads = [threading.Thread(target=worker, args=(c,)) for c in fractions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for compute, ref in zip(fractions, refs):
+        assert len(results[compute]) == 20
+        assert all(torch.equal(a, b) for out in results[compute] for a, b in zip(out, ref)), (name, compute)
+
+
+def test_edge_settings_are_chosen_in_the_forward_not_by_setting_within():
+    model = build('EdgeRecViT')
+    with pytest.raises(TypeError, match='depths_within'):
+        model.setting_within(0.5, (4, 3))

@@ -31,9 +31,9 @@ def run_both(model, images):
     tokens = model.embed(images)
     with torch.no_grad():
         model.execution = 'adaptive'
-        fast, stats = model.forward_states(tokens, ALL_STEPS), model.stats
+        fast, stats = model.forward_tokens(tokens, ALL_STEPS), model.stats
         model.execution = 'masked'
-        ref = model.forward_states(tokens, ALL_STEPS)
+        ref = model.forward_tokens(tokens, ALL_STEPS)
     model.execution = 'adaptive'
     return fast, ref, stats
 
@@ -79,7 +79,7 @@ def test_cls_always_runs_full_depth():
     model = build(forced_mean_depth=1.0)  # every patch token stops after the head
     tokens = model.embed(torch.randn(2, 3, 64, 64))
     with torch.no_grad():
-        states = model.forward_states(tokens, ALL_STEPS)
+        states = model.forward_tokens(tokens, ALL_STEPS)
     assert [s.queries for s in model.stats.blocks] == [17] + [1] * 11  # CLS alone after step 0
     assert model.stats.blocks[-1].new_kv == 16  # the tail needs the frozen tokens' keys/values
     for s in range(1, 11):  # patch tokens frozen, CLS moves (the last state is normed, skip it)
@@ -184,7 +184,7 @@ def test_timm_key_map(tmp_path):
         x = torch.randn(1, 3, 64, 64)
         with torch.no_grad():
             tokens = model.embed(x)
-            ours_out = model.forward_states(tokens, [11])[0]
+            ours_out = model.forward_tokens(tokens, [11])[0]
             h = ref._pos_embed(ref.patch_embed(x))
             for i in [0] + [shared] * 10 + [11]:
                 h = ref.blocks[i](h)
@@ -280,10 +280,10 @@ def test_edge_switches_engine_equals_masked_reference(options):
     x = model.embed(torch.randn(3, 3, 80, 112))
     with torch.no_grad():
         model.execution = 'adaptive'
-        fast = model.forward_states(x, list(range(12)))
+        fast = model.forward_tokens(x, list(range(12)))
         depth = model.stats.token_maps['depth']
         model.execution = 'masked'
-        ref = model.forward_states(x, list(range(12)))
+        ref = model.forward_tokens(x, list(range(12)))
     for a, b in zip(fast, ref):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
     early = torch.cat([torch.zeros(3, 1, dtype=torch.bool), depth.flatten(1) < 12], 1)  # (B, N)

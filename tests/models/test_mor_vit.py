@@ -128,7 +128,7 @@ def test_engine_equals_masked_dense_reference(case, monkeypatch):
     tokens = model.embed(torch.randn(3, 3, 80, 112))  # 5 x 7 = 35 patch tokens
     steps = list(range(model.depth))
     with torch.set_grad_enabled(grad):
-        fast = model.forward_states(tokens, steps)
+        fast = model.forward_tokens(tokens, steps)
     with torch.no_grad():
         ref, masks, bces = reference(model, tokens)
     for s, (a, b) in enumerate(zip(fast, ref)):
@@ -146,7 +146,7 @@ def test_engine_equals_masked_dense_reference(case, monkeypatch):
         assert [s.keys for s in model.stats.blocks[1:-1]] == queries[1:-1]  # keys = the chosen tokens
         assert 'loss_router_bce' not in model.stats.aux_losses  # eval: the training term is not computed
         with torch.no_grad():
-            model.train().forward_states(tokens, steps)  # the same selection (no drop path here)
+            model.train().forward_tokens(tokens, steps)  # the same selection (no drop path here)
         torch.testing.assert_close(model.stats.aux_losses['loss_router_bce'], 1e-3 * torch.stack(bces).mean())
     else:
         counts = {m.sum().item() for m in masks[1]}
@@ -183,7 +183,7 @@ def test_cls_continues_even_when_the_router_ranks_it_last(monkeypatch):
             router.weight.copy_(-e[None])
             router.bias.fill_(40.0)  # every gate ~ alpha, so CLS visibly moves
         tokens = model.embed(torch.randn(1, 3, 64, 64))
-        states = model.forward_states(tokens, list(range(12)))
+        states = model.forward_tokens(tokens, list(range(12)))
         scores = [model.routers[0](states[s][0]).squeeze(-1) for s in range(11)]
     assert all(sc.argmin() == 0 for sc in scores)  # the router ranks CLS last before every recursion
     assert [s.queries for s in model.stats.blocks] == [17] + [3] * 10 + [17]  # 1 CLS + ceil(0.1 * 16)
@@ -197,7 +197,7 @@ def test_gate_formula():
     model = build(num_recursions=1, router_alpha=0.3)
     tokens = model.embed(torch.randn(2, 3, 48, 64))
     with torch.no_grad():
-        x0, x1 = model.forward_states(tokens, [0, 1])
+        x0, x1 = model.forward_tokens(tokens, [0, 1])
         g = 0.3 * torch.sigmoid(model.routers[0](x0))
         torch.testing.assert_close(x1, x0 + g * (model.blocks[1](x0) - x0))
     assert model.stats.scalars['gate/mean'].item() == pytest.approx(g.mean().item(), rel=1e-5)
@@ -235,7 +235,7 @@ def test_token_choice_depths_losses_and_gradients():
     model = build(routing='token_choice', balance_loss_weight=0.2, z_loss_weight=1e-3)
     images = torch.randn(2, 3, 64, 96)
     with torch.no_grad():
-        x0 = model.forward_states(model.embed(images), [0])[0]
+        x0 = model.forward_tokens(model.embed(images), [0])[0]
         z = model.router(x0)[:, 1:]
         model(images)
     depth = z.argmax(-1) + 1
@@ -372,7 +372,7 @@ def mor_with_linear_scores(scores):
 def test_exact_ties_break_by_position():
     model, x = mor_with_linear_scores(torch.zeros(1, 16))  # every token scores the same
     with torch.no_grad():
-        model.forward_states(x, [model.depth - 1])
+        model.forward_tokens(x, [model.depth - 1])
     assert model.stats.token_maps['recursions'][0].tolist() == [3, 3, 2, 2, 1, 1, 1, 1] + [0] * 8
 
 
@@ -387,14 +387,17 @@ def test_mor_additive_update():
             block = model.blocks[1](first)
             mid = first + g * block if update == 'additive' else first + g * (block - first)
             expected = model.blocks[2](mid)
-            got = model.forward_states(x, [2])[0]
+            got = model.forward_tokens(x, [2])[0]
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
 def chosen(model, x):
     from mmrecvit.models.mor_vit import ExpertChoice
+    from mmrecvit.models.plan import Forward
+    from mmrecvit.models.token_adaptive import capacity_tokens
 
-    active, _ = ExpertChoice(model, x).select(0, x)
+    k = capacity_tokens(model.capacity_schedule[0], x.shape[1] - 1)
+    active, _ = ExpertChoice(model, x, Forward((1, x.shape[1] - 1))).select(0, x, k)
     return active.index
 
 

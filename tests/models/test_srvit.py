@@ -16,7 +16,7 @@ TINY = dict(arch='tiny', embed_dim=32, num_heads=2, img_size=64)
 
 
 def build(**kwargs):
-    return SRViT(**{**TINY, 'num_blocks': 6, **kwargs})
+    return SRViT(**{**TINY, 'depth': 6, **kwargs})
 
 
 def randomize_method_parameters(model, seed=3):
@@ -100,7 +100,7 @@ def test_checkpoint_of_another_depth_is_an_error(tmp_path):
     vit = VisionTransformer(img_size=64, patch_size=16, embed_dim=32, depth=6, num_heads=2, num_classes=0)
     torch.save(vit.state_dict(), tmp_path / 'six.pth')
     model = SRViT(**TINY, num_recursions=2, pretrained=str(tmp_path / 'six.pth'))
-    with pytest.raises(ValueError, match='6-block checkpoint onto SRViT with num_blocks=12'):
+    with pytest.raises(ValueError, match='6-block checkpoint onto SRViT with depth=12'):
         model.init_weights()
 
 
@@ -247,16 +247,17 @@ def test_fewer_eval_recursions_load_strictly_and_renormalise_the_router(tmp_path
 # ---- schedule, statistics, memory --------------------------------------------------------------------------------
 def test_applications_are_scheduled_and_indexed_by_step(monkeypatch):
     model = build(num_recursions=[2, 3, 1, 2], drop_path_rate=0.1).train()
-    assert model.depth == len(model.schedule) == len(model.drop_path_rates) == 2 * 2 + 3 * 2 + 1 + 2
+    assert model.num_steps == len(model.schedule) == len(model.drop_path_rates) == 2 * 2 + 3 * 2 + 1 + 2
+    assert model.depth == 6  # the layers: each unit runs its layers in place
     assert model.schedule[:6] == [0, 1, 0, 1, 2, 3]  # unit 0 (blocks 0, 1) twice, then unit 1 (blocks 2, 3)
     calls = []
-    run_block = model.run_block
+    apply_block = model.apply_block
 
     def spy(block, x, step):
-        calls.append((step, next(i for i, b in enumerate(model.blocks) if b is block)))
-        return run_block(block, x, step)
+        calls.append((step.index, next(i for i, b in enumerate(model.blocks) if b is block)))
+        return apply_block(block, x, step)
 
-    monkeypatch.setattr(model, 'run_block', spy)
+    monkeypatch.setattr(model, 'apply_block', spy)
     model(torch.randn(1, 3, 32, 32))
     assert calls == list(enumerate(model.schedule))
     assert len(model.stats.blocks) == len(calls)
@@ -298,7 +299,7 @@ def test_eval_memory_stays_flat_in_the_number_of_steps(kwargs):
     (dict(unit_sizes=[4, 4, 2]), ValueError, ['unit_sizes', 'sum', '12', '10']),
     (dict(unit_sizes=[4, 4, 0, 4]), ValueError, ['unit_sizes[2]']),
     (dict(unit_sizes=4), TypeError, ['unit_sizes', 'list']),
-    (dict(num_blocks=8), ValueError, ['unit_sizes', 'num_blocks=8']),
+    (dict(depth=8), ValueError, ['unit_sizes', 'depth=8']),
     (dict(num_recursions=0), ValueError, ['num_recursions', '[1, inf]']),
     (dict(num_recursions=[4, 4]), ValueError, ['num_recursions', '4 ints']),
     (dict(num_recursions=2.0), TypeError, ['num_recursions', 'an int or a list of 4 ints']),

@@ -4,7 +4,7 @@ import torch
 from backbone_cases import masked_attention
 
 from mmrecvit.models.layers import Block
-from mmrecvit.models.token_adaptive import DepthPlan, KVCache, TokenSubset, run_subset
+from mmrecvit.models.token_adaptive import DepthSubsets, KVCache, TokenSubset, run_subset
 
 D, H = 32, 2
 
@@ -133,7 +133,7 @@ def test_varying_active_counts_equal_one_image_at_a_time(cached):
 
 def test_depth_plan_subsets():
     depth = torch.tensor([[4, 1, 2, 4, 3, 1], [1, 1, 2, 1, 1, 1]])
-    plan = DepthPlan(depth, 4)
+    plan = DepthSubsets(depth, 4)
     for s in range(4):
         attending = (depth > s).any(1, keepdim=True)
         assert torch.equal(plan.active(s).mask(), depth > s)
@@ -152,7 +152,7 @@ def test_kv_cache_projects_each_frozen_token_once_per_weight_set():
     depth = torch.randint(1, L + 1, (B, N))
     depth[:, 0] = L  # one token at full depth per image (like CLS)
     x0 = torch.randn(B, N, D)
-    plan, cache, x, ref = DepthPlan(depth, L), KVCache(), x0, x0
+    plan, cache, x, ref = DepthSubsets(depth, L), KVCache(), x0, x0
     with torch.no_grad():
         for s, block in enumerate(schedule):
             new = cache.update(block, x, plan.exited(s), plan.frozen(s))

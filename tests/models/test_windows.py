@@ -76,21 +76,22 @@ def test_window_attention_equals_the_masked_dense_reference(name, kwargs, train,
 
 def test_the_schedule_decides_which_steps_are_windowed():
     model = BACKBONES['PlainViT'](**BACKBONE_CASES['PlainViT'], window_size=2)
-    model._grid = (4, 4)
-    assert [model.window_for(t) is None for t in range(4)] == [True, True, True, True]  # 4 blocks: all stage ends
+    assert [model.windows(t, (4, 4)) is None for t in range(4)] == [True, True, True, True]  # 4 blocks: all stage ends
     model = BACKBONES['PlainViT'](**{**BACKBONE_CASES['PlainViT'], 'depth': 8}, window_size=2)
-    model._grid = (4, 4)
-    assert [model.window_for(t) is None for t in range(8)] == [t in (1, 3, 5, 7) for t in range(8)]
+    assert [model.windows(t, (4, 4)) is None for t in range(8)] == [t in (1, 3, 5, 7) for t in range(8)]
     model.global_steps = (0,)
-    assert [model.window_for(t) is None for t in range(8)] == [t == 0 for t in range(8)]
+    assert [model.windows(t, (4, 4)) is None for t in range(8)] == [t == 0 for t in range(8)]
     srvit = BACKBONES['SRViT'](**BACKBONE_CASES['SRViT'], window_size=2)
-    assert srvit.default_global_steps() == srvit.out_indices  # the units' outputs
+    # the units' outputs: the last application of each output layer's block
+    assert [srvit.schedule[s] for s in srvit.default_global_steps()] == list(srvit.out_indices)
+    assert all(s == max(t for t, b in enumerate(srvit.schedule) if b == srvit.schedule[s])
+               for s in srvit.default_global_steps())
 
 
 @pytest.mark.parametrize('name', ['PlainViT', 'SRViT', 'ReViT', 'NaiveRecursiveViT'])
 def test_windowed_flops_equal_mmengine_and_drop(name):
     kwargs = dict(BACKBONE_CASES[name])
-    kwargs['depth' if name != 'SRViT' else 'num_blocks'] = 6 if name == 'SRViT' else 8
+    kwargs['depth'] = 6 if name == 'SRViT' else 8
     dense = BACKBONES[name](**kwargs).eval()
     windowed = BACKBONES[name](**kwargs, window_size=2).eval()
     x = torch.randn(1, 3, 128, 128)  # 8 x 8 patches: 16 windows

@@ -5,6 +5,6 @@ from mmrecvit.d2 import SRViT
 from .mask_rcnn_recvit_ti_toy_coco import dataloader, lr_multiplier, model, optimizer, train
 
 model.backbone.net._target_ = SRViT
-model.backbone.net.update(num_blocks=6, unit_sizes=(2, 2, 1, 1), num_recursions=4, timm_init='function')
+model.backbone.net.update(depth=6, unit_sizes=(2, 2, 1, 1), num_recursions=4, timm_init='function')
 
 __all__ = ['dataloader', 'lr_multiplier', 'model', 'optimizer', 'train']

@@ -1,0 +1,187 @@
+"""reViT's building blocks (SPEC §2): an FFN bank merged in weight space, and the depth router that programs it.
+
+At step t the FFN is the convex combination of E expert FFNs in weight space, `θ̄_t = Σ_e g_{t,e} θ_e` for each
+of W1, b1, W2, b2, with gates `g_t = softmax(ψ(s_t)/τ)` from the depth coordinate `s_t = t/(L-1)`; only the
+merged FFN runs. Parameter names follow timm with one leading expert axis: `mlp.fc1.weight` (E, 4D, D),
+`mlp.fc1.bias` (E, 4D), `mlp.fc2.*`; the router is `router.fc1`/`router.fc2`.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from timm.layers import trunc_normal_
+from torch import Tensor, nn
+
+
+def depth_coordinates(num_steps: int) -> list[float]:
+    """The normalised depth grid `s_t = t/(L-1)`, t = 0..L-1 (SPEC §2), as Python floats.
+
+    Python division is correctly rounded, so k/(K-1) of a renumbered step and t/(L-1) of the same rational
+    coordinate are the same float: equal coordinates share one gate row and one merge.
+    """
+    return [t / (num_steps - 1) for t in range(num_steps)]
+
+
+def out_depth_to_step(out_depth: float, num_steps: int) -> int:
+    """Step index of the output at normalised depth d for L steps: `max(1, floor(d*L)) - 1` (the deprecated
+    `out_depths` of reViT; `out_indices` are layers)."""
+    return max(1, math.floor(out_depth * num_steps + 1e-9)) - 1
+
+
+class MergedFfn(NamedTuple):
+    """Merged FFN weights; leading dims are those of the gates that made them (none, or (L,))."""
+
+    fc1_weight: Tensor  # (..., H, D)
+    fc1_bias: Tensor    # (..., H)
+    fc2_weight: Tensor  # (..., D, H)
+    fc2_bias: Tensor    # (..., D)
+
+    def at(self, i: int) -> MergedFfn:
+        return MergedFfn(*(w[i] for w in self))
+
+
+class ExpertLinear(nn.Module):
+    """E stacked linear layers, `weight` (E, out, in) and `bias` (E, out); only their mix is run."""
+
+    def __init__(self, num_experts: int, in_features: int, out_features: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(num_experts, out_features, in_features))
+        self.bias = nn.Parameter(torch.zeros(num_experts, out_features))
+        trunc_normal_(self.weight, std=0.02)  # each expert as a timm Linear
+
+    def merge(self, gates: Tensor) -> tuple[Tensor, Tensor]:
+        """gates (..., E) -> weight (..., out, in), bias (..., out): `Σ_e g_e θ_e`."""
+        # (..., E) @ (E, out*in) -> (..., out*in) -> (..., out, in)
+        weight = (gates @ self.weight.flatten(1)).unflatten(-1, self.weight.shape[1:])
+        return weight, gates @ self.bias
+
+
+class ExpertMlp(nn.Module):
+    """The expert FFN bank: GELU MLPs with weights `fc1`/`fc2` stacked over E experts."""
+
+    def __init__(self, dim: int, hidden_dim: int, num_experts: int) -> None:
+        super().__init__()
+        self.num_experts = num_experts
+        self.fc1 = ExpertLinear(num_experts, dim, hidden_dim)
+        self.act = nn.GELU()
+        self.fc2 = ExpertLinear(num_experts, hidden_dim, dim)
+
+    def merge(self, gates: Tensor) -> MergedFfn:
+        """gates (..., E) -> the convex combination of the experts' W1, b1, W2, b2 (SPEC §2)."""
+        return MergedFfn(*self.fc1.merge(gates), *self.fc2.merge(gates))
+
+    def merge_macs(self) -> int:
+        """Multiply-accumulates of one merge (one gate row): E per FFN parameter."""
+        return self.num_experts * sum(p[0].numel() for p in self.parameters())
+
+    def forward(self, x: Tensor, ffn: MergedFfn) -> Tensor:
+        """Run one merged FFN, (B, N, D) -> (B, N, D)."""
+        return F.linear(self.act(F.linear(x, ffn.fc1_weight, ffn.fc1_bias)), ffn.fc2_weight, ffn.fc2_bias)
+
+
+class DepthRouter(nn.Module):
+    """ψ: depth coordinate s -> E expert logits (Linear 1->hidden, SiLU, Linear hidden->E).
+
+    `fc1` keeps PyTorch's default init (U(-1, 1) for one input, our decision) so its hidden units are distinct
+    functions of s in [0, 1]; `fc2` is zero: uniform gates at initialisation (SPEC §2).
+    """
+
+    def __init__(self, num_experts: int, hidden_dim: int = 16) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(1, hidden_dim)
+        self.act = nn.SiLU()
+        self.fc2 = nn.Linear(hidden_dim, num_experts)
+        nn.init.zeros_(self.fc2.weight)
+        nn.init.zeros_(self.fc2.bias)
+
+    def forward(self, coords: Tensor) -> Tensor:
+        """(U,) coordinates -> (U, E) logits."""
+        return self.fc2(self.act(self.fc1(coords.unsqueeze(-1))))
+
+
+def programmed_router(hidden: int, num_experts: int, num_steps: int, gate: float,
+                      dtype: torch.dtype) -> dict[str, Tensor]:
+    """`DepthRouter` weights whose gates program depth like a stack of E groups of blocks: step t of the
+    L-step grid puts `gate` on expert floor(t E / L), the rest spread over the others.
+
+    The hidden layer becomes soft steps SiLU(k (s - c_j)) at centres c_j spread over [0, 1] (steep enough to
+    switch between neighbouring grid points), and the output layer, linear in its weights, is solved by ridge
+    least squares: no training, deterministic.
+    """
+    E, L = num_experts, num_steps
+    centres = torch.linspace(-0.5 / (L - 1), 1 + 0.5 / (L - 1), hidden, dtype=torch.float64)
+    steep = 4.0 * (L - 1)
+    fc1_weight, fc1_bias = torch.full((hidden, 1), steep, dtype=torch.float64), -steep * centres
+    target = torch.full((L, E), (1 - gate) / (E - 1), dtype=torch.float64)
+    target[torch.arange(L), torch.arange(L) * E // L] = gate
+    coords = torch.tensor(depth_coordinates(L), dtype=torch.float64).unsqueeze(1)
+    design = torch.cat([F.silu(coords @ fc1_weight.T + fc1_bias), torch.ones(L, 1, dtype=torch.float64)], 1)
+    logits = target.log() - target.log().mean(1, keepdim=True)
+    # (design^T design + r I) solution = design^T logits: the minimum-norm fit, kept small by r.
+    gram = design.T @ design + 1e-6 * torch.eye(hidden + 1, dtype=torch.float64)
+    solution = torch.linalg.solve(gram, design.T @ logits)  # (hidden + 1, E)
+    return {'router.fc1.weight': fc1_weight.to(dtype), 'router.fc1.bias': fc1_bias.to(dtype),
+            'router.fc2.weight': solution[:-1].T.contiguous().to(dtype),
+            'router.fc2.bias': solution[-1].contiguous().to(dtype)}
+
+
+def sample_kept_steps(batch: int, num_steps: int, drop_rate: float) -> Tensor:
+    """(B, L) bool: per image, the steps that survive step dropout with `drop_rate`, at least 2 (SPEC §2's
+    elastic depth; when fewer survive, the missing ones are drawn uniformly from the image's dropped steps)."""
+    keep = torch.rand(batch, num_steps) >= drop_rate
+    # Kept steps rank first, then the dropped ones in random order: top-2 tops up short rows.
+    top2 = (torch.rand(batch, num_steps) + keep.float()).topk(2, dim=1).indices
+    short = keep.sum(1) < 2
+    keep[short] = keep[short].scatter(1, top2[short], True)
+    return keep
+
+
+def image_groups(kept: Tensor, layers: Sequence[int]) -> tuple[list[float], list[dict], list[dict], list[int]]:
+    """Step dropout's schedule: (coords, runs, reads, counts) for a (B, L) kept mask and requested `layers`.
+
+    Each image runs its K kept steps as a K-step reViT: kept step k gets coordinate k/(K-1) (re-spread), and
+    requested layer i of L is read at its kept step number max(1, floor((i+1)K/L)). coords lists the distinct
+    coordinates (the nominal L-grid first); runs[t] maps a coordinate row to the images applying step t with
+    it, reads[t] an output to the images read after step t (None: the whole batch), counts[u] the (image, step)
+    applications of row u.
+    """
+    batch, num_steps = kept.shape
+    coords = depth_coordinates(num_steps)
+    row = {c: u for u, c in enumerate(coords)}
+    counts = [0] * num_steps
+    runs: list[dict[int, list[int]]] = [{} for _ in range(num_steps)]
+    reads: list[dict[int, list[int]]] = [{} for _ in range(num_steps)]
+    for b, mask in enumerate(kept.tolist()):
+        steps = [t for t, k in enumerate(mask) if k]
+        K = len(steps)
+        targets = [steps[max(1, (i + 1) * K // num_steps) - 1] for i in layers]
+        for j, t in enumerate(targets):
+            reads[t].setdefault(j, []).append(b)
+        for k, t in enumerate(steps):
+            if t > max(targets):
+                break
+            u = row.setdefault(k / (K - 1), len(coords))  # s_k = k/(K-1): coordinates re-spread
+            if u == len(coords):
+                coords.append(k / (K - 1))
+                counts.append(0)
+            counts[u] += 1
+            runs[t].setdefault(u, []).append(b)
+
+    def whole(groups: dict[int, list[int]]) -> dict[int, list[int] | None]:  # None: every image, in batch order
+        return {key: None if len(images) == batch else images for key, images in groups.items()}
+
+    return coords, [whole(r) for r in runs], [whole(r) for r in reads], counts
+
+
+def take_images(x: Tensor, index: Tensor | None) -> Tensor:
+    """Rows `index` of `x` (the images of a group, `image_groups`); None: all rows."""
+    return x if index is None else x.index_select(0, index)
+
+
+def put_images(dst: Tensor, index: Tensor | None, src: Tensor) -> Tensor:
+    """Rows `index` of `dst` replaced by `src`, out of place (autograd-safe); None: all rows."""
+    return src if index is None else dst.index_copy(0, index, src)

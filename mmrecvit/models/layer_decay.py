@@ -1,0 +1,54 @@
+"""Layer-wise learning-rate decay that understands recursion: free functions over layer positions (STYLE 12).
+
+As detectron2's `get_vit_lr_decay_rate`, a parameter's learning-rate factor is `rate ** (num_layers - depth)`
+from its layer depth; what recursion adds is how a depth is found. A backbone says only where its modules
+run (`ViTBackbone.layer_positions`, by default read from its full plan: module -> the layer position of
+every block application that runs it, 1-based); these functions do the rest, for the mm and the d2
+adapter alike.
+
+The rule (our decision; BEiT/ViTDet's for a plain ViT, extended to recursion):
+
+* embeddings (the patch embedding, CLS, positions): depth 0.
+* a parameter of a module that block applications at positions p_1..p_k run: the mean (p_1 + ... + p_k) / k.
+  A block used once keeps the plain-ViT depth, so PlainViT (and SR-ViT at T=1) get exactly BEiT's groups.
+  For a shared block the mean gives it the geometric mean of the lr scales its k applications would get as
+  separate layers: neither extreme wins. The first application (min) would give reViT's one block, i.e.
+  nearly the whole backbone, the embeddings' rate (0.65^12 = 0.006: frozen); the last (max) would switch the
+  decay off. The mean does not depend on the decay rate.
+* everything else (routers, rankers, step transforms, a final norm): `num_layers`, lr scale 1 as the neck and
+  heads. These method parameters are not in a pretrained checkpoint (SPEC §6 keeps them at zero/small
+  initialisation): nothing pretrained to preserve, and a zero-initialised router at rate^k would hardly leave
+  its initialisation.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+# Parameters that form the input tokens: depth 0 (names or module prefixes).
+EMBEDDING_PARAMETERS = ('patch_embed', 'cls_token', 'pos_embed')
+
+
+def num_layers(positions: Mapping[str, Sequence[int]]) -> int:
+    """Length of the layer scale: 1 + the highest layer position (L + 1 for L layers)."""
+    return 1 + max(max(p) for p in positions.values())
+
+
+def layer_depth(name: str, positions: Mapping[str, Sequence[int]],
+                embeddings: Iterable[str] = EMBEDDING_PARAMETERS) -> float:
+    """Layer depth in [0, `num_layers(positions)`] of the parameter `name` (the module docstring's rule); a
+    float, an integer value for parameters used at one position."""
+    def under(prefix: str) -> bool:
+        return name == prefix or name.startswith(prefix + '.')
+
+    if any(under(p) for p in embeddings):
+        return 0.0
+    owners = [m for m in positions if under(m)]
+    if not owners:
+        return float(num_layers(positions))
+    used = positions[max(owners, key=len)]  # the innermost listed module
+    return sum(used) / len(used)
+
+
+def lr_scale(rate: float, depth: float, num_layers: int) -> float:
+    """The learning-rate factor of a parameter at `depth`: rate ** (num_layers - depth) (BEiT/ViTDet)."""
+    return rate ** (num_layers - depth)

@@ -1,0 +1,78 @@
+"""README "Adding a method": a small 7th method written as the README says gets the FLOP model, the compute knob,
+the mm, detectron2 and timm registrations and ONNX export with no further code (issue 27, item 7).
+
+The method and the checks run in a fresh process: a registered backbone stays registered, and the suite's other
+tests enumerate the six."""
+import sys
+
+import pytest
+from helpers import run
+
+# The whole method, as a user writes it (README "Adding a method"): its blocks, its plan and its timm key map.
+METHOD = '''
+from torch import nn
+
+from mmrecvit.models import ViTBackbone, register_backbone
+from mmrecvit.models.arguments import resolve_arch
+from mmrecvit.models.checkpoint import pick_or_average_blocks, split_timm_blocks
+
+
+@register_backbone('halvesvit')
+class HalvesViT(ViTBackbone):
+    """Two unique blocks: block 0 runs the first half of the layers, block 1 the second half."""
+
+    def __init__(self, arch='small', embed_dim=None, depth=None, num_heads=None, **kwargs):
+        super().__init__(**resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads), **kwargs)
+        self.blocks = nn.ModuleList(self.make_block() for _ in range(2))
+
+    def plan(self, setting, grid, layers):  # setting: the first K layers (the compute knob's baseline)
+        return self.dense_plan([2 * t // self.depth for t in range(setting)], grid, layers)
+
+    def convert_timm_state_dict(self, state_dict):
+        rest, blocks = split_timm_blocks(state_dict)
+        n = len(blocks)
+        halves = [list(range(n // 2)), list(range(n // 2, n))]
+        rest.update(pick_or_average_blocks(blocks, halves, 'average', prefix='blocks'))
+        return rest
+'''
+
+CHECKS = '''
+import sys, tempfile
+import torch
+sys.path.insert(0, sys.argv[1])
+import mmrecvit, timm
+from halves import HalvesViT
+from mmrecvit import deploy
+from mmrecvit.mm.complexity import traced_flops
+
+kwargs = dict(arch='tiny', embed_dim=32, num_heads=2, depth=4, img_size=64)
+model = HalvesViT(**kwargs).eval()
+assert model.schedule == [0, 0, 1, 1] and model.layer_depth('blocks.1.mlp.fc1.weight') == 3.5
+x = torch.randn(1, 3, 64, 80)
+traced = traced_flops(model, (x,))  # the traced forward fills model.stats
+assert abs(traced - model.stats.flops) <= 1e-9 * traced and traced > 0, (traced, model.stats.flops)  # as mmengine
+full = model.stats.flops
+with torch.no_grad():
+    model(x, compute=0.5)
+assert len(model.stats.blocks) < 4 and model.stats.flops <= 0.5 * full  # the compute knob: fewer layers
+from mmdet.registry import MODELS as DET
+from mmseg.registry import MODELS as SEG
+from mmpretrain.registry import MODELS as CLS
+assert all(r.get('HalvesViT') is HalvesViT for r in (DET, SEG, CLS))
+import mmrecvit.d2
+from detectron2.modeling import BACKBONE_REGISTRY
+assert BACKBONE_REGISTRY.get('HalvesViT').core is HalvesViT
+assert mmrecvit.d2.D2_BACKBONES['HalvesViT'](**kwargs)(x)['step3'].shape == (1, 32, 4, 5)
+assert timm.create_model('halvesvit_tiny_patch16_224', num_classes=3)(torch.randn(1, 3, 224, 224)).shape == (1, 3)
+path = deploy.export_onnx(model, torch.randn(1, 3, 64, 64), tempfile.mkdtemp() + '/halves.onnx', 16, dynamic=True)
+assert deploy.parity_ok(deploy.onnx_parity(model, path, [(64, 64), (96, 128)]))
+print('seventh method: ok')
+'''
+
+
+@pytest.mark.subprocess
+def test_a_seventh_method_gets_flops_the_knob_every_registration_and_export(tmp_path):
+    assert len(METHOD.strip().splitlines()) <= 60
+    (tmp_path / 'halves.py').write_text(METHOD)
+    res = run([sys.executable, '-c', CHECKS, str(tmp_path)])
+    assert res.returncode == 0 and 'seventh method: ok' in res.stdout, res.stdout[-2000:] + res.stderr[-3000:]
