@@ -105,6 +105,10 @@ fi
   echo 'gives the exact command, the machine and its load, and what was timed. FLOPs: 2 x multiply-accumulates'
   echo '(mmrecvit/models/flops.py), per image, only the work each forward really did. Timings on a shared'
   echo 'machine vary by 5-10 % between repeats (the IQR column): ratios within +-3 % are ties.'
+  if [[ -f "$OUT/targets.md" ]]; then  # the hand-kept summary of the targets, first
+    echo
+    cat "$OUT/targets.md"
+  fi
   for name in "${NAMES[@]}"; do
     [[ -f "$OUT/$name.md" ]] || continue
     echo

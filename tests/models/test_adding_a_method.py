@@ -3,10 +3,12 @@ the mm, detectron2 and timm registrations and ONNX export with no further code (
 
 The method and the checks run in a fresh process: a registered backbone stays registered, and the suite's other
 tests enumerate the six."""
+import re
 import sys
+from pathlib import Path
 
 import pytest
-from helpers import run
+from helpers import REPO, run
 
 # The whole method, as a user writes it (README "Adding a method"): its blocks, its plan and its timm key map.
 METHOD = '''
@@ -76,3 +78,14 @@ def test_a_seventh_method_gets_flops_the_knob_every_registration_and_export(tmp_
     (tmp_path / 'halves.py').write_text(METHOD)
     res = run([sys.executable, '-c', CHECKS, str(tmp_path)])
     assert res.returncode == 0 and 'seventh method: ok' in res.stdout, res.stdout[-2000:] + res.stderr[-3000:]
+
+
+def test_the_readme_shows_this_method_in_at_most_15_lines():
+    readme = Path(REPO, 'README.md').read_text()
+    section = readme.split('## Adding a method\n', 1)[1].split('\n## ', 1)[0].strip()
+    assert len(section.splitlines()) <= 15
+    snippet = re.search(r'```python\n(.*?)```', section, re.S).group(1)
+    for line in snippet.splitlines():
+        code = line.split('  #')[0].rstrip()
+        if code and not code.endswith('...'):  # the README elides the key map's body
+            assert code in METHOD, code
