@@ -10,6 +10,7 @@ are skipped, so the plain-PyTorch core stays usable without them.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import logging
@@ -36,13 +37,25 @@ def _forward_logs_to_mmengine() -> None:
         logger.setLevel(logging.INFO)
 
 
+@functools.cache
+def installed_scopes() -> tuple[str, ...]:
+    """The frameworks of `SCOPES` that are installed (looked up once)."""
+    return tuple(scope for scope in SCOPES if importlib.util.find_spec(scope) is not None)
+
+
+def _put(registry, name: str, cls: type) -> None:
+    """Register `cls` as `name` unless it already is (module_dict: `get()` would import all of mmdet.models)."""
+    if registry.module_dict.get(name) is not cls:
+        registry.register_module(name=name, module=cls)
+
+
 def register_all() -> list[str]:
     """Register into each installed framework; returns the scopes registered.
 
     Runs on every `import mmrecvit`, also for the plain-PyTorch core alone: what needs mmengine
     (our hooks, the optimizer constructor, mmengine's logger) is imported only once it is found.
     """
-    scopes = [scope for scope in SCOPES if importlib.util.find_spec(scope) is not None]
+    scopes = list(installed_scopes())
     if importlib.util.find_spec('mmengine') is None:  # the core alone (no framework runs without it)
         return []
     from mmengine.registry import MODELS
@@ -54,8 +67,7 @@ def register_all() -> list[str]:
 
     # norm_cfg types are looked up by mmcv's build_norm_layer from the current scope up to the root
     for name, cls in NORM_LAYERS.items():
-        if MODELS.module_dict.get(name) is not cls:
-            MODELS.register_module(name=name, module=cls)
+        _put(MODELS, name, cls)
 
     for scope in scopes:
         registry = importlib.import_module(f'{scope}.registry')
@@ -63,9 +75,7 @@ def register_all() -> list[str]:
                              (registry.OPTIM_WRAPPER_CONSTRUCTORS, OPTIM_WRAPPER_CONSTRUCTORS),
                              (registry.TRANSFORMS, {'CheckSegMap': CheckSegMap})):
             for name, cls in classes.items():
-                # module_dict, not .get(): get() would import all of mmdet.models at import time.
-                if reg.module_dict.get(name) is not cls:
-                    reg.register_module(name=name, module=cls)
+                _put(reg, name, cls)
     on_register(_register_backbone)  # every backbone, also one registered later (`models.register_backbone`)
     _forward_logs_to_mmengine()
     return scopes
@@ -73,8 +83,5 @@ def register_all() -> list[str]:
 
 def _register_backbone(name: str, cls: type) -> None:
     """A backbone into every installed framework's MODELS registry."""
-    for scope in SCOPES:
-        if importlib.util.find_spec(scope) is not None:
-            registry = importlib.import_module(f'{scope}.registry').MODELS
-            if registry.module_dict.get(name) is not cls:  # module_dict: get() would import all of mmdet.models
-                registry.register_module(name=name, module=cls)
+    for scope in installed_scopes():
+        _put(importlib.import_module(f'{scope}.registry').MODELS, name, cls)

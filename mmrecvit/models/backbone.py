@@ -37,6 +37,7 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
       same depth calls block i. `out_indices` are layers (negatives count from the end), the same for all
       six backbones, so a config that swaps only `type=` reads the same levels; a forward that runs K of
       the L layers (the compute knob, reViT at another depth) reads layer i at `plan.rescaled_layers`.
+      (Issue 27 corrects SPEC's notation, where L / depth counts block applications: those are `num_steps`.)
     * **block**: one unique set of block parameters (`blocks.{i}`); `num_blocks` counts them.
     * **step** (application): one run of a block, numbered t = 0..`num_steps`-1 in execution order.
       Stochastic depth, window layout (`global_steps`) and activation checkpointing follow steps. A layer

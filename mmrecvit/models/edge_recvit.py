@@ -31,7 +31,7 @@ from .checks import check_bool, check_choice, check_float, check_int
 from .compute import largest_within
 from .flops import BlockWork, linear_work
 from .numerics import full_precision
-from .plan import Forward, Plan, Step, step_work
+from .plan import Forward, Plan, Step
 from .registry import register_backbone
 from .token_adaptive import DepthSubsets, KVCache, TokenSubset, run_subset, subset_work
 
@@ -154,11 +154,10 @@ class EdgeRecViT(ViTBackbone):
                      for name, fc in (('fc1', self.ranker.fc1), ('fc2', self.ranker.fc2)))
         blocks = [HEAD] + [SHARED] * (self.depth - 2) + [TAIL]
         if setting is None:
-            works = [step_work(self.blocks[b], tokens, self.windows(s, grid)) for s, b in enumerate(blocks)]
-        else:
-            per_image = [self._steps_of_image([alive[b] for alive in setting], tokens, grid)
-                         for b in range(len(setting[0]))]
-            works = [_mean_work(step) for step in zip(*per_image)]
+            return dataclasses.replace(self.dense_plan(blocks, grid, layers), head=head).until_outputs()
+        per_image = [self._steps_of_image([alive[b] for alive in setting], tokens, grid)
+                     for b in range(len(setting[0]))]
+        works = [_mean_work(step) for step in zip(*per_image)]
         steps = tuple(Step(s, s, b, w, self.windows(s, grid), self.drop_path_rates[s])
                       for s, (b, w) in enumerate(zip(blocks, works)))
         return Plan(steps, tuple(layers), final=self.depth - 1, head=head).until_outputs()

@@ -84,7 +84,9 @@ class ReViT(ViTBackbone):
         num_experts: E, expert FFNs in the bank (>= 1; E=1 is plain weight tying).
         router_hidden_dim: hidden width of the router ψ (16). router_temperature: τ of the gate softmax (1.0).
         out_indices: layers whose maps are returned (default: the stage ends, (2, 5, 8, 11) at L=12, the
-            normalised depths 0.25/0.5/0.75/1.0). (`out_depths`, deprecated: normalised depths in (0, 1].)
+            normalised depths 0.25/0.5/0.75/1.0). Issue 27 corrects SPEC §2, which names outputs by normalised
+            depth: they are layers as in every backbone, kept as normalised depths so they keep their relative
+            depth when L changes (SPEC's reason). (`out_depths`, deprecated: normalised depths in (0, 1].)
         step_drop_rate: elastic-depth training, per-image probability of dropping a whole step (0.3; 0
             disables it). Ignored in eval mode.
         balance_loss_weight, z_loss_weight, diversity_loss_weight: weights of the auxiliary losses (1e-2, 1e-3,

@@ -173,7 +173,8 @@ class SRViT(ViTBackbone):
             `num_heads` override the table.
         depth: L, the layers: the unique blocks (DeiT's layers, block i <- DeiT block i). Each unit runs its
             layers `num_recursions` times in place, so the model has `num_steps` = sum_u unit_sizes[u] * T_u
-            block applications (48 for S with T = 4). (`num_blocks`, deprecated, is the same number.)
+            block applications (48 for S with T = 4; SPEC's L, which issue 27 renames). (`num_blocks`,
+            deprecated, is the same number.)
         unit_sizes: blocks per recursion unit, consecutive and coarse to fine, summing to `depth`. Default
             (SPEC §1 decision): [4, 4, 2, 2] for 12, the same proportions [n/3, n/3, n/6, n/6] for any n
             divisible by 6 (our decision); otherwise required.
