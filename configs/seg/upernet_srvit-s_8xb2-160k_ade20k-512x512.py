@@ -7,3 +7,7 @@ _base_ = './_base_/upernet_vit_8xb2-160k_ade20k-512x512.py'
 model = dict(backbone=dict(
     type='SRViT', unit_sizes=(4, 4, 2, 2), num_recursions=4,
     timm_init='function'))  # from DeiT: the routers start on recursion 1 (weight 0.99): the model starts as DeiT
+recipe = dict(intended={  # this method's arguments (recipe_diff against the base's anchor)
+    'model.backbone.timm_init': 'which DeiT blocks start the shared ones (docs/methods/)',
+    'model.backbone.unit_sizes': "SR-ViT's recursion units",
+})

@@ -107,7 +107,8 @@ def test_toy_backbone_is_its_twins_at_toy_size(toy):
 @pytest.mark.parametrize('path', CONFIGS, ids=[rel(p) for p in CONFIGS])
 def test_a_method_config_sets_only_its_backbone(path):
     """A per-method config (real or toy) is its base with `model.backbone` merged in: everything else
-    (data, schedule, neck, heads) comes from the base, and the base's backbone arguments are kept."""
+    (data, schedule, neck, heads) comes from the base, and the base's backbone arguments are kept. Its
+    `recipe` may list only its backbone's arguments as intended differences (tools/analysis_tools/recipe_diff.py)."""
     base = base_of(path)
     if is_variant(path):
         assert base == path.replace('-elastic_', '_'), f'{rel(path)} must inherit its fixed-depth twin, not {rel(base)}'
@@ -116,7 +117,9 @@ def test_a_method_config_sets_only_its_backbone(path):
     assert ('_toy-' in path) == ('_toy-' in base), f'{rel(path)} inherits {rel(base)}'
     cfg, base_cfg = resolved(path), resolved(base)
     cfg['model'].pop('backbone'), base_cfg['model'].pop('backbone')
-    changed = ([k for k in differing_keys(cfg, base_cfg) if k != 'model']
+    added = set(cfg.get('recipe', {}).get('intended', {})) - set(base_cfg.get('recipe', {}).get('intended', {}))
+    assert all(k.startswith('model.backbone.') for k in added), f'{rel(path)} lists more than its backbone: {added}'
+    changed = ([k for k in differing_keys(cfg, base_cfg) if k not in ('model', 'recipe')]
                + [f'model.{k}' for k in differing_keys(cfg['model'], base_cfg['model'])])
     assert not changed, f'{rel(path)} changes more than model.backbone: {changed}'
     assert '_delete_' not in open(path).read(), f'{rel(path)}: merge into the base backbone, do not reset it'

@@ -10,3 +10,11 @@ model = dict(
     neck=dict(in_channels=embed_dim),
     decode_head=dict(in_channels=[embed_dim // 4, embed_dim // 2, embed_dim, embed_dim]),
     auxiliary_head=dict(in_channels=embed_dim))
+recipe = dict(intended={
+    'model.backbone.arch': 'base = DeiT-B: 768 wide, 12 heads, 12 layers',
+    'model.backbone.drop_path_rate': "ViT-Adapter's 0.3 for ViT-B",
+    'model.auxiliary_head.in_channels': 'ViT-B width',
+    'model.decode_head.in_channels': "the pyramid's widths at ViT-B",
+    'model.neck.in_channels': 'ViT-B width',
+    'embed_dim': 'ViT-B width',
+})

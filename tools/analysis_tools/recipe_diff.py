@@ -1,0 +1,169 @@
+"""Key-by-key differences between a recipe of ours and the anchor config it is written against.
+
+    python tools/analysis_tools/recipe_diff.py configs/seg/upernet_srvit-s_8xb2-160k_ade20k-512x512.py
+    python tools/analysis_tools/recipe_diff.py OURS mmseg::vit/vit_deit-s16_upernet_8xb2-160k_ade20k-512x512.py
+    python tools/analysis_tools/recipe_diff.py OURS --check   # exit 1 on a difference the recipe does not list
+
+Both configs are read from their own files (an anchor named `scope::path` from the installed package's
+`.mim/configs`, as mmengine's `mmseg::` bases are). A recipe states its anchor and its intended differences as
+data: `recipe = dict(anchor='scope::path', intended={'key pattern': 'why', ...})`, the patterns fnmatch-style
+over the keys printed here (a derived recipe adds entries: mmengine merges the dicts of its bases). Keys are
+dotted paths; a pipeline (a list of dicts with `type`) is matched step by step by type, so an inserted step is
+one difference (`train_pipeline.CheckSegMap`) rather than a shift of every index after it, and a step's
+parameters are `train_pipeline.RandomCrop.crop_size`. mmengine's registry bookkeeping (`_scope_`) is not a
+difference. `--check` also fails on a listed pattern that matches no difference (a stale entry).
+Written by hand because mmengine compares no two configs (one line: `Config.diff` shows text lines, not keys).
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from mmengine import Config
+
+ABSENT = '<absent>'
+ANCHOR_SCOPES = ('mmdet', 'mmseg', 'mmpretrain')
+
+
+def resolve(path: str) -> Path:
+    """`scope::rel/path.py` -> the installed package's `.mim/configs/rel/path.py`; a plain path as is."""
+    if '::' not in path:
+        file = Path(path)
+    else:
+        scope, rel = path.split('::', 1)
+        if scope not in ANCHOR_SCOPES:
+            raise ValueError(f'anchor {path!r}: unknown scope {scope!r}; allowed: {", ".join(ANCHOR_SCOPES)} '
+                             '(or a path to a config file)')
+        spec = importlib.util.find_spec(scope)
+        if spec is None or spec.origin is None:
+            raise ValueError(f'anchor {path!r}: package {scope!r} is not installed')
+        file = Path(spec.origin).parent / '.mim' / 'configs' / rel
+    if not file.is_file():
+        raise FileNotFoundError(f'config {path!r}: no such file ({file})')
+    return file
+
+
+def _is_pipeline(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(
+        isinstance(v, dict) and 'type' in v for v in value)
+
+
+def _step_names(steps: list[dict]) -> list[str]:
+    """Step types, with `#k` on the k-th repeat of a type (`Pad`, `Pad#2`)."""
+    seen: dict[str, int] = {}
+    names = []
+    for step in steps:
+        t = str(step['type'])
+        seen[t] = seen.get(t, 0) + 1
+        names.append(t if seen[t] == 1 else f'{t}#{seen[t]}')
+    return names
+
+
+def flatten(value: Any, prefix: str = '') -> dict[str, Any]:
+    """Nested dicts/lists -> {dotted key: leaf}; pipelines keyed by step type (see the module docstring)."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if k != '_scope_':
+                out.update(flatten(v, f'{prefix}.{k}' if prefix else str(k)))
+        return out
+    if _is_pipeline(value):
+        out = {}
+        for name, step in zip(_step_names(list(value)), value):
+            out.update(flatten(step, f'{prefix}.{name}'))
+        return out
+    if isinstance(value, (list, tuple)):
+        if any(isinstance(v, (dict, list, tuple)) for v in value):
+            out = {}
+            for i, v in enumerate(value):
+                out.update(flatten(v, f'{prefix}[{i}]'))
+            return out
+        return {prefix: list(value)}
+    return {prefix: value}
+
+
+def _pipelines(value: Any, prefix: str = '') -> dict[str, list[str]]:
+    """{pipeline key: its step names in order}, walking as `flatten` does."""
+    if _is_pipeline(value):
+        return {prefix: _step_names(list(value))}
+    items = value.items() if isinstance(value, dict) else (
+        ((f'[{i}]', v) for i, v in enumerate(value)) if isinstance(value, (list, tuple)) else ())
+    out: dict[str, list[str]] = {}
+    for k, v in items:
+        out.update(_pipelines(v, (f'{prefix}{k}' if k.startswith('[') else f'{prefix}.{k}') if prefix else k))
+    return out
+
+
+def diff(ours: dict[str, Any], anchor: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """{key: (ours, anchor)} for every key whose values differ (ABSENT where a side lacks it).
+
+    A pipeline step present on one side only is one entry, `<pipeline>.<Step>`, and its parameters are
+    not listed again; a reordering of the steps is an entry `<pipeline>` with both orders."""
+    a, b = flatten(ours), flatten(anchor)
+    out: dict[str, tuple[Any, Any]] = {}
+    one_sided: list[str] = []
+    steps_a, steps_b = _pipelines(ours), _pipelines(anchor)
+    for pipe in set(steps_a) & set(steps_b):
+        sa, sb = steps_a[pipe], steps_b[pipe]
+        for name in set(sa) ^ set(sb):
+            out[f'{pipe}.{name}'] = ('step' if name in sa else ABSENT, 'step' if name in sb else ABSENT)
+            one_sided.append(f'{pipe}.{name}.')
+        common = [s for s in sa if s in sb]
+        if common != [s for s in sb if s in sa]:
+            out[pipe] = (' > '.join(sa), ' > '.join(sb))
+    for key in sorted(set(a) | set(b)):
+        if any(key.startswith(p) for p in one_sided):
+            continue
+        va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
+        if va != vb:
+            out[key] = (va, vb)
+    return dict(sorted(out.items()))
+
+
+def recipe_of(cfg: Config, path: str) -> dict:
+    recipe = cfg.get('recipe')
+    if not isinstance(recipe, dict) or 'anchor' not in recipe:
+        raise ValueError(f'{path} is not a recipe: it has no `recipe = dict(anchor=..., intended={{...}})` '
+                         '(see tools/analysis_tools/recipe_diff.py)')
+    return recipe
+
+
+def compare(ours_path: str, anchor_path: str | None = None) -> tuple[dict, dict[str, str], dict[str, str]]:
+    """(differences, unlisted {key: ''}, stale {pattern: why}) of a recipe against its (or the given) anchor."""
+    ours = Config.fromfile(str(resolve(ours_path)))
+    recipe = recipe_of(ours, ours_path)
+    anchor = Config.fromfile(str(resolve(anchor_path or recipe['anchor'])))
+    intended = dict(recipe.get('intended', {}))
+    ours_dict = {k: v for k, v in ours.to_dict().items() if k != 'recipe'}
+    found = diff(ours_dict, anchor.to_dict())
+    unlisted = {k: '' for k in found if not any(fnmatch.fnmatchcase(k, p) for p in intended)}
+    stale = {p: why for p, why in intended.items() if not any(fnmatch.fnmatchcase(k, p) for k in found)}
+    return found, unlisted, stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('ours', help='a recipe of ours (a config with `recipe = dict(anchor=..., intended=...)`)')
+    parser.add_argument('anchor', nargs='?', help="the anchor config (default: the recipe's own anchor); "
+                        f"a path or `scope::path` with scope one of {', '.join(ANCHOR_SCOPES)}")
+    parser.add_argument('--check', action='store_true',
+                        help='exit 1 if a difference is not listed in the recipe or a listed one is not found')
+    args = parser.parse_args(argv)
+    found, unlisted, stale = compare(args.ours, args.anchor)
+    intended = recipe_of(Config.fromfile(str(resolve(args.ours))), args.ours).get('intended', {})
+    width = max((len(k) for k in found), default=0)
+    for key, (va, vb) in found.items():
+        why = next((w for p, w in intended.items() if fnmatch.fnmatchcase(key, p)), 'NOT LISTED')
+        print(f'{key:<{width}}  ours={va!r}  anchor={vb!r}  # {why}')
+    for pattern in stale:
+        print(f'STALE: {pattern!r} is listed as intended but matches no difference')
+    print(f'{len(found)} differences, {len(unlisted)} not listed, {len(stale)} stale entries')
+    return 1 if args.check and (unlisted or stale) else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
