@@ -37,3 +37,23 @@ param_scheduler = [
     dict(type='LinearLR', start_factor=1e-3, by_epoch=True, end=5, convert_to_iter_based=True),
     dict(type='CosineAnnealingLR', eta_min=1e-5, by_epoch=True, begin=5),
 ]
+
+# The anchor and every intended difference from it, as data (tools/analysis_tools/recipe_diff.py CONFIG --check).
+recipe = dict(anchor='mmpretrain::deit/deit-small_4xb256_in1k.py', intended={
+    'custom_imports.*': 'registers mmrecvit',
+    'custom_hooks.*': 'RecursionHook, RNGStateHook, TF32Hook (above)',
+    'default_hooks.checkpoint.type': 'AtomicCheckpointHook (above)',
+    'find_unused_parameters': 'stated (above)',
+    'randomness.*': 'seed 0 with diff_rank_seed (above)',
+    'embed_dim': 'a config variable of ours',
+    'model.backbone.type': 'an mmrecvit backbone',
+    'model.backbone.arch': 'small = DeiT-S (384 wide, 6 heads, 12 layers)',
+    'model.backbone.img_size': 'ours: 224 by default, any size at run time',
+    'model.backbone.patch_size': "ours: the arch's 16",
+    'model.backbone.out_type': 'the final CLS token after the final norm, as mmpretrain VisionTransformer',
+    'model.backbone.drop_path_rate': "the DeiT paper's 0.1 (mmpretrain's file leaves 0)",
+    'model.init_cfg*': "the backbones initialise themselves (above); mmpretrain's TruncNormal would overwrite it",
+    'param_scheduler.LinearLR.end': "the DeiT paper's 5 warm-up epochs (mmpretrain: 20)",
+    'param_scheduler.CosineAnnealingLR.begin': 'after the 5 warm-up epochs',
+    'train_dataloader.sampler.type': "DeiT's repeated augmentation",
+})
