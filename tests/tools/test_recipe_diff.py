@@ -15,16 +15,18 @@ sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
 import recipe_diff  # noqa: E402  (tools/analysis_tools/recipe_diff.py)
 
 SEG_RECIPES = sorted(glob.glob(osp.join(REPO, 'configs', 'seg', 'upernet_*-[sb]*_8xb2-*_ade20k-512x512.py')))
-CLS_RECIPES = sorted(glob.glob(osp.join(REPO, 'configs', 'cls', '*-small_4xb256_in1k.py')))
+CLS_RECIPES = sorted(glob.glob(osp.join(REPO, 'configs', 'cls', '*-small_*in1k.py')))  # from scratch, from DeiT
+# mmdet's projects/ViTDet (vendored, see recipe_diff.vendor_dir): the shared Mask R-CNN recipe
+DET_RECIPES = [osp.join(REPO, 'configs', 'det', '_base_', 'mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py')]
 
 
 def test_the_families_are_found():
-    assert (len(SEG_RECIPES), len(CLS_RECIPES)) == (21, 6)
+    assert (len(SEG_RECIPES), len(CLS_RECIPES)) == (21, 12)
 
 
-@pytest.mark.parametrize('path', SEG_RECIPES + CLS_RECIPES, ids=osp.basename)
+@pytest.mark.parametrize('path', SEG_RECIPES + CLS_RECIPES + DET_RECIPES, ids=osp.basename)
 def test_every_difference_from_the_anchor_is_listed_and_every_listed_one_exists(path):
-    found, unlisted, stale = recipe_diff.compare(path)
+    found, unlisted, stale, _ = recipe_diff.compare(path)
     assert found, 'a recipe of ours cannot equal its anchor'
     assert not unlisted, f'differences the recipe does not list: {sorted(unlisted)}'
     assert not stale, f'listed differences that are not found: {sorted(stale)}'
@@ -39,7 +41,7 @@ def test_every_difference_from_the_anchor_is_listed_and_every_listed_one_exists(
 def test_a_changed_value_is_an_unlisted_difference(tmp_path, change, key):
     ours = tmp_path / 'changed.py'
     ours.write_text(f"_base_ = '{SEG_RECIPES[0]}'\n{change}\n")
-    _, unlisted, _ = recipe_diff.compare(str(ours))
+    unlisted = recipe_diff.compare(str(ours)).unlisted
     assert key in unlisted
     assert recipe_diff.main([str(ours), '--check']) == 1
     assert recipe_diff.main([SEG_RECIPES[0], '--check']) == 0
@@ -62,3 +64,21 @@ def test_a_config_that_is_not_a_recipe_is_named(tmp_path):
     anchor = str(recipe_diff.resolve('mmseg::vit/vit_deit-s16_upernet_8xb2-160k_ade20k-512x512.py'))
     with pytest.raises(ValueError, match='is not a recipe'):
         recipe_diff.compare(anchor)
+
+
+@pytest.mark.parametrize('change, key', [
+    ("train_pipeline = [dict(type='RandomResize', scale=(1024, 1024), ratio_range=(0.5, 2.0))]",
+     'train_pipeline.RandomResize.ratio_range'),
+    ("param_scheduler = [dict(type='LinearLR', end=500)]", 'param_scheduler.LinearLR.end'),
+])
+def test_a_changed_det_value_is_an_unlisted_difference(tmp_path, change, key):
+    ours = tmp_path / 'changed.py'
+    ours.write_text(f"_base_ = '{DET_RECIPES[0]}'\n{change}\n")
+    assert key in recipe_diff.compare(str(ours)).unlisted
+    assert recipe_diff.main([str(ours), '--check']) == 1
+
+
+def test_the_key_map_renames_our_prefix_and_refuses_a_collision():
+    assert recipe_diff.renamed({'a.b.c': 1, 'a.t': 2}, {'a.b.': 'a.', 'a.t': 'r.t'}) == {'a.c': 1, 'r.t': 2}
+    with pytest.raises(ValueError, match='two of our keys map to one anchor key'):
+        recipe_diff.renamed({'a.b.c': 1, 'a.c': 2}, {'a.b.': 'a.'})

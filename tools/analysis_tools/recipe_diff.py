@@ -5,9 +5,11 @@
     python tools/analysis_tools/recipe_diff.py OURS --check   # exit 1 on a difference the recipe does not list
 
 Both configs are read from their own files (an anchor named `scope::path` from the installed package's
-`.mim/configs`, as mmengine's `mmseg::` bases are). A recipe states its anchor and its intended differences as
+`.mim/configs`, as mmengine's `mmseg::` bases are; `vendor::` from the vendored sources, `vendor_dir`). A recipe states its anchor and its intended differences as
 data: `recipe = dict(anchor='scope::path', intended={'key pattern': 'why', ...})`, the patterns fnmatch-style
-over the keys printed here (a derived recipe adds entries: mmengine merges the dicts of its bases). Keys are
+over the keys printed here (a derived recipe adds entries: mmengine merges the dicts of its bases; an entry set
+to None withdraws a base's entry where the derived recipe agrees with the anchor again), and `key_map={our
+prefix: the anchor's}` where the two configs name one thing differently (a dataset inside a RepeatDataset). Keys are
 dotted paths; a pipeline (a list of dicts with `type`) is matched step by step by type, so an inserted step is
 one difference (`train_pipeline.CheckSegMap`) rather than a shift of every index after it, and a step's
 parameters are `train_pipeline.RandomCrop.crop_size`. mmengine's registry bookkeeping (`_scope_`) is not a
@@ -19,18 +21,63 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import importlib.util
+import os
+import shutil
 import sys
+import tarfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mmengine import Config
 
 ABSENT = '<absent>'
-ANCHOR_SCOPES = ('mmdet', 'mmseg', 'mmpretrain')
+ANCHOR_SCOPES = ('mmdet', 'mmseg', 'mmpretrain', 'vendor')
+# A vendored project tree whose configs name their bases `../../../configs/...`: the installed package they come from.
+VENDOR_BASES = {'mmdet-vitdet-394f758': 'mmdet'}
+CACHE = Path(os.environ.get('XDG_CACHE_HOME', Path.home() / '.cache')) / 'mmrecvit' / 'vendor'
+
+
+def vendor_dir() -> Path:
+    """The vendored sources of these machines: $MMRECVIT_VENDOR_DIR, else ../shared/vendor beside the repository,
+    else /work/shared/vendor (as scripts/setup.sh looks for detectron2's source)."""
+    here = Path(__file__).resolve().parents[2]
+    candidates = [Path(os.environ['MMRECVIT_VENDOR_DIR'])] if os.environ.get('MMRECVIT_VENDOR_DIR') else [
+        here.parent / 'shared' / 'vendor', Path('/work/shared/vendor')]
+    for folder in candidates:
+        if folder.is_dir():
+            return folder
+    raise FileNotFoundError(f'vendor:: anchors: no vendored sources at {", ".join(map(str, candidates))} '
+                            '(set MMRECVIT_VENDOR_DIR)')
+
+
+def _vendor_file(rel: str) -> Path:
+    """`vendor::` paths: `<tarball>.tar.gz/<path inside>` (its .py files extracted once into the cache) or
+    `<folder>/<path>` (a tree in VENDOR_BASES is staged with its package's configs as `configs/`)."""
+    top, _, inner = rel.partition('/')
+    source = vendor_dir() / top
+    if top.endswith('.tar.gz'):
+        root = CACHE / top[:-len('.tar.gz')]
+        if not root.is_dir():
+            with tarfile.open(source) as tar:
+                members = [m for m in tar.getmembers() if m.isfile() and m.name.endswith('.py')]
+                tar.extractall(root.with_suffix('.part'), members, filter='data')
+            (root.with_suffix('.part')).rename(root)
+        return next(root.iterdir()) / inner  # the tarball's single top folder (git archive's prefix)
+    if top in VENDOR_BASES:
+        root = CACHE / top
+        if not root.is_dir():
+            root.with_suffix('.part').mkdir(parents=True)
+            (root.with_suffix('.part') / 'configs').symlink_to(resolve(f'{VENDOR_BASES[top]}::'))
+            for entry in source.iterdir():  # copied: `..` from inside a symlinked folder would leave the stage
+                shutil.copytree(entry, root.with_suffix('.part') / entry.name)
+            root.with_suffix('.part').rename(root)
+        return root / inner
+    return source / inner
 
 
 def resolve(path: str) -> Path:
-    """`scope::rel/path.py` -> the installed package's `.mim/configs/rel/path.py`; a plain path as is."""
+    """`scope::rel/path.py` -> the installed package's `.mim/configs/rel/path.py` (`vendor::`: `_vendor_file`);
+    a plain path as is."""
     if '::' not in path:
         file = Path(path)
     else:
@@ -38,10 +85,15 @@ def resolve(path: str) -> Path:
         if scope not in ANCHOR_SCOPES:
             raise ValueError(f'anchor {path!r}: unknown scope {scope!r}; allowed: {", ".join(ANCHOR_SCOPES)} '
                              '(or a path to a config file)')
-        spec = importlib.util.find_spec(scope)
-        if spec is None or spec.origin is None:
-            raise ValueError(f'anchor {path!r}: package {scope!r} is not installed')
-        file = Path(spec.origin).parent / '.mim' / 'configs' / rel
+        if scope == 'vendor':
+            file = _vendor_file(rel)
+        else:
+            spec = importlib.util.find_spec(scope)
+            if spec is None or spec.origin is None:
+                raise ValueError(f'anchor {path!r}: package {scope!r} is not installed')
+            file = Path(spec.origin).parent / '.mim' / 'configs' / rel
+            if not rel:
+                return file
     if not file.is_file():
         raise FileNotFoundError(f'config {path!r}: no such file ({file})')
     return file
@@ -98,15 +150,31 @@ def _pipelines(value: Any, prefix: str = '') -> dict[str, list[str]]:
     return out
 
 
-def diff(ours: dict[str, Any], anchor: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """{key: (ours, anchor)} for every key whose values differ (ABSENT where a side lacks it).
+def renamed(keys: dict[str, Any], key_map: dict[str, str]) -> dict[str, Any]:
+    """Keys starting with a `key_map` prefix get the anchor's prefix instead (the longest prefix that matches)."""
+    prefixes = sorted(key_map, key=len, reverse=True)
+
+    def rename(key: str) -> str:
+        p = next((p for p in prefixes if key == p or key.startswith(p)), None)
+        return key if p is None else key_map[p] + key[len(p):]
+    out = {rename(k): v for k, v in keys.items()}
+    if len(out) != len(keys):
+        raise ValueError(f'key_map {key_map}: two of our keys map to one anchor key')
+    return out
+
+
+def diff(ours: dict[str, Any], anchor: dict[str, Any], key_map: dict[str, str] | None = None
+         ) -> dict[str, tuple[Any, Any]]:
+    """{key: (ours, anchor)} for every key whose values differ (ABSENT where a side lacks it), our keys
+    renamed by `key_map` {our prefix: the anchor's} where the two configs name one thing differently.
 
     A pipeline step present on one side only is one entry, `<pipeline>.<Step>`, and its parameters are
     not listed again; a reordering of the steps is an entry `<pipeline>` with both orders."""
-    a, b = flatten(ours), flatten(anchor)
+    key_map = key_map or {}
+    a, b = renamed(flatten(ours), key_map), flatten(anchor)
     out: dict[str, tuple[Any, Any]] = {}
     one_sided: list[str] = []
-    steps_a, steps_b = _pipelines(ours), _pipelines(anchor)
+    steps_a, steps_b = renamed(_pipelines(ours), key_map), _pipelines(anchor)
     for pipe in set(steps_a) & set(steps_b):
         sa, sb = steps_a[pipe], steps_b[pipe]
         for name in set(sa) ^ set(sb):
@@ -132,17 +200,29 @@ def recipe_of(cfg: Config, path: str) -> dict:
     return recipe
 
 
-def compare(ours_path: str, anchor_path: str | None = None) -> tuple[dict, dict[str, str], dict[str, str]]:
-    """(differences, unlisted {key: ''}, stale {pattern: why}) of a recipe against its (or the given) anchor."""
+def intended_of(recipe: dict) -> dict[str, str]:
+    """The recipe's intended differences {pattern: why}, withdrawn (None) entries dropped."""
+    return {p: why for p, why in recipe.get('intended', {}).items() if why is not None}
+
+
+class Comparison(NamedTuple):
+    found: dict[str, tuple[Any, Any]]  # {key: (ours, anchor)}
+    unlisted: dict[str, str]           # {key: ''}: differences the recipe does not list
+    stale: dict[str, str]              # {pattern: why}: listed differences that are not found
+    intended: dict[str, str]           # {pattern: why}: what the recipe lists
+
+
+def compare(ours_path: str, anchor_path: str | None = None) -> Comparison:
+    """A recipe against its (or the given) anchor."""
     ours = Config.fromfile(str(resolve(ours_path)))
     recipe = recipe_of(ours, ours_path)
-    anchor = Config.fromfile(str(resolve(anchor_path or recipe['anchor'])))
-    intended = dict(recipe.get('intended', {}))
+    anchor = Config.fromfile(str(resolve(anchor_path or recipe['anchor'])), import_custom_modules=False)
+    intended = intended_of(recipe)
     ours_dict = {k: v for k, v in ours.to_dict().items() if k != 'recipe'}
-    found = diff(ours_dict, anchor.to_dict())
+    found = diff(ours_dict, anchor.to_dict(), recipe.get('key_map'))
     unlisted = {k: '' for k in found if not any(fnmatch.fnmatchcase(k, p) for p in intended)}
     stale = {p: why for p, why in intended.items() if not any(fnmatch.fnmatchcase(k, p) for k in found)}
-    return found, unlisted, stale
+    return Comparison(found, unlisted, stale, intended)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--check', action='store_true',
                         help='exit 1 if a difference is not listed in the recipe or a listed one is not found')
     args = parser.parse_args(argv)
-    found, unlisted, stale = compare(args.ours, args.anchor)
-    intended = recipe_of(Config.fromfile(str(resolve(args.ours))), args.ours).get('intended', {})
+    found, unlisted, stale, intended = compare(args.ours, args.anchor)
     width = max((len(k) for k in found), default=0)
     for key, (va, vb) in found.items():
         why = next((w for p, w in intended.items() if fnmatch.fnmatchcase(key, p)), 'NOT LISTED')

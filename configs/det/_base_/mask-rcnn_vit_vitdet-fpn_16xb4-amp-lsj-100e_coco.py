@@ -73,3 +73,68 @@ param_scheduler = [
     dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=250),  # ViTDet's warm-up
     dict(type='MultiStepLR', begin=0, end=25, by_epoch=True, milestones=[22, 24], gamma=0.1),  # lsj-100e's steps
 ]
+
+# The anchor (mmdet's projects/ViTDet, vendored: not in mmdet's wheel) and every intended difference from it, as data
+# (tools/analysis_tools/recipe_diff.py CONFIG --check). key_map: our COCO set sits inside the RepeatDataset.
+recipe = dict(
+    anchor='vendor::mmdet-vitdet-394f758/projects/ViTDet/configs/vitdet_mask-rcnn_vit-b-mae_lsj-100e.py',
+    key_map={'train_dataloader.dataset.dataset.': 'train_dataloader.dataset.',
+             'train_dataloader.dataset.type': 'train_dataloader.repeat.type',
+             'train_dataloader.dataset.times': 'train_dataloader.repeat.times'},
+    intended={
+        # schedule: the same 100 epochs, counted in epochs of a 4x RepeatDataset (mmdet's common LSJ)
+        'train_dataloader.repeat.*': "mmdet's common/lsj-100e_coco-instance.py: 25 epochs of a 4x RepeatDataset",
+        'train_cfg.*': '25 x 4 = 100 epochs (the anchor: 184375 iterations x 64 / 118000 images, the same 100)',
+        'max_epochs': 'the epochs of the RepeatDataset (25)',
+        'max_iters': 'the schedule is in epochs',
+        'interval': 'the schedule is in epochs',
+        'dynamic_intervals*': 'the schedule is in epochs',
+        'param_scheduler.MultiStepLR.*': 'steps at 88 and 96 epochs (22, 24 of the 4x set) = the anchor\'s iterations',
+        'log_processor.by_epoch': 'the schedule is in epochs',
+        'default_hooks.checkpoint.*': 'AtomicCheckpointHook (above) every epoch of the 4x set (7393 iterations)',
+        # data: mmdet's common LSJ pipeline
+        'train_pipeline': "mmdet's common LSJ: the flip after the crop (the same distribution)",
+        'train_pipeline.Pad': 'no Pad step: BatchFixedSizePad pads the batch to 1024 (with 0 after normalisation)',
+        'train_dataloader.dataset.pipeline': 'as train_pipeline',
+        'train_dataloader.dataset.pipeline.Pad': 'as train_pipeline.Pad',
+        'train_dataloader.num_workers': '4 loader workers per GPU',
+        '*_dataloader.dataset.type': 'CheckedCocoDataset (above)',
+        '*.backend_args': 'stated (None: local files)',
+        'tta_*': 'flip test-time augmentation (tools/test.py --tta)',
+        # runtime
+        'custom_imports.*': 'registers mmrecvit (not the anchor\'s projects.ViTDet)',
+        'custom_hooks.RecursionHook': 'the backbones\' auxiliary losses and statistics',
+        'custom_hooks.RNGStateHook': 'the RNG state in checkpoints (exact resume)',
+        'custom_hooks.TF32Hook': 'TF32 matmuls on Ampere+',
+        'custom_hooks.Fp16CompresssionHook': "a hook of mmdet's projects (not in its wheel): fp16 gradient all-reduce, "
+                                             'a communication saving only',
+        '*vis_backends.TensorboardVisBackend': 'no tensorboard events (local logs only)',
+        'find_unused_parameters': 'stated: every parameter is in every graph',
+        'randomness.*': 'seed 0 with diff_rank_seed',
+        # model
+        'embed_dim': 'a config variable of ours (the width the neck is computed from)',
+        'head_norm_cfg.*': 'a config variable of ours (the anchor\'s norm_cfg)',
+        'norm_cfg.*': 'named head_norm_cfg here',
+        'backbone_norm_cfg.*': 'the backbones have their own LayerNorm (timm\'s, eps 1e-6)',
+        'batch_augments*': 'written inside model.data_preprocessor (the same BatchFixedSizePad)',
+        'model.backbone.type': 'an mmrecvit backbone',
+        'model.backbone.arch': 'ViT-S (384 wide, 6 heads, 12 layers); the anchor is ViT-B (the -b recipe)',
+        'model.backbone.embed_dim': 'from arch',
+        'model.backbone.depth': 'from arch',
+        'model.backbone.num_heads': 'from arch',
+        'model.backbone.mlp_ratio': 'from arch (4)',
+        'model.backbone.patch_size': 'from arch (16)',
+        'model.backbone.qkv_bias': "ours: the timm default (True)",
+        'model.backbone.img_size': 'ours: any input size; positions resampled from the DeiT grid',
+        'model.backbone.norm_cfg.*': 'the backbones\' own LayerNorm',
+        'model.backbone.window_block_indexes': 'ours: global_steps (default: the stage ends 2, 5, 8, 11 = the '
+                                               'complement of the anchor\'s window blocks)',
+        'model.backbone.with_cp': 'activation checkpointing (the anchor: none, 32 GB GPUs)',
+        'model.backbone.init_cfg.checkpoint': 'DeiT (ImageNet-1k supervised) weights rather than MAE',
+        'model.backbone.use_rel_pos': 'ours have no relative position biases',
+        'model.neck*': "SimplePyramid (the recursion steps' maps) + mmdet's FPN with its top-down path, LayerNorm "
+                       "(the anchor: ViTDet's SimpleFPN from the last map)",
+        'optim_wrapper.constructor': "mmrecvit's recursion-aware layer decay (the backbones' layer positions)",
+        'optim_wrapper.paramwise_cfg.*': 'layer decay 0.7 (the same rate) and no weight decay on norms, '
+                                         'positions and the CLS token, in our constructor\'s words',
+    })
