@@ -25,6 +25,8 @@ import os
 import shutil
 import sys
 import tarfile
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -50,6 +52,17 @@ def vendor_dir() -> Path:
                             '(set MMRECVIT_VENDOR_DIR)')
 
 
+def _publish(root: Path, fill: Callable[[Path], None]) -> None:
+    """Fill a fresh folder, then rename it to `root` (atomic: a concurrent or killed run leaves no half tree)."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=root.parent, prefix=root.name + '.'))
+    fill(stage)
+    try:
+        stage.rename(root)
+    except OSError:  # another process published it first
+        shutil.rmtree(stage)
+
+
 def _vendor_file(rel: str) -> Path:
     """`vendor::` paths: `<tarball>.tar.gz/<path inside>` (its .py files extracted once into the cache) or
     `<folder>/<path>` (a tree in VENDOR_BASES is staged with its package's configs as `configs/`)."""
@@ -60,17 +73,17 @@ def _vendor_file(rel: str) -> Path:
         if not root.is_dir():
             with tarfile.open(source) as tar:
                 members = [m for m in tar.getmembers() if m.isfile() and m.name.endswith('.py')]
-                tar.extractall(root.with_suffix('.part'), members, filter='data')
-            (root.with_suffix('.part')).rename(root)
+                _publish(root, lambda stage: tar.extractall(stage, members, filter='data'))
         return next(root.iterdir()) / inner  # the tarball's single top folder (git archive's prefix)
     if top in VENDOR_BASES:
         root = CACHE / top
-        if not root.is_dir():
-            root.with_suffix('.part').mkdir(parents=True)
-            (root.with_suffix('.part') / 'configs').symlink_to(resolve(f'{VENDOR_BASES[top]}::'))
+
+        def stage_tree(stage: Path) -> None:
+            (stage / 'configs').symlink_to(resolve(f'{VENDOR_BASES[top]}::'))
             for entry in source.iterdir():  # copied: `..` from inside a symlinked folder would leave the stage
-                shutil.copytree(entry, root.with_suffix('.part') / entry.name)
-            root.with_suffix('.part').rename(root)
+                shutil.copytree(entry, stage / entry.name)
+        if not root.is_dir():
+            _publish(root, stage_tree)
         return root / inner
     return source / inner
 
