@@ -5,15 +5,16 @@
     python tools/analysis_tools/recipe_diff.py OURS --check   # exit 1 on a difference the recipe does not list
 
 Both configs are read from their own files (an anchor named `scope::path` from the installed package's
-`.mim/configs`, as mmengine's `mmseg::` bases are; `vendor::` from the vendored sources, `vendor_dir`). A recipe states its anchor and its intended differences as
-data: `recipe = dict(anchor='scope::path', intended={'key pattern': 'why', ...})`, the patterns fnmatch-style
-over the keys printed here (a derived recipe adds entries: mmengine merges the dicts of its bases; an entry set
-to None withdraws a base's entry where the derived recipe agrees with the anchor again), and `key_map={our
-prefix: the anchor's}` where the two configs name one thing differently (a dataset inside a RepeatDataset). Keys are
-dotted paths; a pipeline (a list of dicts with `type`) is matched step by step by type, so an inserted step is
-one difference (`train_pipeline.CheckSegMap`) rather than a shift of every index after it, and a step's
-parameters are `train_pipeline.RandomCrop.crop_size`. mmengine's registry bookkeeping (`_scope_`) is not a
-difference. `--check` also fails on a listed pattern that matches no difference (a stale entry).
+`.mim/configs`, as mmengine's `mmseg::` bases are; `vendor::` from the vendored sources, `vendor_dir`). A recipe
+states its anchor and its intended differences as data: `recipe = dict(anchor='scope::path', intended={'key
+pattern': 'why', ...})`, the patterns fnmatch-style over the keys printed here (a derived recipe adds entries:
+mmengine merges the dicts of its bases; an entry set to None withdraws a base's entry where the derived recipe
+agrees with the anchor again), and `key_map={our prefix: the anchor's}` where the two configs name one thing
+differently (a dataset inside a RepeatDataset). Keys are dotted paths; a pipeline (a list of dicts with `type`) is
+matched step by step by type, so an inserted step is one difference (`train_pipeline.CheckSegMap`) rather than a
+shift of every index after it, and a step's parameters are `train_pipeline.RandomCrop.crop_size`. mmengine's
+registry bookkeeping (`_scope_`) is not a difference. `--check` also fails on a listed pattern that matches no
+difference (a stale entry).
 Written by hand because mmengine compares no two configs (one line: `Config.diff` shows text lines, not keys).
 """
 from __future__ import annotations
