@@ -24,7 +24,7 @@ from timm.layers import drop_path, trunc_normal_
 from torch import Tensor, nn
 
 from .flops import BlockWork
-from .rel_pos import with_key_mask
+from .rel_pos import merge_heads, with_key_mask
 
 
 def init_linear_norm(module: nn.Module) -> None:
@@ -99,7 +99,7 @@ class Attention(nn.Module):
         if layout is not None:
             attn_mask = with_key_mask(layout.bias(self, q, torch.arange(N, device=x.device)[None]), attn_mask)
         x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-        return self.proj(x.transpose(1, 2).reshape(B, N, D))  # (B, heads, N, D/heads) -> (B, N, D)
+        return self.proj(merge_heads(x, layout is not None))  # (B, heads, N, D/heads) -> (B, N, D)
 
     def project_qkv(self, x: Tensor) -> Tensor:
         """(..., D) -> (..., 3D): queries, keys and values, token-major."""
@@ -139,7 +139,7 @@ class Attention(nn.Module):
             out = F.scaled_dot_product_attention(qh, k.reshape(B, nk, H, d).transpose(1, 2),
                                                  v.reshape(B, nk, H, d).transpose(1, 2),
                                                  attn_mask=bias(qh, slice(None), slice(None), B))
-            return self.proj(out.transpose(1, 2).reshape(B * nq, H * d))
+            return self.proj(merge_heads(out, layout is not None).reshape(B * nq, H * d))
         outs, qo, ko = [], 0, 0
         for nq, nk in zip(q_counts, k_counts):
             # (n, D) -> (1, heads, n, D/heads)

@@ -37,7 +37,8 @@ def token_coords(tokens: Tensor, grid: tuple[int, int], num_prefix: int) -> Tens
     """Token indices (...) of a sequence of `num_prefix` prefix tokens then the row-major `grid` -> (..., 2)
     grid positions (row, column); -1 for prefix tokens (they have none)."""
     patch = tokens - num_prefix
-    coords = torch.stack([torch.div(patch, grid[1], rounding_mode='floor'), patch % grid[1]], -1)
+    row = torch.div(patch, grid[1], rounding_mode='floor')
+    coords = torch.stack([row, patch - row * grid[1]], -1)  # not `%`: ONNX has no remainder by a symbolic size
     return torch.where(patch[..., None] >= 0, coords, torch.full_like(coords, -1))
 
 
@@ -68,3 +69,12 @@ def query_terms(q: Tensor, coords: Tensor, tables: tuple[Tensor, Tensor], extent
 def with_key_mask(bias: Tensor, mask: Tensor | None) -> Tensor:
     """A float logit bias and a bool mask (True = may attend, broadcastable) -> one float mask for SDPA."""
     return bias if mask is None else bias.masked_fill(~mask, float('-inf'))
+
+
+def merge_heads(out: Tensor, biased: bool) -> Tensor:
+    """SDPA's (M, heads, n, d) -> (M, n, heads * d). With a bias (a float mask) through a copy: torch.export
+    otherwise keeps a view whose strides its decomposed SDPA does not produce (the ONNX export fails)."""
+    out = out.transpose(1, 2)
+    if biased:
+        out = out.clone(memory_format=torch.contiguous_format)
+    return out.reshape(*out.shape[:2], -1)

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from timm.layers import drop_path
 from torch import Tensor
 
-from .rel_pos import query_terms, token_coords, with_key_mask
+from .rel_pos import merge_heads, query_terms, token_coords, with_key_mask
 
 
 def _partition(x: Tensor, grid: tuple[int, int], size: int) -> Tensor:
@@ -83,7 +83,7 @@ def window_attention(q: Tensor, k: Tensor, v: Tensor, grid: tuple[int, int], siz
         bias = F.pad(query_terms(qw, coords, rel_pos, (size, size)), (0, P))  # (B*nW, heads, s*s, s*s + P)
         mask = with_key_mask(bias.to(q.dtype), mask)
     out = F.scaled_dot_product_attention(qw, heads(kw), heads(vw), attn_mask=mask)
-    out = _merge(out.transpose(1, 2).reshape(qw.shape[0], -1, D), B, grid, size)  # (B, h*w, D)
+    out = _merge(merge_heads(out, rel_pos is not None), B, grid, size)  # (B, h*w, D)
     if not P:
         return out
     # Prefix queries: every (valid) key, as in a global block.
@@ -112,7 +112,7 @@ class Windows:
     def rel_pos_work(self) -> tuple[float, float]:
         """(queries, axis keys per query) of the relative position terms per image: every window position
         (padded ones included), over s + s keys (`rel_pos.py`)."""
-        return float(self.num_windows * self.size * self.size), float(2 * self.size)
+        return self.num_windows * self.size * self.size, 2 * self.size  # floats in BlockWork (symbolic if traced)
 
     def attend(self, attn: Any, x: Tensor, attn_mask: Tensor | None = None) -> Tensor:
         """`Attention.forward` for a windowed application of a dense (B, N, D) sequence.
@@ -140,12 +140,12 @@ class Global:
         return self.grid[0] * self.grid[1] + self.num_prefix
 
     def pairs(self) -> float:
-        return float(self.num_tokens * self.num_tokens)
+        return self.num_tokens * self.num_tokens  # floats in BlockWork (kept symbolic while tracing)
 
     def rel_pos_work(self, queries: float | None = None) -> tuple[float, float]:
         """(queries, axis keys per query) of the relative position terms per image: every query (default all
         tokens; prefix ones are computed and zeroed) over h + w keys (`rel_pos.py`)."""
-        return float(self.num_tokens if queries is None else queries), float(self.grid[0] + self.grid[1])
+        return self.num_tokens if queries is None else queries, self.grid[0] + self.grid[1]
 
     def bias(self, attn: Any, q: Tensor, q_tokens: Tensor, k_tokens: Tensor | None = None) -> Tensor:
         """The logit bias (M, heads, nq, nk) of queries q (M, heads, nq, d) that are the tokens `q_tokens`
