@@ -34,15 +34,27 @@ def test_onnx_parity_dynamic(name, tmp_path):
     assert deploy.parity_ok(rows), deploy.format_parity(rows)
 
 
+def randomise_tables(model):
+    """Non-zero relative position tables (a trained model's), so that the biases are in the graph's numbers."""
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if 'rel_pos' in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+    return model
+
+
 # Windowed and global steps both present, recursion included, at the smallest graph that has them (the
 # exporter's time grows with the applications: SR-ViT at [2, 3, 2, 1] recursions took 75 s).
+@pytest.mark.parametrize('rel_pos', [False, True], ids=['', 'rel_pos'])
 @pytest.mark.parametrize('name, extra', [('PlainViT', dict(global_steps=(3,))),
                                          ('SRViT', dict(num_recursions=[2, 1, 1, 1]))])
 @pytest.mark.slow
-def test_windowed_onnx_parity_dynamic_and_one_compiled_graph(name, extra, tmp_path):
+def test_windowed_onnx_parity_dynamic_and_one_compiled_graph(name, extra, rel_pos, tmp_path):
     """Window attention (issue 17) exports with the layout following the input size (4 x 4 patches
-    in windows of 3: padded; 6 x 8) and compiles without a graph break."""
-    model = build(name, window_size=3, **extra)
+    in windows of 3: padded; 6 x 8) and compiles without a graph break; so do ViTDet's relative position
+    biases (issue 28), resized to the windows and to each input's global grid."""
+    model = randomise_tables(build(name, window_size=3, use_rel_pos=rel_pos, **extra))
     global_steps = model.default_global_steps() if model.global_steps is None else model.global_steps
     assert set(range(model.depth)) - set(global_steps), 'no windowed application'
     path = deploy.export_onnx(model, torch.randn(1, 3, *SIZES[0]), tmp_path / f'{name}.onnx', PATCH, dynamic=True)
@@ -75,9 +87,10 @@ def test_data_dependent_modes_are_refused(name, extra, argument, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize('rel_pos', [False, True], ids=['', 'rel_pos'])
 @pytest.mark.parametrize('name', list(BACKBONE_CASES))
-def test_torch_export_dynamic(name):
-    model = build(name)
+def test_torch_export_dynamic(name, rel_pos):
+    model = randomise_tables(build(name, use_rel_pos=rel_pos))
     x = torch.randn(1, 3, 64, 64)
     program = torch.export.export(model, (x,), dynamic_shapes=deploy.dynamic_hw(PATCH))
     x2 = torch.randn(1, 3, 96, 128)
@@ -98,10 +111,11 @@ def test_torch_export_adaptive_edge_recvit():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize('rel_pos', [False, True], ids=['', 'rel_pos'])
 @pytest.mark.parametrize('name', STATIC + ['EdgeRecViT'])
-def test_compile_has_no_graph_break(name):
+def test_compile_has_no_graph_break(name, rel_pos):
     torch._dynamo.reset()
-    model = build(name)  # EdgeRecViT: execution='masked'
+    model = build(name, use_rel_pos=rel_pos)  # EdgeRecViT: execution='masked'
     with torch.no_grad():
         explain = torch._dynamo.explain(model)(torch.randn(1, 3, 64, 64))
     assert explain.graph_break_count == 0, [str(b.reason)[:200] for b in explain.break_reasons]
@@ -123,10 +137,11 @@ def test_compile_token_adaptive_compiles_blocks(name, extra):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('name, extra', [('PlainViT', {}), ('EdgeRecViT', dict(execution='adaptive'))])
+@pytest.mark.parametrize('name, extra', [('PlainViT', {}), ('EdgeRecViT', dict(execution='adaptive')),
+                                         ('PlainViT', dict(use_rel_pos=True, window_size=3, global_steps=(3,)))])
 def test_compiled_equals_eager(name, extra):
     torch._dynamo.reset()
-    model = build(name, **extra)
+    model = randomise_tables(build(name, **extra))
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         for a, b in zip(torch.compile(model)(x), model(x)):

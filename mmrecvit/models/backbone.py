@@ -25,7 +25,7 @@ from .layers import Block, Mlp
 from .numerics import NONFINITE_MODES, FiniteGuard, tracing
 from .plan import Forward, Plan, Step, rescaled_layers, step_work
 from .stats import ForwardStats
-from .windows import Windows
+from .windows import Global, Windows
 
 
 class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
@@ -84,6 +84,9 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         window_size: window attention (ViTDet, `windows.py`) at every step but `global_steps` (0: global).
         global_steps: the steps with global attention when windowed (default `default_global_steps()`: the
             ends of the four stages; SR-ViT: the units' last steps).
+        use_rel_pos: ViTDet's decomposed relative position biases (`rel_pos.py`): one zero-initialised pair of
+            tables per unique block, sized for `img_size`'s grid, shared by all its steps (windowed and global,
+            every recursion) and resized to each step's window or global grid.
         amp_dtype: None, 'bf16' or 'fp16': the forward runs under autocast and returns fp32 outputs, so the
             rest of a detector (mmcv's RoIAlign and nms have no bf16 kernels) stays in fp32. Routers still
             decide in fp32 (`full_precision`). A plain attribute (`tools/train.py --amp-dtype bf16`).
@@ -121,7 +124,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
                  with_cls_token: bool = True, drop_path_rate: float = 0.0, with_cp: bool = False,
                  pretrained: str | None = None, init_cfg: dict | None = None, out_type: str = 'featmap',
                  final_norm: bool | None = None, window_size: int = 0, global_steps: Sequence[int] | None = None,
-                 amp_dtype: str | None = None, nonfinite: str = 'raise', compute: float | None = None) -> None:
+                 use_rel_pos: bool = False, amp_dtype: str | None = None, nonfinite: str = 'raise',
+                 compute: float | None = None) -> None:
         super().__init__()
         (self.embed_dim, self.num_heads, self.mlp_ratio, self.patch_size,
          self.pretrain_grid) = args.check_sizes(embed_dim, num_heads, mlp_ratio, patch_size, img_size)
@@ -142,6 +146,7 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         self.amp_dtype = check_choice('amp_dtype', amp_dtype, list(args.AMP_DTYPES))
         self.window_size = check_int('window_size', window_size, 0)
         self._global_steps = global_steps
+        self.use_rel_pos = check_bool('use_rel_pos', use_rel_pos)
         self.stats: ForwardStats | None = None  # the last forward's (each forward builds its own)
 
         self.patch_embed = embedding.PatchEmbed(in_channels, self.embed_dim, self.patch_size)
@@ -183,7 +188,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         return int(self.embed_dim * self.mlp_ratio)
 
     def make_block(self, mlp_layer: Any = Mlp) -> Block:
-        return Block(self.embed_dim, self.num_heads, self.mlp_ratio, self.qkv_bias, self.init_values, mlp_layer)
+        return Block(self.embed_dim, self.num_heads, self.mlp_ratio, self.qkv_bias, self.init_values, mlp_layer,
+                     self.pretrain_grid if self.use_rel_pos else None)
 
     @property
     def schedule(self) -> list[int]:
@@ -201,12 +207,15 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         """The steps with global attention when `global_steps` is None: the ends of 4 equal stages."""
         return args.stage_ends(self.num_steps)
 
-    def windows(self, step: int, grid: tuple[int, int]) -> Windows | None:
-        """The window layout of `step` on a `grid` input, None for global attention."""
-        if not self.window_size:
-            return None
-        global_steps = self.default_global_steps() if self.global_steps is None else self.global_steps
-        return None if step in global_steps else Windows(grid, self.window_size, self.num_prefix_tokens)
+    def windows(self, step: int, grid: tuple[int, int],
+                global_steps: Sequence[int] | None = None) -> Windows | Global | None:
+        """The attention layout of `step` on a `grid` input: its windows, or for global attention a `Global`
+        with relative position biases and None without. `global_steps`: default the model's."""
+        if global_steps is None:
+            global_steps = self.default_global_steps() if self.global_steps is None else self.global_steps
+        if self.window_size and step not in global_steps:
+            return Windows(grid, self.window_size, self.num_prefix_tokens)
+        return Global(grid, self.num_prefix_tokens) if self.use_rel_pos else None
 
     # ---- the plan -----------------------------------------------------------------------------
     @abc.abstractmethod
@@ -320,8 +329,9 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         finiteness checks (NaN/inf only replaced): for tests and tools that bring their own tokens. `grid`: their
         patch grid (default 1 x (N - prefix tokens), which is all a plan needs without windows). Sets `self.stats`."""
         if grid is None:
-            if self.window_size:
-                raise ValueError('window attention needs the tokens\' patch grid: pass grid=(h, w)')
+            if self.window_size or self.use_rel_pos:
+                raise ValueError('window attention and relative position biases need the tokens\' patch grid: '
+                                 'pass grid=(h, w)')
             grid = (1, x.shape[1] - self.num_prefix_tokens)
         fwd = Forward(tuple(grid))
         states = self.forward_states(x, args.check_out_indices(list(layers), self.depth, 'layers'), fwd)

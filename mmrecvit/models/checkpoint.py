@@ -13,6 +13,9 @@ One path for every model:
     is_timm_state_dict(sd)?               a timm/DeiT checkpoint (only timm ViT key names) ...
       adapt_prefix_tokens(sd, model)      ... DeiT III / distilled position layouts become ours,
       model.convert_timm_state_dict(sd)   ... and the model family's key map makes it ours
+      fresh_rel_pos(model, sd)            ... a checkpoint without relative position tables (DeiT, MAE)
+                                          leaves a `use_rel_pos` model's at zero (ViTDet's start), listed
+    resample_rel_pos(sd, model)           tables of another size (ViTDet's 2*64-1) -> the model's, linear
     resample_pos_embed(sd, model)         bicubic, said in the log
     load_state_dict_strict(model, sd)     missing / unexpected / wrong-shape keys -> one error listing them
 """
@@ -30,6 +33,8 @@ import torch
 from timm.layers import resample_abs_pos_embed
 from torch import Tensor, nn
 
+from .rel_pos import resize
+
 logger = logging.getLogger('mmrecvit')
 
 # Keys of timm's VisionTransformer; a state dict with only these names is a timm/DeiT checkpoint.
@@ -38,6 +43,8 @@ TIMM_VIT_KEY = re.compile(r'^(cls_token|dist_token|reg_token|pos_embed|patch_emb
 # Classification-only parts of a timm/DeiT checkpoint: a dense backbone has no use for them.
 CLASSIFIER_KEY = re.compile(r'^(norm|fc_norm|head|head_dist|pre_logits)\.')
 BLOCK_KEY = re.compile(r'^blocks\.(\d+)\.(.+)$')
+# Relative position tables (ViTDet's, SAM's and ours: `<block>.attn.rel_pos_h` / `rel_pos_w`).
+REL_POS_KEY = re.compile(r'^(.+\.)?attn\.rel_pos_[hw]$')
 # Top-level parts of an mmengine whole-model checkpoint besides its `*head`s (rpn_head, decode_head, ...).
 MODEL_PARTS = ('backbone', 'neck', 'data_preprocessor')
 
@@ -232,6 +239,30 @@ def resample_pos_embed(state_dict: dict[str, Tensor], model: nn.Module) -> dict[
     return sd
 
 
+def fresh_rel_pos(model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint') -> dict[str, Tensor]:
+    """No relative position tables in the checkpoint (DeiT, MAE), a model with them: its zero tables are added
+    (the function is unchanged) and listed; a partial set is left to the strict load (an error)."""
+    own = [k for k in model.state_dict() if REL_POS_KEY.match(k)]
+    if not own or any(REL_POS_KEY.match(k) for k in state_dict):
+        return state_dict
+    logger.info(f'{source}: kept at initialisation (zero; not in the checkpoint): relative position tables {own}')
+    return {**state_dict, **{k: v for k, v in model.state_dict().items() if k in own}}
+
+
+def resample_rel_pos(state_dict: dict[str, Tensor], model: nn.Module) -> dict[str, Tensor]:
+    """Relative position tables whose length differs from the model's (a ViTDet checkpoint's global blocks:
+    2*64 - 1) resized to it by linear interpolation (ViTDet's `get_rel_pos`), said in the log."""
+    lengths = {k.rsplit('_', 1)[1]: v.shape for k, v in model.state_dict().items() if REL_POS_KEY.match(k)}
+    sd, changed = dict(state_dict), []
+    for k, v in state_dict.items():
+        target = lengths.get(k.rsplit('_', 1)[1]) if REL_POS_KEY.match(k) else None
+        if target is not None and v.ndim == 2 and v.shape[1] == target[1] and v.shape[0] != target[0]:
+            sd[k], changed = resize(v.float(), target[0]).to(v.dtype), changed + [f'{k} {v.shape[0]}']
+    if changed:
+        logger.info(f'resized relative position tables (linear) to {[s[0] for s in lengths.values()]}: {changed}')
+    return sd
+
+
 def split_timm_blocks(state_dict: dict[str, Tensor]) -> tuple[dict[str, Tensor], list[dict[str, Tensor]]]:
     """Split `blocks.<i>.<name>` keys into a list of per-block dicts; return (rest, blocks)."""
     rest, by_index = {}, {}
@@ -304,13 +335,16 @@ def load_state_dict_strict(model: nn.Module, state_dict: dict[str, Tensor], sour
 
 def convert_state_dict(model: nn.Module, state_dict: dict[str, Tensor],
                        source: str = 'checkpoint') -> dict[str, Tensor]:
-    """Our own keys pass through; a timm/DeiT state dict goes through the model's key map. A
-    whole-model checkpoint gives its backbone; classification-only keys are matched to the model."""
+    """Our own keys pass through; a timm/DeiT state dict goes through the model's key map (and gets zero
+    relative position tables when it has none). A whole-model checkpoint gives its backbone;
+    classification-only keys are matched to the model; relative position tables are resized to the model's."""
     sd = match_classification_keys(whole_model_backbone(state_dict, source), model, source)
+    sd = resample_rel_pos(sd, model)
     if not is_timm_state_dict(sd):
         return sd
     sd = adapt_prefix_tokens(sd, model)
-    return sd if set(sd) == set(model.state_dict()) else model.convert_timm_state_dict(sd)
+    sd = sd if set(sd) == set(model.state_dict()) else model.convert_timm_state_dict(sd)
+    return fresh_rel_pos(model, sd, source)
 
 
 def load_state_dict_into(model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint') -> None:

@@ -157,7 +157,7 @@ class EdgeRecViT(ViTBackbone):
             return dataclasses.replace(self.dense_plan(blocks, grid, layers), head=head).until_outputs()
         per_image = [self._steps_of_image([alive[b] for alive in setting], tokens, grid)
                      for b in range(len(setting[0]))]
-        works = [_mean_work(step) for step in zip(*per_image)]
+        works = [BlockWork.mean(step) for step in zip(*per_image)]
         steps = tuple(Step(s, s, b, w, self.windows(s, grid), self.drop_path_rates[s])
                       for s, (b, w) in enumerate(zip(blocks, works)))
         return Plan(steps, tuple(layers), final=self.depth - 1, head=head).until_outputs()
@@ -304,11 +304,3 @@ class EdgeRecViT(ViTBackbone):
         rest.update(pick_or_average_blocks(blocks, [[0], [shared], [n - 1]], 'pick', prefix='blocks'))
         return fresh_parameters(self, rest, r'^(ranker|norm)\.')
 
-
-def _mean_work(works: Sequence[BlockWork]) -> BlockWork:
-    """The work of one step over a batch: the per-image works' mean (as `flops.py` counts)."""
-    n = len(works)
-    return dataclasses.replace(works[0], queries=sum(w.queries for w in works) / n,
-                               keys=sum(w.keys for w in works) / n, new_kv=sum(w.new_kv for w in works) / n,
-                               attn_pairs=sum(w.queries * w.keys if w.attn_pairs is None else w.attn_pairs
-                                              for w in works) / n)

@@ -20,7 +20,7 @@ divided by the batch size. Every tool, benchmark and table reads `ForwardStats.f
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Union
 
 import torch
@@ -44,6 +44,8 @@ class BlockWork:
     new_kv: tokens whose keys/values were projected without being queried (entering a cache).
     attn_pairs: query-key pairs, when images attend over different numbers of tokens (mean of
         the per-image products); None means `queries * keys`.
+    rel_pos_queries, rel_pos_keys: relative position biases (`rel_pos.py`): the queries whose terms
+        q . Rh, q . Rw were computed and the axis keys (h_k + w_k) each ran over (0: no biases).
     """
 
     dim: int
@@ -52,9 +54,20 @@ class BlockWork:
     keys: float
     new_kv: float = 0.0
     attn_pairs: float | None = None
+    rel_pos_queries: float = 0.0
+    rel_pos_keys: float = 0.0
 
     def __post_init__(self) -> None:
-        _as_floats(self, ('queries', 'keys', 'new_kv') + (('attn_pairs',) if self.attn_pairs is not None else ()))
+        _as_floats(self, ('queries', 'keys', 'new_kv', 'rel_pos_queries', 'rel_pos_keys')
+                   + (('attn_pairs',) if self.attn_pairs is not None else ()))
+
+    @classmethod
+    def mean(cls, works: Sequence[BlockWork]) -> BlockWork:
+        """The work of one application over a batch from the per-image works (same block and layout)."""
+        n = len(works)
+        return replace(works[0], **{name: sum(getattr(w, name) for w in works) / n
+                                    for name in ('queries', 'keys', 'new_kv', 'rel_pos_queries')},
+                       attn_pairs=sum(w.queries * w.keys if w.attn_pairs is None else w.attn_pairs for w in works) / n)
 
     @property
     def macs(self) -> float:
@@ -63,6 +76,7 @@ class BlockWork:
         return (3 * D * D * q                      # qkv projection of the queried tokens
                 + 2 * D * D * self.new_kv          # k/v projection of tokens entering the cache
                 + 2 * pairs * D                    # q @ k^T and attn @ v
+                + D * self.rel_pos_queries * self.rel_pos_keys  # q . Rh and q . Rw (relative positions)
                 + D * D * q                        # output projection
                 + 2 * D * self.mlp_hidden * q)     # fc1 + fc2
 

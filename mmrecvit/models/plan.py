@@ -22,7 +22,7 @@ from .flops import BlockWork, OpWork, Work
 from .layers import Block
 from .numerics import FiniteGuard, sanitize
 from .stats import ForwardStats
-from .windows import Windows
+from .windows import Global, Windows
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,8 @@ class Step:
     layer: the layer it applies (0..depth-1); `out_indices` name layers (`ViTBackbone`'s vocabulary).
     block: which of the model's unique blocks runs (an index into `blocks`).
     work: what it computes, per image (`flops.BlockWork`).
-    windows: its window layout (`windows.Windows`), None for global attention.
+    windows: its attention layout (`windows.Windows`; `windows.Global` for a global step with relative position
+        biases), None for plain global attention.
     drop_path_rate: its stochastic-depth rate.
     before, after: other work just before / after it (routers, step transforms).
     """
@@ -42,7 +43,7 @@ class Step:
     layer: int
     block: int
     work: BlockWork
-    windows: Windows | None = None
+    windows: Windows | Global | None = None
     drop_path_rate: float = 0.0
     before: tuple[OpWork, ...] = ()
     after: tuple[OpWork, ...] = ()
@@ -95,10 +96,11 @@ def rescaled_layers(layers: Sequence[int], depth: int, kept: int) -> tuple[int, 
     return tuple(max(1, (i + 1) * kept // depth) - 1 for i in layers)
 
 
-def step_work(block: Block, tokens: int, windows: Windows | None, share: float = 1.0) -> BlockWork:
+def step_work(block: Block, tokens: int, windows: Windows | Global | None, share: float = 1.0) -> BlockWork:
     """One application of `block` over all `tokens` of a `share` of the images (per image)."""
     pairs = tokens * tokens if windows is None else windows.pairs()
-    return block.work(tokens * share, tokens * share, attn_pairs=pairs * share)
+    rel_queries, rel_keys = (0.0, 0.0) if windows is None else windows.rel_pos_work()
+    return block.work(tokens * share, tokens * share, attn_pairs=pairs * share, rel_pos=(rel_queries * share, rel_keys))
 
 
 @dataclass

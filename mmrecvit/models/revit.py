@@ -46,7 +46,6 @@ from .numerics import full_precision, sanitize
 from .plan import Forward, Plan, Step, rescaled_layers, step_work
 from .registry import register_backbone
 from .vit import PlainViT
-from .windows import Windows
 
 PROGRAMMED_GATE = 0.97  # `timm_gates='programmed'`: each step's gate on the expert of its own depth
 DEFAULT_OUT_DEPTHS = (0.25, 0.5, 0.75, 1.0)  # the default outputs, as normalised depths: the stage ends
@@ -186,8 +185,7 @@ class ReViT(ViTBackbone):
         steps = []
         for t in range(setting):
             share = sum(batch if images is None else len(images) for images in runs[t].values()) / batch
-            windows = None if not self.window_size or t in global_steps else Windows(grid, self.window_size,
-                                                                                      self.num_prefix_tokens)
+            windows = self.windows(t, grid, global_steps)
             steps.append(ElasticStep(t, t, 0, step_work(self.block, tokens, windows, share), windows,
                                    self.drop_path_rates[t] if t < len(self.drop_path_rates) else 0.0,
                                    runs=tuple(runs[t].items()), reads=tuple(reads[t].items())))
@@ -368,7 +366,8 @@ class ReViT(ViTBackbone):
                                    out_indices=[out_depth_to_step(d, num_steps) for d in self._out_depths])
         extras = dict(mlp_ratio=self.mlp_ratio, qkv_bias=self.qkv_bias, init_values=self.init_values,
                       patch_size=self.patch_size, img_size=img_size,
-                      in_channels=self.patch_embed.proj.in_channels, with_cls_token=self.with_cls_token)
+                      in_channels=self.patch_embed.proj.in_channels, with_cls_token=self.with_cls_token,
+                      use_rel_pos=self.use_rel_pos)
         defaults = inspect.signature(ViTBackbone.__init__).parameters
         cfg.update({k: v for k, v in extras.items() if v != defaults[k].default})
         return cfg

@@ -46,7 +46,7 @@ from torch import Tensor
 from .flops import BlockWork
 from .layers import Attention, Block
 from .numerics import tracing
-from .windows import Windows, window_attention
+from .windows import Global, Windows, window_attention
 
 
 @dataclass(frozen=True)
@@ -215,9 +215,12 @@ class TokenRows:
     kv_cache: keys/values of every other token, already `update`d for this block: attention is
         then over all N tokens of each image (SPEC §3). None: attention among the active tokens
         only (SPEC §4, MoR).
+    windows: the application's layout: `windows.Windows`, `windows.Global` (relative position biases
+        at the active tokens' grid positions) or None.
     """
 
-    def __init__(self, active: TokenSubset, kv_cache: KVCache | None = None, windows: Windows | None = None) -> None:
+    def __init__(self, active: TokenSubset, kv_cache: KVCache | None = None,
+                 windows: Windows | Global | None = None) -> None:
         self.active, self.kv_cache, self.windows = active, kv_cache, windows
         self._images: Tensor | None = None
 
@@ -227,11 +230,14 @@ class TokenRows:
             raise ValueError('a token subset attends as its kv_cache says: attn_mask is not supported')
         active, D = self.active, x.shape[-1]
         qkv = attn.project_qkv(x)  # (T, 3D)
-        if self.windows is not None:
+        if isinstance(self.windows, Windows):
             return attn.proj(self._attend_windows(attn, qkv))
         q_counts = tuple(n for n in active.counts if n)  # images without active tokens do not attend
+        # Relative positions: the rows' token indices (keys: the same rows, or each image's tokens in order).
+        tokens = None if self.windows is None else active.index % active.num_tokens
+        positions = dict(layout=self.windows, q_tokens=tokens, k_tokens=tokens if self.kv_cache is None else None)
         if self.kv_cache is None:
-            return attn.attend_rows(qkv[:, :D], qkv[:, D: 2 * D], qkv[:, 2 * D:], q_counts, q_counts)
+            return attn.attend_rows(qkv[:, :D], qkv[:, D: 2 * D], qkv[:, 2 * D:], q_counts, q_counts, **positions)
         # Fresh keys/values for the active rows, cached ones for the frozen rows.
         kv = _write_rows(self.kv_cache.kv, active.index, qkv[:, D:], not torch.is_grad_enabled())  # (B*N, 2D)
         N = active.num_tokens
@@ -240,7 +246,7 @@ class TokenRows:
                               for b, n in enumerate(active.counts) if n])
             kv = kv.index_select(0, keep)
         k, v = kv[:, :D].to(qkv.dtype), kv[:, D:].to(qkv.dtype)
-        return attn.attend_rows(qkv[:, :D], k, v, q_counts, (N,) * len(q_counts))
+        return attn.attend_rows(qkv[:, :D], k, v, q_counts, (N,) * len(q_counts), **positions)
 
     def _attend_windows(self, attn: Attention, qkv: Tensor) -> Tensor:
         """Windowed attention of the active rows: their queries scattered onto the dense grid, the
@@ -257,7 +263,8 @@ class TokenRows:
             kv = _write_rows(self.kv_cache.kv, active.index, qkv[:, D:], not torch.is_grad_enabled()).to(qkv.dtype)
             key_valid = None
         kv = kv.view(B, N, 2 * D)
-        out = window_attention(q, kv[..., :D], kv[..., D:], w.grid, w.size, w.num_prefix, attn.num_heads, key_valid)
+        out = window_attention(q, kv[..., :D], kv[..., D:], w.grid, w.size, w.num_prefix, attn.num_heads, key_valid,
+                               attn.rel_pos)
         return out.reshape(B * N, D).index_select(0, active.index)
 
     def drop_path(self, delta: Tensor, rate: float, training: bool) -> Tensor:
@@ -271,14 +278,17 @@ class TokenRows:
         return delta * scale[self._images].unsqueeze(-1)
 
 
-def subset_work(block: Block, active: TokenSubset, cached_keys: bool, windows: Windows | None = None) -> BlockWork:
+def subset_work(block: Block, active: TokenSubset, cached_keys: bool,
+                windows: Windows | Global | None = None) -> BlockWork:
     """What `run_subset` computes, per image (means over the batch); `new_kv` is the caller's."""
     N = active.num_tokens
-    if windows is not None:  # attention as the dense windowed block's (`TokenRows._attend_windows`)
-        return block.work(active.mean_count, windows.size ** 2 + windows.num_prefix, attn_pairs=windows.pairs())
+    if isinstance(windows, Windows):  # attention as the dense windowed block's (`TokenRows._attend_windows`)
+        return block.work(active.mean_count, windows.size ** 2 + windows.num_prefix, attn_pairs=windows.pairs(),
+                          rel_pos=windows.rel_pos_work())
     keys = [N if cached_keys and n else n for n in active.counts]
     pairs = sum(n * k for n, k in zip(active.counts, keys)) / active.batch_size
-    return block.work(active.mean_count, sum(keys) / active.batch_size, attn_pairs=pairs)
+    rel_pos = (0.0, 0.0) if windows is None else windows.rel_pos_work(active.mean_count)  # the active queries
+    return block.work(active.mean_count, sum(keys) / active.batch_size, attn_pairs=pairs, rel_pos=rel_pos)
 
 
 UPDATES = ('interpolate', 'additive')
@@ -286,7 +296,7 @@ UPDATES = ('interpolate', 'additive')
 
 def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCache | None = None,
                gate: Tensor | None = None, update: str = 'interpolate', drop_path_rate: float = 0.0,
-               inplace: bool = False, windows: Windows | None = None) -> tuple[Tensor, BlockWork]:
+               inplace: bool = False, windows: Windows | Global | None = None) -> tuple[Tensor, BlockWork]:
     """One application of `block` to the `active` tokens of x (B, N, D); the others are untouched.
 
     Args:
@@ -302,7 +312,7 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
         inplace: write the active rows into `x` itself instead of a copy (saves a copy of all
             B*N rows per step; only without autograd). The caller must clone states it keeps.
             Use the returned tensor: when every token is active it is a new one.
-        windows: window attention for this application (`windows.Windows`), or None (global).
+        windows: the attention layout of this application (`windows.Windows`, `windows.Global`), or None.
 
     Without autograd (`torch.no_grad()`), the fresh keys/values of the active rows are also written
     into `kv_cache` in place: those rows are not valid cache entries (their tokens are active), and

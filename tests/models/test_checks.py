@@ -61,6 +61,7 @@ COMMON = [
     ('out_type', 'raw', ValueError, ['out_type', "['featmap', 'cls_token', 'avg_featmap']"]),
     ('window_size', -1, ValueError, ['window_size', '[0, inf]']),
     ('window_size', 14.0, TypeError, ['window_size', INT]),
+    ('use_rel_pos', 'yes', TypeError, ['use_rel_pos', BOOL]),
     ('global_steps', 3, TypeError, ['global_steps', 'list or tuple']),
     ('global_steps', [0.5], TypeError, ['global_steps entry', INT]),
     ('final_norm', 'yes', TypeError, ['final_norm', BOOL]),

@@ -14,7 +14,7 @@ from mmrecvit.models.windows import Windows
 pytestmark = pytest.mark.usefixtures('one_thread')
 
 
-def reference_window_attention(q, k, v, grid, size, num_prefix, num_heads, key_valid=None):
+def reference_window_attention(q, k, v, grid, size, num_prefix, num_heads, key_valid=None, rel_pos=None):
     """Dense attention with the window rule as an explicit (N, N) mask: patch i sees patch j of its
     window and the prefix tokens; a prefix token sees everything; invalid keys are masked."""
     B, N, D = q.shape

@@ -28,7 +28,8 @@ head_norm_cfg = dict(type='LN2d', requires_grad=True)
 model = dict(
     data_preprocessor=dict(pad_size_divisor=32,
                            batch_augments=[dict(type='BatchFixedSizePad', size=image_size, pad_mask=True)]),
-    backbone=dict(drop_path_rate=0.1, window_size=14, with_cp=True),
+    # use_rel_pos: ViTDet's decomposed relative position biases, zero at the DeiT start (mmrecvit/models/rel_pos.py)
+    backbone=dict(drop_path_rate=0.1, window_size=14, with_cp=True, use_rel_pos=True),
     neck=[_base_.model.neck[0], dict(_base_.model.neck[1], norm_cfg=head_norm_cfg)],
     rpn_head=dict(num_convs=2),
     roi_head=dict(
