@@ -25,6 +25,7 @@
 #
 #   bash scripts/setup.sh --ops-variant   # print the ops variant this machine needs, and exit
 #   bash scripts/setup.sh --check-ops     # fail unless the installed mmcv ops are that variant's
+#   bash scripts/setup.sh --d2-source     # print what detectron2 is built from (tarball, directory or git+URL)
 # Why the mmcv build needs care (../shared/ENV.md): its setup.py imports pkg_resources
 # (setuptools < 82), must see torch (--no-build-isolation) or it silently drops mmcv._ext, and
 # hard-codes -std=c++14/17 while torch >= 2.10 headers require C++20.
@@ -83,8 +84,21 @@ check_ops() {  # the installed mmcv ops must hold this machine's kernels
     || die "this machine needs mmcv ops for $want but the installed mmcv has ${got:-no} ops: a GPU machine with CPU-only mmcv ops would fail inside the detectors; remove mmcv (and any CPU wheel offered for $want) and re-run scripts/setup.sh"
 }
 
+d2_source() {  # what to build detectron2 from
+  if [[ -n "${MMRECVIT_D2_SOURCE:-}" ]]; then
+    echo "$MMRECVIT_D2_SOURCE"
+    return
+  fi
+  local f
+  for f in "$ROOT/../shared/vendor/$D2_TARBALL" "/work/shared/vendor/$D2_TARBALL"; do
+    [[ -f "$f" ]] && { echo "$f"; return; }
+  done
+  echo "git+$D2_REPO"
+}
+
 case ${1:-} in
   --ops-variant) ops_variant; exit 0 ;;  # print the variant this machine needs
+  --d2-source) d2_source; exit 0 ;;  # what detectron2 is built from (its tools: tests/e2e/test_d2_tools.py)
   --check-ops) check_ops; step "mmcv ops match this machine ($(ops_variant))"; exit 0 ;;
 esac
 
@@ -261,18 +275,6 @@ fi
 # (checked against the SHA256SUMS beside it), else from detectron2's repository as its install guide
 # says (pip + git). Its runtime dependencies are pinned in requirements.txt.
 d2_ok() { "$PY" -c "import detectron2, detectron2._C; assert detectron2.__version__ == '$D2_VERSION'" 2>/dev/null; }
-
-d2_source() {  # what to build detectron2 from
-  if [[ -n "${MMRECVIT_D2_SOURCE:-}" ]]; then
-    echo "$MMRECVIT_D2_SOURCE"
-    return
-  fi
-  local f
-  for f in "$ROOT/../shared/vendor/$D2_TARBALL" "/work/shared/vendor/$D2_TARBALL"; do
-    [[ -f "$f" ]] && { echo "$f"; return; }
-  done
-  echo "git+$D2_REPO"
-}
 
 build_detectron2() {
   local src work

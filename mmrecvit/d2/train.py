@@ -6,7 +6,7 @@ recipes: detectron2's `COCOEvaluator`).
 
 Differences from `lazyconfig_train_net.py`: the last evaluation is returned (and written to
 `<output_dir>/eval.json`), and the writers are the console and `metrics.json` only (no tensorboard
-events, so detectron2's optional tensorboard dependency is not needed).
+events; detectron2's own tool writes them, hence tensorboard in requirements.txt).
 """
 from __future__ import annotations
 

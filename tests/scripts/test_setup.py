@@ -79,3 +79,14 @@ def test_the_install_check_fails_loudly_on_the_wrong_ops(fake_root, probe, insta
     assert (res.returncode == 0) == ok, res.stderr
     if not ok:
         assert f'installed mmcv has {installed} ops' in res.stderr
+
+
+def test_d2_source_is_the_given_one_else_the_shared_tarball(fake_root, tmp_path):
+    """`--d2-source` (what detectron2 is built from; tests/e2e/test_d2_tools.py runs its tools from it)."""
+    root, _ = fake_root
+    tarball = root.parent / 'shared' / 'vendor' / 'detectron2-02b5c4e2.tar.gz'
+    tarball.parent.mkdir(parents=True)
+    tarball.write_bytes(b'')
+    assert Path(run(fake_root, '--d2-source', '|0|').stdout.strip()).resolve() == tarball.resolve()
+    given = run(fake_root, '--d2-source', '|0|', MMRECVIT_D2_SOURCE=str(tmp_path / 'd2'))
+    assert given.returncode == 0 and given.stdout.strip() == str(tmp_path / 'd2')
