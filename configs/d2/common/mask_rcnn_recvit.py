@@ -5,7 +5,7 @@
 #   i-th recursion step's map (the stage ends), as the mm recipes' SimplePyramid; ViTDet's builds all from the last;
 # * the backbone (here PlainViT-S; per-method configs change `model.backbone.net`) as the mm ViTDet recipe's:
 #   DeiT-S weights loaded strictly at construction, drop path 0.1, 14x14 windows with global attention at the
-#   stage ends, activation checkpointing. No relative position biases (ViTDet's ViT has them, ours do not).
+#   stage ends, activation checkpointing, ViTDet's relative position biases.
 from detectron2 import model_zoo
 from detectron2.config import LazyCall as L
 from detectron2.modeling.backbone.fpn import LastLevelMaxPool

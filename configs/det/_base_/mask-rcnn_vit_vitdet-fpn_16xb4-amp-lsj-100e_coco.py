@@ -8,8 +8,8 @@
 # * backbone: drop path 0.1 (ViTDet-B's; S takes the same), window attention in 14x14 windows with global
 #   attention at the ends of the 4 stages (the backbones' default global_steps), activation checkpointing;
 # * LayerNorm in the FPN and the RoI heads (LN2d, mmrecvit/mm/norm.py), a 4-conv + 1-fc box head, a 2-conv RPN.
-# Not ViTDet's: mmdet's FPN keeps its top-down path (ViTDet's simple pyramid has none), no relative position
-# biases, DeiT (ImageNet-1k supervised) rather than MAE weights.
+# Not ViTDet's: mmdet's FPN keeps its top-down path (ViTDet's simple pyramid has none), DeiT (ImageNet-1k
+# supervised) rather than MAE weights (every difference: `recipe` below). ViTDet's relative position biases are on.
 # Fewer GPUs: keep the batch of 64 with `--cfg-options optim_wrapper.accumulative_counts=K`, e.g. 8 GPUs x 4 images
 # x K=2 or 4 GPUs x 4 x K=4 (GPU memory bounds the images per GPU; with_cp is on already). Do not add
 # `--auto-scale-lr` then: it counts GPUs x images per GPU only (32 for 8x4 -> lr halved) and knows nothing of the
@@ -132,7 +132,6 @@ recipe = dict(
                                                'complement of the anchor\'s window blocks)',
         'model.backbone.with_cp': 'activation checkpointing (the anchor: none, 32 GB GPUs)',
         'model.backbone.init_cfg.checkpoint': 'DeiT (ImageNet-1k supervised) weights rather than MAE',
-        'model.backbone.use_rel_pos': 'ours have no relative position biases',
         'model.neck*': "SimplePyramid (the recursion steps' maps) + mmdet's FPN with its top-down path, LayerNorm "
                        "(the anchor: ViTDet's SimpleFPN from the last map)",
         'optim_wrapper.constructor': "mmrecvit's recursion-aware layer decay (the backbones' layer positions)",
