@@ -104,10 +104,10 @@ recipe = dict(
         'tta_*': 'flip test-time augmentation (tools/test.py --tta)',
         # runtime
         'custom_imports.*': 'registers mmrecvit (not the anchor\'s projects.ViTDet)',
-        'custom_hooks.RecursionHook': 'the backbones\' auxiliary losses and statistics',
-        'custom_hooks.RNGStateHook': 'the RNG state in checkpoints (exact resume)',
-        'custom_hooks.TF32Hook': 'TF32 matmuls on Ampere+',
-        'custom_hooks.Fp16CompresssionHook': "a hook of mmdet's projects (not in its wheel): fp16 gradient all-reduce, "
+        'custom_*hooks.RecursionHook': 'the backbones\' auxiliary losses and statistics',
+        'custom_*hooks.RNGStateHook': 'the RNG state in checkpoints (exact resume)',
+        'custom_*hooks.TF32Hook': 'TF32 matmuls on Ampere+',
+        'custom_*hooks.Fp16CompresssionHook': "a hook of mmdet's projects (not in its wheel): fp16 gradient all-reduce, "
                                              'a communication saving only',
         '*vis_backends.TensorboardVisBackend': 'no tensorboard events (local logs only)',
         'find_unused_parameters': 'stated: every parameter is in every graph',
