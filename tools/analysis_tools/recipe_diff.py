@@ -53,6 +53,14 @@ def vendor_dir() -> Path:
                             '(set MMRECVIT_VENDOR_DIR)')
 
 
+def _package_configs(package: str) -> Path:
+    """The installed package's `.mim/configs` folder (where mmengine's `package::` bases come from)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise ValueError(f'anchor scope {package!r}: the package is not installed')
+    return Path(spec.origin).parent / '.mim' / 'configs'
+
+
 def _publish(root: Path, fill: Callable[[Path], None]) -> None:
     """Fill a fresh folder, then rename it to `root` (atomic: a concurrent or killed run leaves no half tree)."""
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -80,7 +88,7 @@ def _vendor_file(rel: str) -> Path:
         root = CACHE / top
 
         def stage_tree(stage: Path) -> None:
-            (stage / 'configs').symlink_to(resolve(f'{VENDOR_BASES[top]}::'))
+            (stage / 'configs').symlink_to(_package_configs(VENDOR_BASES[top]))
             for entry in source.iterdir():  # copied: `..` from inside a symlinked folder would leave the stage
                 shutil.copytree(entry, stage / entry.name)
         if not root.is_dir():
@@ -99,15 +107,7 @@ def resolve(path: str) -> Path:
         if scope not in ANCHOR_SCOPES:
             raise ValueError(f'anchor {path!r}: unknown scope {scope!r}; allowed: {", ".join(ANCHOR_SCOPES)} '
                              '(or a path to a config file)')
-        if scope == 'vendor':
-            file = _vendor_file(rel)
-        else:
-            spec = importlib.util.find_spec(scope)
-            if spec is None or spec.origin is None:
-                raise ValueError(f'anchor {path!r}: package {scope!r} is not installed')
-            file = Path(spec.origin).parent / '.mim' / 'configs' / rel
-            if not rel:
-                return file
+        file = _vendor_file(rel) if scope == 'vendor' else _package_configs(scope) / rel
     if not file.is_file():
         raise FileNotFoundError(f'config {path!r}: no such file ({file})')
     return file
