@@ -6,3 +6,9 @@ model = dict(backbone=dict(
     # from DeiT: first/last <- blocks 0/11, shared <- the mean of the tied blocks; gates open at scale 1.0, so a
     # recursion applies the whole block (MoR's from-scratch alpha 0.1 would cap every update at a tenth)
     timm_init='average', timm_gates='open', router_alpha=1.0))
+recipe = dict(intended={  # this method's arguments (recipe_diff against the base's anchor)
+    'model.backbone.num_recursions': "MoR-ViT's recursions of the shared unit (docs/methods/)",
+    'model.backbone.router_alpha': "MoR-ViT's router scale",
+    'model.backbone.timm_gates': 'how gates start from a DeiT checkpoint (docs/methods/)',
+    'model.backbone.timm_init': 'which DeiT blocks start the shared ones (docs/methods/)',
+})

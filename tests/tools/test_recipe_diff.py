@@ -1,8 +1,9 @@
 """recipe_diff reads a recipe and its anchor from their own files; every difference must be listed (issue 28.1).
 
-Covered here: the ADE20K UperNet family against mmseg's vit_deit-s16 160k file and the ImageNet from-scratch family
-against mmpretrain's deit-small_4xb256_in1k. Not yet: the DeiT-start ImageNet recipes, mmdet ViTDet and detectron2
-ViTDet families (issue 28 remains open for them).
+Covered here: the ADE20K UperNet family against mmseg's vit_deit-s16 160k file, the ImageNet families (from scratch,
+from DeiT) against mmpretrain's deit-small_4xb256_in1k, and the COCO families: the ViTDet Mask R-CNN and Cascade
+recipes (every method, S and B, elastic) against mmdet's projects/ViTDet file (vendored), the 1x and 3x recipes
+against mmdet's own mask-rcnn_r50_fpn_1x / ms-poly-3x files.
 """
 import glob
 import os.path as osp
@@ -16,12 +17,20 @@ import recipe_diff  # noqa: E402  (tools/analysis_tools/recipe_diff.py)
 
 SEG_RECIPES = sorted(glob.glob(osp.join(REPO, 'configs', 'seg', 'upernet_*-[sb]*_8xb2-*_ade20k-512x512.py')))
 CLS_RECIPES = sorted(glob.glob(osp.join(REPO, 'configs', 'cls', '*-small_*in1k.py')))  # from scratch, from DeiT
-# mmdet's projects/ViTDet (vendored, see recipe_diff.vendor_dir): the shared Mask R-CNN recipe
-DET_RECIPES = [osp.join(REPO, 'configs', 'det', '_base_', 'mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py')]
+# every COCO recipe and its _base_ (the toys are not recipes; _base_/models and _base_/recipes are parts of them)
+DET_RECIPES = sorted(p for p in glob.glob(osp.join(REPO, 'configs', 'det', '*.py'))
+                     + glob.glob(osp.join(REPO, 'configs', 'det', '_base_', '*.py')) if '_toy-' not in p)
+DET = osp.join(REPO, 'configs', 'det', '_base_')
+VITDET = osp.join(DET, 'mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py')
+CASCADE = osp.join(DET, 'cascade-mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py')
+FPN_1X = osp.join(DET, 'mask-rcnn_vit_fpn_1x_coco.py')
+FPN_3X = osp.join(DET, 'mask-rcnn_vit_fpn_8xb2-ms-crop-3x_coco.py')
 
 
 def test_the_families_are_found():
-    assert (len(SEG_RECIPES), len(CLS_RECIPES)) == (21, 12)
+    assert (len(SEG_RECIPES), len(CLS_RECIPES), len(DET_RECIPES)) == (21, 12, 40)
+    anchors = {recipe_diff.recipe_of(recipe_diff.Config.fromfile(p), p)['anchor'] for p in DET_RECIPES}
+    assert len(anchors) == 3  # mmdet's projects/ViTDet, r50 1x, r50 ms-poly 3x
 
 
 @pytest.mark.parametrize('path', SEG_RECIPES + CLS_RECIPES + DET_RECIPES, ids=osp.basename)
@@ -32,17 +41,25 @@ def test_every_difference_from_the_anchor_is_listed_and_every_listed_one_exists(
     assert not stale, f'listed differences that are not found: {sorted(stale)}'
 
 
-@pytest.mark.parametrize('family, change, key', [
-    ('seg', "optim_wrapper = dict(optimizer=dict(lr=1e-4))", 'optim_wrapper.optimizer.lr'),
-    ('seg', "train_pipeline = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', reduce_zero_label=False)]",
+@pytest.mark.parametrize('base, change, key', [
+    (SEG_RECIPES[0], "optim_wrapper = dict(optimizer=dict(lr=1e-4))", 'optim_wrapper.optimizer.lr'),
+    (SEG_RECIPES[0], "train_pipeline = [dict(type='LoadImageFromFile'), "
+                     "dict(type='LoadAnnotations', reduce_zero_label=False)]",
      'train_pipeline.LoadAnnotations.reduce_zero_label'),
-    ('seg', "train_dataloader = dict(batch_size=4)", 'train_dataloader.batch_size'),
-    ('det', "train_pipeline = [dict(type='RandomResize', scale=(1024, 1024), ratio_range=(0.5, 2.0))]",
+    (SEG_RECIPES[0], "train_dataloader = dict(batch_size=4)", 'train_dataloader.batch_size'),
+    (VITDET, "train_pipeline = [dict(type='RandomResize', scale=(1024, 1024), ratio_range=(0.5, 2.0))]",
      'train_pipeline.RandomResize.ratio_range'),
-    ('det', "param_scheduler = [dict(type='LinearLR', end=500)]", 'param_scheduler.LinearLR.end'),
-])
-def test_a_changed_value_is_an_unlisted_difference(tmp_path, family, change, key):
-    base = {'seg': SEG_RECIPES, 'det': DET_RECIPES}[family][0]
+    (VITDET, "param_scheduler = [dict(type='LinearLR', end=500)]", 'param_scheduler.LinearLR.end'),
+    (CASCADE, "train_dataloader = dict(batch_size=2)", 'train_dataloader.batch_size'),
+    (FPN_1X, "param_scheduler = [dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=1000), "
+             "dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 10], gamma=0.1)]",
+     'param_scheduler.MultiStepLR.milestones'),
+    # differences by design at a value the recipe does not expect (`expected`): listed, still refused
+    (FPN_1X, "optim_wrapper = dict(optimizer=dict(lr=2e-4))", 'optim_wrapper.optimizer.lr'),
+    (FPN_3X, "model = dict(backbone=dict(drop_path_rate=0.2))", 'model.backbone.drop_path_rate'),
+    (FPN_3X, "train_dataloader = dict(batch_size=4)", 'train_dataloader.batch_size'),
+], ids=lambda v: osp.basename(v) if isinstance(v, str) and v.endswith('.py') else None)
+def test_a_changed_value_is_an_unlisted_difference(tmp_path, base, change, key):
     ours = tmp_path / 'changed.py'
     ours.write_text(f"_base_ = '{base}'\n{change}\n")
     unlisted = recipe_diff.compare(str(ours)).unlisted

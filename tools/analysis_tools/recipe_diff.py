@@ -9,12 +9,13 @@ Both configs are read from their own files (an anchor named `scope::path` from t
 states its anchor and its intended differences as data: `recipe = dict(anchor='scope::path', intended={'key
 pattern': 'why', ...})`, the patterns fnmatch-style over the keys printed here (a derived recipe adds entries:
 mmengine merges the dicts of its bases; an entry set to None withdraws a base's entry where the derived recipe
-agrees with the anchor again), and `key_map={our prefix: the anchor's}` where the two configs name one thing
-differently (a dataset inside a RepeatDataset). Keys are dotted paths; a pipeline (a list of dicts with `type`) is
-matched step by step by type, so an inserted step is one difference (`train_pipeline.CheckSegMap`) rather than a
-shift of every index after it, and a step's parameters are `train_pipeline.RandomCrop.crop_size`. mmengine's
-registry bookkeeping (`_scope_`) is not a difference. `--check` also fails on a listed pattern that matches no
-difference (a stale entry).
+agrees with the anchor again), `expected={key: value}` pinning our value of a difference that exists by design
+(an AdamW lr against an SGD anchor: listed, but 1e-4 and nothing else), and `key_map={our prefix: the anchor's}`
+where the two configs name one thing differently (a dataset inside a RepeatDataset). Keys are dotted paths; a
+pipeline (a list of dicts with `type`) is matched step by step by type, so an inserted step is one difference
+(`train_pipeline.CheckSegMap`) rather than a shift of every index after it, and a step's parameters are
+`train_pipeline.RandomCrop.crop_size`. mmengine's registry bookkeeping (`_scope_`) is not a difference. `--check`
+also fails on a listed pattern that matches no difference (a stale entry).
 Written by hand because mmengine compares no two configs (one line: `Config.diff` shows text lines, not keys).
 """
 from __future__ import annotations
@@ -219,9 +220,20 @@ def intended_of(recipe: dict) -> dict[str, str]:
     return {p: why for p, why in recipe.get('intended', {}).items() if why is not None}
 
 
+def unexpected(found: dict[str, tuple[Any, Any]], expected: dict[str, Any]) -> dict[str, str]:
+    """{key: why} where a listed difference's value of ours is not the one the recipe's `expected` states
+    (a difference by design, e.g. AdamW's lr against an SGD anchor, can still be the wrong value)."""
+    out = {}
+    for key, value in flatten(expected).items():
+        ours = found.get(key, (ABSENT,))[0]
+        if ours != value:
+            out[key] = f'the recipe expects {value!r}' + ('' if key in found else ' (not a difference)')
+    return out
+
+
 class Comparison(NamedTuple):
     found: dict[str, tuple[Any, Any]]  # {key: (ours, anchor)}
-    unlisted: dict[str, str]           # {key: ''}: differences the recipe does not list
+    unlisted: dict[str, str]           # {key: why}: differences the recipe does not list, or not at its `expected`
     stale: dict[str, str]              # {pattern: why}: listed differences that are not found
     intended: dict[str, str]           # {pattern: why}: what the recipe lists
 
@@ -235,6 +247,7 @@ def compare(ours_path: str, anchor_path: str | None = None) -> Comparison:
     ours_dict = {k: v for k, v in ours.to_dict().items() if k != 'recipe'}
     found = diff(ours_dict, anchor.to_dict(), recipe.get('key_map'))
     unlisted = {k: '' for k in found if not any(fnmatch.fnmatchcase(k, p) for p in intended)}
+    unlisted.update(unexpected(found, recipe.get('expected', {})))
     stale = {p: why for p, why in intended.items() if not any(fnmatch.fnmatchcase(k, p) for k in found)}
     return Comparison(found, unlisted, stale, intended)
 
@@ -250,8 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     found, unlisted, stale, intended = compare(args.ours, args.anchor)
     width = max((len(k) for k in found), default=0)
     for key, (va, vb) in found.items():
-        why = next((w for p, w in intended.items() if fnmatch.fnmatchcase(key, p)), 'NOT LISTED')
+        why = (f'NOT AS EXPECTED: {unlisted[key]}' if unlisted.get(key) else
+               next((w for p, w in intended.items() if fnmatch.fnmatchcase(key, p)), 'NOT LISTED'))
         print(f'{key:<{width}}  ours={va!r}  anchor={vb!r}  # {why}')
+    for key in unlisted.keys() - found.keys():
+        print(f'{key}: {unlisted[key]}')
     for pattern in stale:
         print(f'STALE: {pattern!r} is listed as intended but matches no difference')
     print(f'{len(found)} differences, {len(unlisted)} not listed, {len(stale)} stale entries')

@@ -8,6 +8,7 @@
 # micro-batches: scale its `end` (1000) by K too.
 _base_ = [
     './models/mask-rcnn_vit_fpn.py',
+    './recipes/mask-rcnn_vit_fpn_vs-r50.py',
     'mmdet::_base_/datasets/coco_instance.py',
     'mmdet::_base_/schedules/schedule_1x.py',
     'mmdet::_base_/default_runtime.py',
@@ -42,3 +43,8 @@ param_scheduler = [
     dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 11], gamma=0.1),
 ]
 auto_scale_lr = dict(enable=False, base_batch_size=16)
+# The anchor, mmdet's own 1x file, and this recipe's differences from it beyond the shared ones (recipe_diff).
+recipe = dict(anchor='mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py', intended={
+    'optim_wrapper.clip_grad.*': 'gradient clipping at norm 1 (AdamW on a ViT)',
+    'param_scheduler.LinearLR.end': "1000 warm-up iterations (mmdet's AdamW transformer recipes, e.g. Swin 1x)",
+}, expected={'param_scheduler.LinearLR.end': 1000, 'optim_wrapper.clip_grad.max_norm': 1.0})

@@ -13,7 +13,8 @@
 # with `--cfg-options optim_wrapper.accumulative_counts=K` (e.g. 4 GPUs x 2 images x K=2) and no --auto-scale-lr
 # (it counts GPUs x images per GPU only, not the accumulated steps); the warm-up counts micro-batches: scale its
 # `end` (500) by K.
-_base_ = ['./models/mask-rcnn_vit_fpn.py', 'mmdet::common/ms-poly_3x_coco-instance.py']
+_base_ = ['./models/mask-rcnn_vit_fpn.py', './recipes/mask-rcnn_vit_fpn_vs-r50.py',
+          'mmdet::common/ms-poly_3x_coco-instance.py']
 # A run killed at any moment (also mid-save) resumes from a complete checkpoint
 # (mmrecvit/mm/hooks/atomic_checkpoint_hook.py).
 default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
@@ -52,3 +53,17 @@ optim_wrapper = dict(
         'norm': dict(decay_mult=0.0),
         'bias': dict(decay_mult=0.0),
     }))
+# The anchor, mmdet's own 3x file (the same schedule, mmdet's common/ms-poly_3x_coco-instance.py: ViT-Adapter's
+# repository is not vendored here), and this recipe's differences from it beyond the shared ones (recipe_diff).
+recipe = dict(anchor='mmdet::mask_rcnn/mask-rcnn_r50_fpn_ms-poly-3x_coco.py', intended={
+    'train_dataloader.dataset.dataset.type': 'CheckedCocoDataset inside the RepeatDataset',
+    '*pipeline.RandomChoice': "ViT-Adapter's DETR-style choice: multi-scale resize, or resize + crop + resize",
+    '*pipeline.RandomCrop': "ViT-Adapter's last crop to at most 1024x1024",
+    '*pipeline.RandomResize': "mmdet's multi-scale resize (480..800), inside the RandomChoice here",
+    'multi_scale*': 'a config variable of ours (the RandomChoice scales)',
+    'model.backbone.window_size': 'window attention in 14x14 windows, global at the stage ends (ViT-Adapter)',
+    'model.backbone.with_cp': 'stated: no activation checkpointing',
+    'optim_wrapper.constructor': "mmrecvit's layer-decay constructor, at rate 1 (ViT-Adapter's DeiT configs: none)",
+    'optim_wrapper.paramwise_cfg.layer_decay_rate': 'no layer-wise decay (1.0)',
+    'optim_wrapper.paramwise_cfg.custom_keys.bias*': 'no weight decay on biases (ViT-Adapter)',
+}, expected={'model.backbone.window_size': 14, 'optim_wrapper.paramwise_cfg.layer_decay_rate': 1.0})
