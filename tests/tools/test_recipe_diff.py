@@ -1,8 +1,9 @@
 """recipe_diff reads a recipe and its anchor from their own files; every difference must be listed (issue 28.1).
 
-Covered here: the ADE20K UperNet family against mmseg's vit_deit-s16 160k file and the ImageNet from-scratch family
-against mmpretrain's deit-small_4xb256_in1k. Not yet: the DeiT-start ImageNet recipes, mmdet ViTDet and detectron2
-ViTDet families (issue 28 remains open for them).
+Covered here: the ADE20K UperNet family against mmseg's vit_deit-s16 160k file, the ImageNet from-scratch family
+against mmpretrain's deit-small_4xb256_in1k and mmdet's ViTDet base recipe against mmdet's projects/ViTDet; the
+detectron2 ViTDet family (LazyConfigs): test_recipe_diff_d2.py. Not yet: the DeiT-start ImageNet recipes and mmdet's
+per-method ViTDet files (issue 28 remains open for them).
 """
 import glob
 import os.path as osp

@@ -15,6 +15,12 @@ matched step by step by type, so an inserted step is one difference (`train_pipe
 shift of every index after it, and a step's parameters are `train_pipeline.RandomCrop.crop_size`. mmengine's
 registry bookkeeping (`_scope_`) is not a difference. `--check` also fails on a listed pattern that matches no
 difference (a stale entry).
+detectron2 LazyConfigs (configs/d2, detectron2's projects/ViTDet): a file that imports detectron2 or mmrecvit.d2, or
+imports relatively (how LazyConfigs derive), is read with `LazyConfig.load`: its module-level dicts, `recipe` among
+them (`__all__` is not read; a derived file imports the base's `recipe` and updates it, None withdrawing an entry).
+A `_target_` (or any class or function) compares as its qualified name (`detectron2.modeling.backbone.vit.ViT`), a
+`functools.partial` as a LazyCall, and a list of LazyCalls as a pipeline keyed by the `_target_`'s short name
+(`dataloader.train.mapper.augmentations.ResizeScale.max_scale`).
 Written by hand because mmengine compares no two configs (one line: `Config.diff` shows text lines, not keys).
 """
 from __future__ import annotations
