@@ -3,7 +3,8 @@
 Covered here: the ADE20K UperNet family against mmseg's vit_deit-s16 160k file, the ImageNet families (from scratch,
 from DeiT) against mmpretrain's deit-small_4xb256_in1k, and the COCO families: the ViTDet Mask R-CNN and Cascade
 recipes (every method, S and B, elastic) against mmdet's projects/ViTDet file (vendored), the 1x and 3x recipes
-against mmdet's own mask-rcnn_r50_fpn_1x / ms-poly-3x files.
+against mmdet's own mask-rcnn_r50_fpn_1x / ms-poly-3x files. The detectron2 ViTDet family (LazyConfigs):
+test_recipe_diff_d2.py.
 """
 import glob
 import os.path as osp

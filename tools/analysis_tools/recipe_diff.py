@@ -16,12 +16,20 @@ pipeline (a list of dicts with `type`) is matched step by step by type, so an in
 (`train_pipeline.CheckSegMap`) rather than a shift of every index after it, and a step's parameters are
 `train_pipeline.RandomCrop.crop_size`. mmengine's registry bookkeeping (`_scope_`) is not a difference. `--check`
 also fails on a listed pattern that matches no difference (a stale entry).
+detectron2 LazyConfigs (configs/d2, detectron2's projects/ViTDet): a file that imports detectron2 or mmrecvit.d2, or
+imports relatively (how LazyConfigs derive), is read with `LazyConfig.load`: its module-level dicts, `recipe` among
+them (`__all__` is not read; a derived file imports the base's `recipe` and updates it, None withdrawing an entry).
+A `_target_` (or any class or function) compares as its qualified name (`detectron2.modeling.backbone.vit.ViT`), a
+`functools.partial` as a LazyCall, and a list of LazyCalls as a pipeline keyed by the `_target_`'s short name
+(`dataloader.train.mapper.augmentations.ResizeScale.max_scale`).
 Written by hand because mmengine compares no two configs (one line: `Config.diff` shows text lines, not keys).
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import fnmatch
+import functools
 import importlib.util
 import os
 import shutil
@@ -114,9 +122,17 @@ def resolve(path: str) -> Path:
     return file
 
 
+def _step_type(step: Any) -> str | None:
+    """An mmengine step's `type`, a LazyCall's `_target_` short name (`T.RandomFlip` -> `RandomFlip`), else None."""
+    if not isinstance(step, dict):
+        return None
+    if 'type' in step:
+        return str(step['type'])
+    return None if '_target_' not in step else _qualname(step['_target_']).rpartition('.')[2]
+
+
 def _is_pipeline(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and bool(value) and all(
-        isinstance(v, dict) and 'type' in v for v in value)
+    return isinstance(value, (list, tuple)) and bool(value) and all(_step_type(v) is not None for v in value)
 
 
 def _step_names(steps: list[dict]) -> list[str]:
@@ -124,14 +140,26 @@ def _step_names(steps: list[dict]) -> list[str]:
     seen: dict[str, int] = {}
     names = []
     for step in steps:
-        t = str(step['type'])
+        t = _step_type(step)
         seen[t] = seen.get(t, 0) + 1
         names.append(t if seen[t] == 1 else f'{t}#{seen[t]}')
     return names
 
 
+def _qualname(value: Any) -> str:
+    """A class or function -> `module.QualName` (a LazyConfig's `_target_`); text as is."""
+    if isinstance(value, str) or not hasattr(value, '__qualname__'):
+        return str(value)
+    return f'{value.__module__}.{value.__qualname__}'
+
+
 def flatten(value: Any, prefix: str = '') -> dict[str, Any]:
-    """Nested dicts/lists -> {dotted key: leaf}; pipelines keyed by step type (see the module docstring)."""
+    """Nested dicts/lists -> {dotted key: leaf}; pipelines keyed by step type (see the module docstring);
+    a class or function as its qualified name, a `functools.partial` as a LazyCall (`_target_`, its arguments)."""
+    if isinstance(value, functools.partial):
+        value = {'_target_': value.func, **dict(enumerate(value.args)), **value.keywords}
+    if callable(value) and hasattr(value, '__qualname__'):
+        return {prefix: _qualname(value)}
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for k, v in value.items():
@@ -207,7 +235,27 @@ def diff(ours: dict[str, Any], anchor: dict[str, Any], key_map: dict[str, str] |
     return dict(sorted(out.items()))
 
 
-def recipe_of(cfg: Config, path: str) -> dict:
+def is_lazy_config(file: Path) -> bool:
+    """A detectron2 LazyConfig: a file that imports detectron2 or mmrecvit.d2, or imports relatively (`from
+    .common.x import model`: how LazyConfigs derive; an mmengine config derives by `_base_`)."""
+    tree = ast.parse(file.read_text())
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += ['.' * n.level + (n.module or '') for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    return any(m.startswith(('.', 'detectron2', 'mmrecvit.d2')) for m in names)
+
+
+def load(path: str, import_custom_modules: bool = True) -> dict[str, Any]:
+    """A config file as plain dicts: mmengine's `Config.fromfile`, or detectron2's `LazyConfig.load` (its module-level
+    dicts, `recipe` among them; interpolations such as `${..lr}` kept as text) for a LazyConfig."""
+    file = resolve(path)
+    if not is_lazy_config(file):
+        return Config.fromfile(str(file), import_custom_modules=import_custom_modules).to_dict()
+    from detectron2.config import LazyConfig  # only for a LazyConfig: detectron2 is optional
+    from omegaconf import OmegaConf
+    return OmegaConf.to_container(LazyConfig.load(str(file)), resolve=False)
+
+
+def recipe_of(cfg: dict, path: str) -> dict:
     recipe = cfg.get('recipe')
     if not isinstance(recipe, dict) or 'anchor' not in recipe:
         raise ValueError(f'{path} is not a recipe: it has no `recipe = dict(anchor=..., intended={{...}})` '
@@ -240,12 +288,11 @@ class Comparison(NamedTuple):
 
 def compare(ours_path: str, anchor_path: str | None = None) -> Comparison:
     """A recipe against its (or the given) anchor."""
-    ours = Config.fromfile(str(resolve(ours_path)))
+    ours = load(ours_path)
     recipe = recipe_of(ours, ours_path)
-    anchor = Config.fromfile(str(resolve(anchor_path or recipe['anchor'])), import_custom_modules=False)
+    anchor = load(anchor_path or recipe['anchor'], import_custom_modules=False)
     intended = intended_of(recipe)
-    ours_dict = {k: v for k, v in ours.to_dict().items() if k != 'recipe'}
-    found = diff(ours_dict, anchor.to_dict(), recipe.get('key_map'))
+    found = diff({k: v for k, v in ours.items() if k != 'recipe'}, anchor, recipe.get('key_map'))
     unlisted = {k: '' for k in found if not any(fnmatch.fnmatchcase(k, p) for p in intended)}
     unlisted.update(unexpected(found, recipe.get('expected', {})))
     stale = {p: why for p, why in intended.items() if not any(fnmatch.fnmatchcase(k, p) for k in found)}
