@@ -10,6 +10,7 @@ job per module, in the order a run uses them:
     memory.py   `PeakMemoryTracker`, peak tensor memory on the CPU
     timing.py   the measuring run (`run_benchmark`): interleaving, matmul probe, rows and ratios
     report.py   Markdown and CSV
+    step.py     one whole training / test step measured (time, peak and saved memory, executed FLOPs): the dry run
 
 Model specs (`specs.py`) name a backbone of ours `ClassName(kw=literal, ...)`, a timm model
 `timm:name(...)` or a config `path/to/config.py(...)`; how each is built and timed: `build.py`.

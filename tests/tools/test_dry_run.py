@@ -1,0 +1,118 @@
+"""dry_run.py builds a recipe as written and runs a training and a test iteration at its real sizes (issue 28.3),
+and the cost table is arithmetic on what it measured (issue 28.4).
+
+The `slow` tests run one paper recipe per family at batch 1 (real model, real pipeline, real input size: about
+1.5 min together on 2 idle cores, no timed repeats); the others use a toy recipe or no model. Nothing here
+checks a time: the measured numbers must be positive and consistent (the FLOPs torch counts in the backbone's
+test forward equal the backbone's own FLOP model; a training step executes more than a forward).
+Not covered: detectron2 LazyConfigs (dry_run.py runs the mm recipes only).
+"""
+import os.path as osp
+import sys
+
+import pytest
+from helpers import REPO
+
+sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
+import dry_run as tool  # noqa: E402  (tools/analysis_tools/dry_run.py)
+
+from mmrecvit.mm.costs import cost_rows, cost_table, dry_run_table  # noqa: E402
+from mmrecvit.mm.dry_run import RecipeError, dry_run  # noqa: E402
+
+DET = osp.join(REPO, 'configs', 'det')
+TOY_DET = osp.join(DET, 'mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py')
+
+
+def check(result, train_hw=None, test_hw=None, backbone_check=True):
+    """What every dry run must satisfy; prints the measured numbers."""
+    tr, te = result.train, result.test
+    print(f'\n{osp.basename(result.config)}: train {result.train_shape} peak {tr.peak_bytes / 2**20:.0f} MiB, '
+          f'saved {tr.saved_bytes / 2**20:.0f} MiB, {tr.flops / 1e9:.1f} GFLOPs; test {result.test_shape} '
+          f'peak {te.peak_bytes / 2**20:.0f} MiB, {te.flops / 1e9:.1f} GFLOPs')
+    assert result.batch == 1 and result.train_shape[0] == 1
+    if train_hw:
+        assert tuple(result.train_shape[-2:]) == train_hw
+    if test_hw:
+        assert tuple(result.test_shape[-2:]) == test_hw
+    assert 0 < tr.saved_bytes <= tr.peak_bytes and te.peak_bytes > 0
+    assert tr.flops > 2 * te.module('backbone') > 0  # forward + backward of the backbone alone is more than 2x
+    if backbone_check:  # torch's count of the backbone's executed ops = the backbone's FLOP model (one forward)
+        assert te.module('backbone') == pytest.approx(result.backbone_model_flops, rel=1e-3)
+    assert result.schedule.images > 0 and result.params > 0
+
+
+# ---- no model / toy model ---------------------------------------------------------------------------------------
+def test_every_paper_recipe_is_listed_once_with_a_family():
+    paths = tool.recipes()
+    assert len(paths) == len(set(paths)) and paths
+    names = {p.name for p in paths}
+    assert not any('toy' in n for n in names)
+    assert {tool.family(p) for p in paths} == {f for f, _ in tool.FAMILIES}
+    with pytest.raises(ValueError, match='not a paper recipe'):
+        tool.family(TOY_DET)
+
+
+def test_a_config_that_is_not_a_recipe_is_refused_naming_it(tmp_path):
+    part = osp.join(DET, '_base_', 'models', 'mask-rcnn_vit_fpn.py')
+    with pytest.raises(RecipeError, match=r"mask-rcnn_vit_fpn.py is not a recipe: default_scope=None, allowed: "
+                                          r"\['mmdet', 'mmseg', 'mmpretrain'\]"):
+        dry_run(part)
+    no_optim = tmp_path / 'no_optim.py'
+    no_optim.write_text("default_scope = 'mmdet'\nmodel = dict(type='MaskRCNN')\n")
+    with pytest.raises(RecipeError, match='has no train_dataloader, train_cfg, optim_wrapper, test_dataloader'):
+        dry_run(str(no_optim))
+    with pytest.raises(SystemExit):
+        tool.main([part, '--no-progress'])
+
+
+@pytest.mark.parametrize('argv', [['--with-cp', 'maybe', TOY_DET], [], ['--all', TOY_DET]])
+def test_bad_options_are_refused(argv, capsys):
+    with pytest.raises(SystemExit):
+        tool.main(argv)
+    assert 'error' in capsys.readouterr().err
+
+
+def test_the_toy_recipe_dry_runs_with_consistent_counts(tmp_path):
+    cache, out, costs = tmp_path / 'c.jsonl', tmp_path / 'dry.md', tmp_path / 'costs.md'
+    (record,) = tool.main([TOY_DET, '--batch', '1', '--with-cp', 'both', '--no-progress', '--cache', str(cache),
+                           '--out', str(out), '--costs', str(costs), '--gpu-rate', '50'])
+    assert record['with_cp'] is False and record['other_cp']['with_cp'] is True
+    # checkpointing keeps less for the backward and executes more (the recomputed forward)
+    assert record['other_cp']['saved_bytes'] < record['train']['saved_bytes']
+    # (the backbone's: the heads' work depends on how many random proposals match a random box, run to run)
+    assert record['other_cp']['backbone_flops'] > record['train']['backbone_flops'] > 0
+    assert 'mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco' in out.read_text()
+    assert 'GPU hours @ 50 TFLOP/s' in costs.read_text()
+    # the tables come back from the cache alone
+    tool.main(['--from-cache', str(cache), '--costs', str(tmp_path / 'again.md'), '--gpu-rate', '50'])
+    assert (tmp_path / 'again.md').read_text().split('\n', 3)[3] == costs.read_text().split('\n', 3)[3]
+
+
+def test_the_cost_table_is_the_measured_flops_times_the_schedule():
+    record = dict(name='r', batch=2, with_cp=True, train_shape=(2, 3, 64, 64), train=dict(flops=8e9, saved_bytes=2**21),
+                  other_cp=dict(with_cp=False, saved_bytes=2**23), schedule=dict(images=10**6, how='h'))
+    (row,) = cost_rows([record], gpu_rate=1.0)
+    # 4 GFLOPs per image x 1e6 images = 4 PFLOPs; at 1 TFLOP/s: 4000 s = 1.11 h; activations 4 / 1 MiB per image
+    assert row == ['r', '64x64', '4.0', 'h', '4', '4', '1', '1.11']
+    assert len(cost_table([record], 1.0)) == 3 and len(dry_run_table([dict(record, error='E: x')])) == 3
+
+
+# ---- one paper recipe per family at its real sizes, batch 1 ---------------------------------------------------
+REAL = {
+    'vitdet': ('det/mask-rcnn_plainvit-s_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', (1024, 1024), (1024, 1024)),
+    'cascade': ('det/cascade-mask-rcnn_plainvit-s_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', (1024, 1024), (1024, 1024)),
+    'fpn-3x': ('det/mask-rcnn_plainvit-s_fpn_8xb2-ms-crop-3x_coco.py', None, (800, 1088)),
+    'seg-160k': ('seg/upernet_plainvit-s_8xb2-160k_ade20k-512x512.py', (512, 512), None),
+    'cls': ('cls/plainvit-small_4xb256_in1k.py', (224, 224), (224, 224)),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('family', list(REAL))
+def test_a_paper_recipe_runs_at_its_real_size(family):
+    rel, train_hw, test_hw = REAL[family]
+    result = dry_run(osp.join(REPO, 'configs', rel), batch=1, repeats=0)
+    check(result, train_hw, test_hw)
+    assert tool.family(rel) in {f for f, _ in tool.FAMILIES}
+    if family == 'fpn-3x':  # multi-scale crop: at most 1333 on the long side, padded to 32
+        assert max(result.train_shape[-2:]) <= 1344 and all(s % 32 == 0 for s in result.train_shape[-2:])
