@@ -18,8 +18,9 @@ from .complexity import markdown_table
 DEFAULT_GPU_RATE = 100.0  # TFLOP/s sustained per GPU: an assumption (see GPU_RATE_ASSUMPTION)
 GPU_RATE_ASSUMPTION = ('an assumption, not a measurement: about a third of an A100\'s dense fp16/bf16 peak '
                        '(312 TFLOP/s), a common sustained fraction for a whole detector/segmentor training step; '
-                       'pass `--gpu-rate` with your own (e.g. images/s x GFLOPs per image of a training step, from '
-                       'scripts/gpu_check.sh\'s report)')
+                       'pass `--gpu-rate` with your own, e.g. from scripts/gpu_check.sh\'s report: images/s x 3 x '
+                       'GFLOPs/img of its window-cp training rows (its GFLOPs are the forward\'s; forward + backward '
+                       'is about 3x, with_cp adds the recomputed backbone forward)')
 MIB = 2 ** 20
 
 
@@ -70,20 +71,20 @@ def cp_memory(record: dict) -> dict[bool, float | None]:
 def dry_run_table(records: Sequence[dict]) -> list[str]:
     header = ['recipe', 'backbone', 'dtype', 'batch', 'train input', 'train s/iter', 'train peak MiB/img',
               'saved act. MiB/img', 'train GFLOPs/iter', 'test input', 'test s/iter', 'test peak MiB/img',
-              'test GFLOPs/iter']
+              'test GFLOPs/iter', 'load']
     rows = []
     for r in records:
         name = r['name']
         if r.get('error'):
-            rows.append([name, r.get('backbone', '–'), '–', '–', f'failed: {r["error"]}'] + [''] * 8)
+            rows.append([name, r.get('backbone', '–'), '–', '–', f'failed: {r["error"]}'] + [''] * 9)
             continue
         tr, te = r['train'], r.get('test') or {}
         rows.append([name, r['backbone'] + (' (cp)' if r.get('with_cp') else ''), r['dtype'], str(r['batch']),
                      _shape(r['train_shape']), _s(median(tr['seconds'])), _mib(per_image(r, 'train', 'peak_bytes')),
                      _mib(per_image(r, 'train', 'saved_bytes')), _g(tr['flops']), _shape(r.get('test_shape', ())),
                      _s(median(te.get('seconds', []))), _mib(per_image(r, 'test', 'peak_bytes')),
-                     _g(te.get('flops'))])
-    return markdown_table(header, rows, 'lllrlrrrrlrrr')
+                     _g(te.get('flops')), '–' if r.get('load') is None else f'{r["load"]:.1f}'])
+    return markdown_table(header, rows, 'lllrlrrrrlrrrr')
 
 
 def cost_rows(records: Sequence[dict], gpu_rate: float) -> list[list[str]]:

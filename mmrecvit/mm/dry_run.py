@@ -300,7 +300,11 @@ def dry_run(path: str, batch: int | None = None, repeats: int = 1, device: str |
             return SyntheticDataset(scope, inner.pipeline, num_classes(scope, inner), hw)
 
         say('data')
-        train_batch = _batch(runner, cfg.train_dataloader, dataset(cfg.train_dataloader), batch)
+        train_size = batch
+        if batch == 1 and any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):
+            train_size = 2  # e.g. UPerHead's 1x1 pooling: BatchNorm cannot train on one value per channel
+            notes.append('trained at batch 2: BatchNorm in the heads needs more than one value per channel')
+        train_batch = _batch(runner, cfg.train_dataloader, dataset(cfg.train_dataloader), train_size)
         result.batch = len(train_batch['inputs'])
         with torch.no_grad():
             result.train_shape = tuple(model.data_preprocessor(copy.deepcopy(train_batch), True)['inputs'].shape)

@@ -49,6 +49,22 @@ FAMILIES = (  # (name, how a recipe file name shows it), in table order; the fir
     ('mmpretrain ImageNet from scratch (DeiT recipe)', ('_in1k',)),
 )
 WITH_CP = ('as-written', 'on', 'off', 'both')
+COST_NOTES = [
+    'Per paper recipe, from its dry run at batch 1 on random weights (docs/dry_run.md has the iterations themselves):',
+    '',
+    '- **train GFLOPs/img**: what one training iteration executed per image at the recipe\'s training input (forward, '
+    'backward and, as written, with_cp\'s recomputed backbone forward; 2 x MACs of matmuls, convolutions and '
+    'attention, counted by torch\'s FlopCounterMode; norms and elementwise work not counted). The heads\' share '
+    'depends a little on how many random proposals match the random boxes; the multi-scale 3x recipe is at the one '
+    'random scale its pipeline drew (the input column).',
+    '- **PFLOPs**: that x the images the schedule trains on, with the dataset sizes COCO train2017 118287, ADE20K '
+    'train 20210, ImageNet-1k train 1281167 (epochs x size; iteration schedules: iterations x batch).',
+    '- **act. MiB/img**: fp32 tensors alive when the backward begins (what autograd keeps, plus the batch), per '
+    'image, with activation checkpointing off and on (every backbone supports with_cp; the ViTDet recipes have it on).',
+    '- Not covered: the detectron2 LazyConfigs (configs/d2/: the same models as the mmdet ViTDet recipes; '
+    'dry_run.py runs mm recipes only).',
+    '',
+]
 
 
 def family(path: str | Path, strict: bool = True) -> str:
@@ -137,15 +153,23 @@ def write_tables(records: list[dict], args: argparse.Namespace, pending: Sequenc
     for r in records:
         by_family.setdefault(family(r['config'], strict=False), []).append(r)
     todo = [f'- not measured yet: {", ".join(pending)}'] if pending else []
-    where = (records[0].get('machine', '') if records else '')
+    where = records[0].get('machine', '') if records else ''
+    measured_by = records[0].get('command') if records else None
+    command = 'python tools/analysis_tools/dry_run.py ' + ' '.join(sys.argv[1:])
+    if measured_by and measured_by != command:
+        command = f'{measured_by}`, tables by `{command}'
     for path, title, table in ((args.out, 'Dry run of every recipe', dry_run_table),
                                (args.costs, 'What each recipe costs', lambda rs: cost_table(rs, args.gpu_rate))):
         if not path:
             continue
-        lines = [f'# {title}', '', f'Written by `python tools/analysis_tools/dry_run.py {" ".join(sys.argv[1:])}` '
-                 f'({where}); what is measured and how: the tool\'s docstring (`--help`).', '']
-        if table is not dry_run_table:
-            lines += [f'GPU hours at {args.gpu_rate:g} TFLOP/s sustained per GPU'
+        lines = [f'# {title}', '', f'Measured by `{command}` ({where}); what is measured and how: the tool\'s '
+                 'docstring (`--help`); a partial run continues where it stopped (`--cache`).', '']
+        if table is dry_run_table:
+            lines += ['Per iteration at the batch shown; MiB/img = MiB / batch. load: the 1-minute load average when '
+                      'the recipe finished (above the core count, times are inflated by other work; memory and FLOPs '
+                      'are not). AMP recipes ran in fp32 on the CPU.', '']
+        else:
+            lines += COST_NOTES + [f'GPU hours at {args.gpu_rate:g} TFLOP/s sustained per GPU'
                       + (f' ({GPU_RATE_ASSUMPTION}).' if args.gpu_rate == DEFAULT_GPU_RATE else ' (given).'), '']
         for fam, rs in by_family.items():
             lines += [f'## {fam}', '', *table(rs), '']
@@ -205,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
                 raise
             record = dict(config=rel, name=path.stem, error=f'{type(e).__name__}: {str(e).splitlines()[0][:200]}')
         record['machine'] = machine()
+        record['command'] = 'python tools/analysis_tools/dry_run.py ' + ' '.join(sys.argv[1:])
+        record['load'] = os.getloadavg()[0] if hasattr(os, 'getloadavg') else None  # when it finished
         records.append(record)
         if args.cache:
             with open(args.cache, 'a') as f:
