@@ -1,10 +1,11 @@
 """dry_run.py builds a recipe as written and runs a training and a test iteration at its real sizes (issue 28.3),
 and the cost table is arithmetic on what it measured (issue 28.4).
 
-The `slow` tests run one paper recipe per family at batch 1 (real model, real pipeline, real input size: about
-1.5 min together on 2 idle cores, no timed repeats); the others use a toy recipe or no model. Nothing here
-checks a time: the measured numbers must be positive and consistent (the FLOPs torch counts in the backbone's
-test forward equal the backbone's own FLOP model; a training step executes more than a forward).
+The `slow` tests run one paper recipe per family at batch 1 (real model, real pipeline, real input size; no timed
+repeats, so the one instrumented step also allocates AdamW's state: its peak is above the table's); the others use
+a toy recipe or no model. Nothing here checks a time: the measured numbers must be positive and consistent (the
+FLOPs torch counts in the backbone's test forward equal the backbone's own FLOP model; a training step executes
+more than twice the backbone's forward).
 Not covered: detectron2 LazyConfigs (dry_run.py runs the mm recipes only).
 """
 import os.path as osp
@@ -29,7 +30,8 @@ def check(result, train_hw=None, test_hw=None, backbone_check=True):
     print(f'\n{osp.basename(result.config)}: train {result.train_shape} peak {tr.peak_bytes / 2**20:.0f} MiB, '
           f'saved {tr.saved_bytes / 2**20:.0f} MiB, {tr.flops / 1e9:.1f} GFLOPs; test {result.test_shape} '
           f'peak {te.peak_bytes / 2**20:.0f} MiB, {te.flops / 1e9:.1f} GFLOPs')
-    assert result.batch == 1 and result.train_shape[0] == 1
+    bn = any('BatchNorm' in n for n in result.notes)  # UPerHead: BatchNorm cannot train on one image
+    assert result.train_shape[0] == result.batch == (2 if bn else 1)
     if train_hw:
         assert tuple(result.train_shape[-2:]) == train_hw
     if test_hw:
