@@ -1,6 +1,6 @@
 """Measuring one iteration of a whole training or test step: wall time, peak memory, saved activations, FLOPs.
 
-Used by the dry run of a recipe (`mmrecvit/mm/dry_run.py`, `mmrecvit/d2/dry_run.py`), where one call is a
+Used by the dry run of a recipe (`mmrecvit/mm/dry_run.py`), where one call is a
 framework's own `train_step` / `test_step` on a prepared batch.
 
 * **Time**: `repeats` calls timed with `time.perf_counter` (CUDA synchronised), nothing instrumented.

@@ -87,7 +87,10 @@ def test_the_toy_recipe_dry_runs_with_consistent_counts(tmp_path):
     assert 'GPU hours @ 50 TFLOP/s' in costs.read_text()
     # the tables come back from the cache alone
     tool.main(['--from-cache', str(cache), '--costs', str(tmp_path / 'again.md'), '--gpu-rate', '50'])
-    assert (tmp_path / 'again.md').read_text().split('\n', 3)[3] == costs.read_text().split('\n', 3)[3]
+    def tables(text):  # from the cache, the paper recipes it lacks are listed as not measured
+        return [line for line in text.splitlines()[3:] if not line.startswith('- not measured yet')]
+
+    assert tables((tmp_path / 'again.md').read_text()) == tables(costs.read_text())
 
 
 def test_the_cost_table_is_the_measured_flops_times_the_schedule():

@@ -197,7 +197,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
         records = read_cache(args.from_cache)
         if not records:
             parser.error(f'--from-cache {args.from_cache}: no records there')
-        write_tables(records, args)
+        have = {r['config'] for r in records if not r.get('error')}
+        write_tables(records, args, pending=[p.stem for p in recipes() if os.path.relpath(p, REPO) not in have])
         return records
     if args.all == bool(args.configs):
         parser.error('give recipe configs or --all (not both)')
