@@ -216,7 +216,7 @@ class DryRun:
     test_shape: tuple[int, ...] = ()
     train: StepMeasurement | None = None
     test: StepMeasurement | None = None
-    backbone_model_flops: float | None = None    # the backbone's FLOP model, its last test forward
+    backbone_model_flops: float | None = None    # the backbone's FLOP model of one test iteration
     notes: list[str] = field(default_factory=list)
 
     def record(self) -> dict:
@@ -324,7 +324,12 @@ def dry_run(path: str, batch: int | None = None, repeats: int = 1, device: str |
                 with torch.no_grad():
                     return model.test_step(copies.pop())
 
-            result.test = measure_step(test_step, dev, repeats, progress=lambda s: say(f'test {s}'))
+            forwards: list[float] = []  # the FLOP model of each backbone forward (a sliding-window test runs several)
+            hook = None
             if isinstance(backbone, ViTBackbone):
-                result.backbone_model_flops = float(total_flops(backbone.stats.work)) * len(test_batch['inputs'])
+                hook = backbone.register_forward_hook(lambda m, a, o: forwards.append(float(total_flops(m.stats.work))))
+            result.test = measure_step(test_step, dev, repeats, progress=lambda s: say(f'test {s}'))
+            if hook is not None:
+                hook.remove()
+                result.backbone_model_flops = sum(forwards) / (repeats + 1) * len(test_batch['inputs'])
     return result

@@ -50,6 +50,7 @@ def test_every_paper_recipe_is_listed_once_with_a_family():
     names = {p.name for p in paths}
     assert not any('toy' in n for n in names)
     assert {tool.family(p) for p in paths} == {f for f, _ in tool.FAMILIES}
+    assert {tool.family(rel) for rel, _, _ in REAL.values()} == {f for f, _ in tool.FAMILIES}  # CI runs each once
     with pytest.raises(ValueError, match='not a paper recipe'):
         tool.family(TOY_DET)
 
@@ -103,12 +104,16 @@ def test_the_cost_table_is_the_measured_flops_times_the_schedule():
 
 
 # ---- one paper recipe per family at its real sizes, batch 1 ---------------------------------------------------
-REAL = {
-    'vitdet': ('det/mask-rcnn_plainvit-s_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', (1024, 1024), (1024, 1024)),
+REAL = {  # family -> (recipe, train input, test input); a different method in each, so that every method runs once
+    'vitdet': ('det/mask-rcnn_srvit-s_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', (1024, 1024), (1024, 1024)),
     'cascade': ('det/cascade-mask-rcnn_plainvit-s_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', (1024, 1024), (1024, 1024)),
-    'fpn-3x': ('det/mask-rcnn_plainvit-s_fpn_8xb2-ms-crop-3x_coco.py', None, (800, 1088)),
-    'seg-160k': ('seg/upernet_plainvit-s_8xb2-160k_ade20k-512x512.py', (512, 512), None),
+    'fpn-1x': ('det/mask-rcnn_edgerecvit-s_fpn_1x_coco.py', (800, 1088), (800, 1088)),
+    'fpn-3x': ('det/mask-rcnn_revit-s_fpn_8xb2-ms-crop-3x_coco.py', None, (800, 1088)),
+    'seg-160k': ('seg/upernet_morvit-s_8xb2-160k_ade20k-512x512.py', (512, 512), None),
+    # sliding-window test (two 512x512 windows of a 512x683 image): the FLOP model counts every window's forward
+    'seg-ld0.95': ('seg/upernet_naiverecvit-s_8xb2-amp-ld0.95-160k_ade20k-512x512.py', (512, 512), None),
     'cls': ('cls/plainvit-small_4xb256_in1k.py', (224, 224), (224, 224)),
+    'cls-deit-pre': ('cls/revit-small_deit-pre_4xb256-100e_in1k.py', (224, 224), (224, 224)),
 }
 
 
@@ -118,6 +123,5 @@ def test_a_paper_recipe_runs_at_its_real_size(family):
     rel, train_hw, test_hw = REAL[family]
     result = dry_run(osp.join(REPO, 'configs', rel), batch=1, repeats=0)
     check(result, train_hw, test_hw)
-    assert tool.family(rel) in {f for f, _ in tool.FAMILIES}
     if family == 'fpn-3x':  # multi-scale crop: at most 1333 on the long side, padded to 32
         assert max(result.train_shape[-2:]) <= 1344 and all(s % 32 == 0 for s in result.train_shape[-2:])
