@@ -17,7 +17,8 @@ from .complexity import markdown_table
 
 DEFAULT_GPU_RATE = 100.0  # TFLOP/s sustained per GPU: an assumption (see GPU_RATE_ASSUMPTION)
 GPU_RATE_ASSUMPTION = ('an assumption, not a measurement: about a third of an A100\'s dense fp16/bf16 peak '
-                       '(312 TFLOP/s), a common sustained fraction for a whole detector/segmentor training step; '
+                       '(312 TFLOP/s); a whole detector step (RoI ops, data loading, small kernels) may sustain far '
+                       'less; '
                        'pass `--gpu-rate` with your own, e.g. from scripts/gpu_check.sh\'s report: images/s x 3 x '
                        'GFLOPs/img of its window-cp training rows (its GFLOPs are the forward\'s; forward + backward '
                        'is about 3x, with_cp adds the recomputed backbone forward)')

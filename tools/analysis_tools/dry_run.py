@@ -61,8 +61,8 @@ COST_NOTES = [
     'train 20210, ImageNet-1k train 1281167 (epochs x size; iteration schedules: iterations x batch).',
     '- **act. MiB/img**: fp32 tensors alive when the backward begins (what autograd keeps, plus the batch), per '
     'image, with activation checkpointing off and on (every backbone supports with_cp; the ViTDet recipes have it on). '
-    '– where not measured: the ViT-B ViTDet recipes but PlainViT-B and the naive one, without checkpointing, '
-    'outgrew the 24 GiB of the machine that made this table (killed; measured as written, with_cp on).',
+    '– where not measured: without checkpointing, the ViT-B ViTDet recipes of SR-ViT, reViT, Edge-RecViT and '
+    'MoR-ViT outgrew the 24 GiB of the machine that made this table (killed; measured as written, with_cp on).',
     '- Not covered: the detectron2 LazyConfigs (configs/d2/: the same models as the mmdet ViTDet recipes; '
     'dry_run.py runs mm recipes only).',
     '',
