@@ -18,12 +18,10 @@ needs CUDA): `DryRun.dtype` says what ran.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import importlib
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,38 +31,23 @@ from mmengine.config import Config
 from mmengine.dataset import Compose
 from mmengine.runner import Runner
 
-from ..benchmark.step import StepMeasurement, measure_step
+from ..benchmark.step import DATASETS, DryRun, RecipeError, Schedule, measure_step, random_boxes
 from ..models import ViTBackbone
 from ..models.flops import total_flops
 from .cli import build_runner
 
-
-@dataclass(frozen=True)
-class DatasetFacts:
-    name: str
-    train_images: int            # what an epoch is
-    image_hw: tuple[int, int]    # the synthetic images: the dataset's most common size (H, W)
-
-
-DATASETS = {
-    'mmdet': DatasetFacts('COCO train2017', 118287, (480, 640)),
-    'mmseg': DatasetFacts('ADE20K train', 20210, (512, 683)),
-    'mmpretrain': DatasetFacts('ImageNet-1k train', 1281167, (375, 500)),
-}
 MODEL_HOOKS = ('RecursionHook', 'TF32Hook')  # hooks that change an iteration's computation: run before it
 RECIPE_KEYS = ('model', 'train_dataloader', 'train_cfg', 'optim_wrapper', 'test_dataloader')
-
-
-class RecipeError(ValueError):
-    """The config is not a recipe the dry run can run (the message names it and what is allowed)."""
+SCOPES = ('mmdet', 'mmseg', 'mmpretrain')  # (detectron2 LazyConfigs: mmrecvit/d2/dry_run.py)
 
 
 def check_recipe(cfg: Config, path: str) -> str:
     """The recipe's framework (default_scope); `RecipeError` naming what is missing otherwise."""
     scope = cfg.get('default_scope')
-    if scope not in DATASETS:
-        raise RecipeError(f'{path} is not a recipe: default_scope={scope!r}, allowed: {list(DATASETS)} (and a '
-                          f'recipe has all of {list(RECIPE_KEYS)})')
+    if scope not in SCOPES:
+        raise RecipeError(f'{path} is not a recipe: default_scope={scope!r}, allowed: {list(SCOPES)} (and a '
+                          f'recipe has all of {list(RECIPE_KEYS)}), or a detectron2 LazyConfig with a model, '
+                          'dataloader, optimizer and train')
     missing = [k for k in RECIPE_KEYS if cfg.get(k) is None]
     if missing:
         raise RecipeError(f'{path} is not a recipe: it has no {", ".join(missing)} (a recipe has all of '
@@ -140,11 +123,9 @@ class SyntheticDataset(torch.utils.data.Dataset):
             from mmdet.structures.bbox import HorizontalBoxes
             from mmdet.structures.mask import BitmapMasks
 
-            size = rng.uniform(0.05, 0.4, (n, 2)) * (w, h)
-            x1y1 = rng.uniform(0, 1, (n, 2)) * ((w, h) - size)
-            boxes = np.concatenate([x1y1, x1y1 + size], 1).astype(np.float32)
+            boxes = random_boxes(rng, n, (h, w))
             yy, xx = np.mgrid[:h, :w]
-            centre, half = (boxes[:, :2] + boxes[:, 2:]) / 2, size / 2
+            centre, half = (boxes[:, :2] + boxes[:, 2:]) / 2, (boxes[:, 2:] - boxes[:, :2]) / 2
             masks = (((xx - centre[:, 0, None, None]) / half[:, 0, None, None]) ** 2
                      + ((yy - centre[:, 1, None, None]) / half[:, 1, None, None]) ** 2 <= 1).astype(np.uint8)
             ann.update(gt_bboxes=HorizontalBoxes(boxes), gt_bboxes_labels=rng.integers(0, self.classes, n),
@@ -175,15 +156,6 @@ def global_batch(cfg: Config, path: str) -> tuple[int, str]:
     raise RecipeError(f'{path}: no batch in the name (NxbM) and no auto_scale_lr.base_batch_size')
 
 
-@dataclass
-class Schedule:
-    images: int        # images the schedule trains on (every step's batch summed)
-    batch: int         # global batch
-    iterations: int
-    dataset: DatasetFacts
-    how: str           # in words
-
-
 def schedule(cfg: Config, path: str, scope: str) -> Schedule:
     batch, batch_how = global_batch(cfg, path)
     facts = DATASETS[scope]
@@ -197,39 +169,6 @@ def schedule(cfg: Config, path: str, scope: str) -> Schedule:
     rep = f' ({loop.max_epochs} x RepeatDataset {repeats})' if repeats > 1 else ''
     return Schedule(images, batch, -(-images // batch), facts,
                     f'{epochs} epochs{rep} x {facts.train_images} images ({facts.name}), batch {batch} ({batch_how})')
-
-
-@dataclass
-class DryRun:
-    """What one dry run of a recipe measured (per iteration; `per_image` divides by the batch)."""
-
-    config: str
-    scope: str
-    backbone: str
-    with_cp: bool | None
-    device: str
-    dtype: str
-    batch: int
-    params: int
-    schedule: Schedule
-    train_shape: tuple[int, ...] = ()
-    test_shape: tuple[int, ...] = ()
-    train: StepMeasurement | None = None
-    test: StepMeasurement | None = None
-    backbone_model_flops: float | None = None    # the backbone's FLOP model of one test iteration
-    notes: list[str] = field(default_factory=list)
-
-    def record(self) -> dict:
-        """Plain data (JSON) for the tables (`mmrecvit/mm/costs.py`); per-module FLOPs left out."""
-        def phase(m: StepMeasurement | None) -> dict | None:
-            return None if m is None else dict(seconds=m.seconds, peak_bytes=m.peak_bytes,
-                                               saved_bytes=m.saved_bytes, flops=m.flops,
-                                               backbone_flops=m.module('backbone'))
-        out = dataclasses.asdict(self)
-        out.update(train=phase(self.train), test=phase(self.test), schedule=dict(
-            images=self.schedule.images, batch=self.schedule.batch, iterations=self.schedule.iterations,
-            dataset=self.schedule.dataset.name, how=self.schedule.how))
-        return out
 
 
 def prepare_config(cfg: Config, device: torch.device, work_dir: str, with_cp: bool | None,

@@ -4,9 +4,11 @@
     build_model(cfg, checkpoint)     the detector/segmentor/classifier through that registry, eval mode, weights loaded
     default_image(scope, data_root)  a toy val image under the caller's data root (written by `make_toy_data` if absent)
     prepare_inputs(model, cfg, img)  the config's test pipeline (or an exact --shape) + data preprocessor
+    is_lazy_config(path)             a detectron2 LazyConfig (configs/d2/) rather than an mmengine config
 """
 from __future__ import annotations
 
+import ast
 import copy
 import importlib
 from collections.abc import Sequence
@@ -176,3 +178,12 @@ def forward_backbone(model: nn.Module, data: dict) -> nn.Module:
     with torch.no_grad():
         backbone(data['inputs'])
     return backbone
+
+
+def is_lazy_config(file: str | Path) -> bool:
+    """A detectron2 LazyConfig: a file that imports detectron2 or mmrecvit.d2, or imports relatively (`from
+    .common.x import model`: how LazyConfigs derive; an mmengine config derives by `_base_`)."""
+    tree = ast.parse(Path(file).read_text())
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += ['.' * n.level + (n.module or '') for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    return any(m.startswith(('.', 'detectron2', 'mmrecvit.d2')) for m in names)

@@ -18,6 +18,8 @@ LazyConfig = pytest.importorskip('detectron2.config').LazyConfig
 sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
 import recipe_diff  # noqa: E402  (tools/analysis_tools/recipe_diff.py)
 
+from mmrecvit.mm.tooling import is_lazy_config  # noqa: E402
+
 D2 = osp.join(REPO, 'configs', 'd2')
 BASE = osp.join(D2, 'common', 'mask_rcnn_recvit_100ep.py')
 RECIPES = sorted(glob.glob(osp.join(D2, '*_100ep.py'))) + [BASE]
@@ -97,7 +99,7 @@ def test_a_target_flattens_to_its_qualified_name():
 
 
 def test_lazy_configs_are_told_from_mmengine_configs():
-    assert all(recipe_diff.is_lazy_config(Path(p)) for p in RECIPES)
-    assert recipe_diff.is_lazy_config(recipe_diff.resolve(VITDET.format('cascade_mask_rcnn')))
+    assert all(is_lazy_config(Path(p)) for p in RECIPES)
+    assert is_lazy_config(recipe_diff.resolve(VITDET.format('cascade_mask_rcnn')))
     mm = osp.join(REPO, 'configs', 'det', '_base_', 'mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py')
-    assert not recipe_diff.is_lazy_config(Path(mm))
+    assert not is_lazy_config(Path(mm))

@@ -15,7 +15,10 @@ allocated during the iteration: parameters and optimizer state not counted; CUDA
 on the CPU), and the FLOPs it executed (torch's FlopCounterMode, 2 x MACs; training: forward + backward + the
 recomputation with_cp adds). AMP recipes run in fp32 on the CPU.
 
---all measures every recipe (configs/det, seg, cls; toys and _base_ excluded), appending each to --cache as it
+A detectron2 LazyConfig (configs/d2/) is dry-run the same way with detectron2's own parts: its mappers (LSJ),
+model, optimizer and trainer step (mmrecvit/d2/dry_run.py); --cfg-options are then its overrides.
+
+--all measures every recipe (configs/det, seg, cls, d2; toys, _base_ and common excluded), appending each to --cache as it
 finishes (a rerun skips what the cache holds), and rewrites --out (the dry-run table) and --costs (per recipe:
 training GFLOPs per image, total PFLOPs of the schedule, activation memory per image with and without with_cp,
 GPU hours at --gpu-rate) after each. --from-cache only rewrites the tables.
@@ -41,6 +44,8 @@ REPO = Path(__file__).resolve().parents[2]  # the checkout of this tool: its con
 FAMILIES = (  # (name, how a recipe file name shows it), in table order; the first match names the family
     ('mmdet ViTDet Cascade Mask R-CNN (LSJ 1024, 100 epochs)', ('cascade-mask-rcnn', 'vitdet')),
     ('mmdet ViTDet Mask R-CNN (LSJ 1024, 100 epochs)', ('mask-rcnn', 'vitdet')),
+    ('detectron2 ViTDet Cascade Mask R-CNN (LSJ 1024, 100 epochs)', ('cascade_mask_rcnn', '100ep')),
+    ('detectron2 ViTDet Mask R-CNN (LSJ 1024, 100 epochs)', ('mask_rcnn', '100ep')),
     ('mmdet Mask R-CNN FPN 1x', ('fpn_1x',)),
     ('mmdet Mask R-CNN FPN 3x (multi-scale crop)', ('ms-crop-3x',)),
     ('mmseg UperNet 160k, layer decay 0.95', ('upernet', 'ld0.95')),
@@ -63,8 +68,8 @@ COST_NOTES = [
     'image, with activation checkpointing off and on (every backbone supports with_cp; the ViTDet recipes have it on). '
     '– where not measured: without checkpointing, the ViT-B ViTDet recipes of SR-ViT, reViT, Edge-RecViT and '
     'MoR-ViT outgrew the 24 GiB of the machine that made this table (killed; measured as written, with_cp on).',
-    '- Not covered: the detectron2 LazyConfigs (configs/d2/: the same models as the mmdet ViTDet recipes; '
-    'dry_run.py runs mm recipes only).',
+    '- detectron2 LazyConfigs (configs/d2/): their ViTDet models run by detectron2\'s own trainer step '
+    '(mmrecvit/d2/dry_run.py); their schedule is 184375 iterations of 64 images (99.8 COCO epochs).',
     '',
 ]
 
@@ -86,7 +91,7 @@ METHODS = ('plainvit', 'naiverecvit', 'srvit', 'revit', 'edgerecvit', 'morvit')
 def recipes(repo: Path = REPO) -> list[Path]:
     """Every paper recipe of every method: ViT-S before ViT-B, then one method at a time over all families
     (a partial --all run covers every family first), then reViT's elastic variants."""
-    found = [p for d in ('det', 'seg', 'cls') for p in sorted((repo / 'configs' / d).glob('*.py'))
+    found = [p for d in ('det', 'seg', 'cls', 'd2') for p in sorted((repo / 'configs' / d).glob('*.py'))
              if 'toy' not in p.name]
     order = [f for f, _ in FAMILIES]
 
@@ -102,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=__doc__.split('\n\n', 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('configs', nargs='*', help='recipe config files (or --all)')
-    parser.add_argument('--all', action='store_true', help='every paper recipe under configs/det, seg, cls')
+    parser.add_argument('--all', action='store_true', help='every paper recipe under configs/det, seg, cls, d2')
     parser.add_argument('--batch', type=int, default=None, help="images per iteration (default: the recipe's per GPU)")
     parser.add_argument('--repeats', type=int, default=1, help='timed iterations of each kind (default 1)')
     parser.add_argument('--device', default=None, help='cpu, cuda, cuda:1, ... (default: cuda if available)')
@@ -125,8 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def measure(path: Path, args: argparse.Namespace, say) -> dict:
     """One recipe's record (mmrecvit/mm/costs.py), with the other with_cp variant where asked."""
-    from mmrecvit.mm.dry_run import dry_run
+    from mmrecvit.mm.tooling import is_lazy_config
 
+    if is_lazy_config(path):
+        from mmrecvit.d2.dry_run import dry_run
+    else:
+        from mmrecvit.mm.dry_run import dry_run
     cp = {'as-written': None, 'both': None, 'on': True, 'off': False}[args.with_cp]
     rel = os.path.relpath(path, REPO) if str(path).startswith(str(REPO)) else str(path)
     result = dry_run(str(path), batch=args.batch, repeats=args.repeats, device=args.device, with_cp=cp,
@@ -138,7 +147,7 @@ def measure(path: Path, args: argparse.Namespace, say) -> dict:
                         cfg_options=args.cfg_options, progress=lambda s: say(f'with_cp={flip} {s}'))
         record['other_cp'] = dict(with_cp=other.with_cp, saved_bytes=other.train.saved_bytes,
                                   peak_bytes=other.train.peak_bytes, flops=other.train.flops,
-                                  backbone_flops=other.train.module('backbone'))
+                                  backbone_flops=other.train.module(other.backbone_module))
     return record
 
 
@@ -225,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
             record = measure(path.resolve(), args, say)
         except Exception as e:  # noqa: BLE001  (the table says which recipe failed and why; the others go on)
             if not args.all:
-                from mmrecvit.mm.dry_run import RecipeError
+                from mmrecvit.benchmark.step import RecipeError
 
                 if isinstance(e, RecipeError):
                     parser.error(str(e))

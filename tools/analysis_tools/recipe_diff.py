@@ -27,7 +27,6 @@ Written by hand because mmengine compares no two configs (one line: `Config.diff
 from __future__ import annotations
 
 import argparse
-import ast
 import fnmatch
 import functools
 import importlib.util
@@ -41,6 +40,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from mmengine import Config
+
+from mmrecvit.mm.tooling import is_lazy_config
 
 ABSENT = '<absent>'
 ANCHOR_SCOPES = ('mmdet', 'mmseg', 'mmpretrain', 'vendor')
@@ -233,15 +234,6 @@ def diff(ours: dict[str, Any], anchor: dict[str, Any], key_map: dict[str, str] |
         if va != vb:
             out[key] = (va, vb)
     return dict(sorted(out.items()))
-
-
-def is_lazy_config(file: Path) -> bool:
-    """A detectron2 LazyConfig: a file that imports detectron2 or mmrecvit.d2, or imports relatively (`from
-    .common.x import model`: how LazyConfigs derive; an mmengine config derives by `_base_`)."""
-    tree = ast.parse(file.read_text())
-    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    names += ['.' * n.level + (n.module or '') for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    return any(m.startswith(('.', 'detectron2', 'mmrecvit.d2')) for m in names)
 
 
 def load(path: str, import_custom_modules: bool = True) -> dict[str, Any]:
