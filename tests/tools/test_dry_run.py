@@ -6,7 +6,8 @@ repeats, so the one instrumented step also allocates AdamW's state: its peak is 
 a toy recipe or no model. Nothing here checks a time: the measured numbers must be positive and consistent (the
 FLOPs torch counts in the backbone's test forward equal the backbone's own FLOP model; a training step executes
 more than twice the backbone's forward).
-Not covered: detectron2 LazyConfigs (dry_run.py runs the mm recipes only).
+detectron2 LazyConfigs (configs/d2/) run through detectron2's own mappers, model and trainer step
+(mmrecvit/d2/dry_run.py): their two families are among the real ones, a toy LazyConfig among the quick ones.
 """
 import os.path as osp
 import sys
@@ -17,11 +18,13 @@ from helpers import REPO
 sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
 import dry_run as tool  # noqa: E402  (tools/analysis_tools/dry_run.py)
 
+from mmrecvit.benchmark.step import RecipeError  # noqa: E402
 from mmrecvit.mm.costs import cost_rows, cost_table, dry_run_table  # noqa: E402
-from mmrecvit.mm.dry_run import RecipeError, dry_run  # noqa: E402
+from mmrecvit.mm.dry_run import dry_run  # noqa: E402
 
 DET = osp.join(REPO, 'configs', 'det')
 TOY_DET = osp.join(DET, 'mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py')
+TOY_D2 = osp.join(REPO, 'configs', 'd2', 'toy', 'mask_rcnn_srvit_ti_toy_coco.py')
 
 
 def check(result, train_hw=None, test_hw=None, backbone_check=True):
@@ -37,9 +40,10 @@ def check(result, train_hw=None, test_hw=None, backbone_check=True):
     if test_hw:
         assert tuple(result.test_shape[-2:]) == test_hw
     assert 0 < tr.saved_bytes <= tr.peak_bytes and te.peak_bytes > 0
-    assert tr.flops > 2 * te.module('backbone') > 0  # forward + backward of the backbone alone is more than 2x
+    backbone = te.module(result.backbone_module)  # the mmrecvit backbone's (d2: inside the feature pyramid)
+    assert tr.flops > 2 * backbone > 0  # forward + backward of the backbone alone is more than 2x
     if backbone_check:  # torch's count of the backbone's executed ops = the backbone's FLOP model (one forward)
-        assert te.module('backbone') == pytest.approx(result.backbone_model_flops, rel=1e-3)
+        assert backbone == pytest.approx(result.backbone_model_flops, rel=1e-3)
     assert result.schedule.images > 0 and result.params > 0
 
 
@@ -64,6 +68,16 @@ def test_a_config_that_is_not_a_recipe_is_refused_naming_it(tmp_path):
     no_optim.write_text("default_scope = 'mmdet'\nmodel = dict(type='MaskRCNN')\n")
     with pytest.raises(RecipeError, match='has no train_dataloader, train_cfg, optim_wrapper, test_dataloader'):
         dry_run(str(no_optim))
+    with pytest.raises(SystemExit):
+        tool.main([part, '--no-progress'])
+
+
+def test_a_lazy_config_that_is_not_a_recipe_is_refused_naming_it():
+    part = osp.join(REPO, 'configs', 'd2', 'common', 'mask_rcnn_recvit.py')  # the model only
+    assert tool.dry_run_of(part) is not dry_run
+    with pytest.raises(RecipeError, match=r"mask_rcnn_recvit.py is not a detectron2 recipe: it has no dataloader."
+                                          r"train.mapper, dataloader.test.mapper, optimizer, train.max_iter"):
+        tool.dry_run_of(part)(part)
     with pytest.raises(SystemExit):
         tool.main([part, '--no-progress'])
 
@@ -94,6 +108,19 @@ def test_the_toy_recipe_dry_runs_with_consistent_counts(tmp_path):
     assert tables((tmp_path / 'again.md').read_text()) == tables(costs.read_text())
 
 
+def test_a_toy_lazy_config_dry_runs_through_detectron2_with_consistent_counts():
+    (record,) = tool.main([TOY_D2, '--batch', '1', '--with-cp', 'both', '--no-progress'])
+    assert record['scope'] == 'detectron2' and record['backbone'] == 'SRViT'
+    assert record['with_cp'] is False and record['other_cp']['with_cp'] is True
+    assert record['other_cp']['saved_bytes'] < record['train']['saved_bytes']
+    assert record['other_cp']['backbone_flops'] > record['train']['backbone_flops'] > 0
+    # 800 iterations x total_batch_size 2 (the toy's); the batch per GPU is 1 (--batch)
+    assert record['schedule']['images'] == 1600 and record['batch'] == 1
+    result = tool.dry_run_of(TOY_D2)(TOY_D2, batch=2, repeats=0)
+    assert result.batch == 2 and result.train_shape[0] == 2 and result.test_shape[0] == 2
+    assert result.test.module(result.backbone_module) == pytest.approx(result.backbone_model_flops, rel=1e-3)
+
+
 def test_the_cost_table_is_the_measured_flops_times_the_schedule():
     record = dict(name='r', batch=2, with_cp=True, train_shape=(2, 3, 64, 64), train=dict(flops=8e9, saved_bytes=2**21),
                   other_cp=dict(with_cp=False, saved_bytes=2**23), schedule=dict(images=10**6, how='h'))
@@ -114,6 +141,9 @@ REAL = {  # family -> (recipe, train input, test input); a different method in e
     'seg-ld0.95': ('seg/upernet_naiverecvit-s_8xb2-amp-ld0.95-160k_ade20k-512x512.py', (512, 512), None),
     'cls': ('cls/plainvit-small_4xb256_in1k.py', (224, 224), (224, 224)),
     'cls-deit-pre': ('cls/revit-small_deit-pre_4xb256-100e_in1k.py', (224, 224), (224, 224)),
+    # detectron2: LSJ crops padded to ViTDet's square 1024; the test resize (768x1024 here) padded to it too
+    'd2-vitdet': ('d2/mask_rcnn_morvit_s_100ep.py', (1024, 1024), (1024, 1024)),
+    'd2-cascade': ('d2/cascade_mask_rcnn_naiverecvit_s_100ep.py', (1024, 1024), (1024, 1024)),
 }
 
 
@@ -121,7 +151,8 @@ REAL = {  # family -> (recipe, train input, test input); a different method in e
 @pytest.mark.parametrize('family', list(REAL))
 def test_a_paper_recipe_runs_at_its_real_size(family):
     rel, train_hw, test_hw = REAL[family]
-    result = dry_run(osp.join(REPO, 'configs', rel), batch=1, repeats=0)
+    path = osp.join(REPO, 'configs', rel)
+    result = tool.dry_run_of(path)(path, batch=1, repeats=0)
     check(result, train_hw, test_hw)
     if family == 'fpn-3x':  # multi-scale crop: at most 1333 on the long side, padded to 32
         assert max(result.train_shape[-2:]) <= 1344 and all(s % 32 == 0 for s in result.train_shape[-2:])

@@ -18,10 +18,10 @@ recomputation with_cp adds). AMP recipes run in fp32 on the CPU.
 A detectron2 LazyConfig (configs/d2/) is dry-run the same way with detectron2's own parts: its mappers (LSJ),
 model, optimizer and trainer step (mmrecvit/d2/dry_run.py); --cfg-options are then its overrides.
 
---all measures every recipe (configs/det, seg, cls, d2; toys, _base_ and common excluded), appending each to --cache as it
-finishes (a rerun skips what the cache holds), and rewrites --out (the dry-run table) and --costs (per recipe:
-training GFLOPs per image, total PFLOPs of the schedule, activation memory per image with and without with_cp,
-GPU hours at --gpu-rate) after each. --from-cache only rewrites the tables.
+--all measures every recipe (configs/det, seg, cls, d2; toys, _base_ and common excluded), appending each to
+--cache as it finishes (a rerun skips what the cache holds), and rewrites --out (the dry-run table) and --costs
+(per recipe: training GFLOPs per image, total PFLOPs of the schedule, activation memory per image with and
+without with_cp, GPU hours at --gpu-rate) after each. --from-cache only rewrites the tables.
 """
 from __future__ import annotations
 
@@ -31,8 +31,9 @@ import json
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from mmengine.config import DictAction
 
@@ -128,14 +129,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def measure(path: Path, args: argparse.Namespace, say) -> dict:
-    """One recipe's record (mmrecvit/mm/costs.py), with the other with_cp variant where asked."""
+def dry_run_of(path: str | Path) -> Callable[..., Any]:
+    """The dry run for the config at `path`: detectron2's for a LazyConfig, else the mm frameworks'."""
     from mmrecvit.mm.tooling import is_lazy_config
 
     if is_lazy_config(path):
         from mmrecvit.d2.dry_run import dry_run
     else:
         from mmrecvit.mm.dry_run import dry_run
+    return dry_run
+
+
+def measure(path: Path, args: argparse.Namespace, say) -> dict:
+    """One recipe's record (mmrecvit/mm/costs.py), with the other with_cp variant where asked."""
+    dry_run = dry_run_of(path)
     cp = {'as-written': None, 'both': None, 'on': True, 'off': False}[args.with_cp]
     rel = os.path.relpath(path, REPO) if str(path).startswith(str(REPO)) else str(path)
     result = dry_run(str(path), batch=args.batch, repeats=args.repeats, device=args.device, with_cp=cp,
