@@ -67,8 +67,8 @@ COST_NOTES = [
     'train 20210, ImageNet-1k train 1281167 (epochs x size; iteration schedules: iterations x batch).',
     '- **act. MiB/img**: fp32 tensors alive when the backward begins (what autograd keeps, plus the batch), per '
     'image, with activation checkpointing off and on (every backbone supports with_cp; the ViTDet recipes have it on). '
-    '– where not measured: without checkpointing, the ViT-B ViTDet recipes of SR-ViT, reViT, Edge-RecViT and '
-    'MoR-ViT outgrew the 24 GiB of the machine that made this table (killed; measured as written, with_cp on).',
+    '– where not measured: SR-ViT-B\'s ViTDet recipe without checkpointing outgrew the 24 GiB of the machine '
+    'that made this table (killed; SR-ViT-S\'s keeps 10.2 GiB per image, ViT-B about 1.7x ViT-S).',
     '- detectron2 LazyConfigs (configs/d2/): their ViTDet models run by detectron2\'s own trainer step '
     '(mmrecvit/d2/dry_run.py); their schedule is 184375 iterations of 64 images (99.8 COCO epochs).',
     '',
