@@ -4,6 +4,7 @@ Importing the package applies the compatibility fixes (`mmrecvit.compat`), regis
 backbone, neck and hook into the installed OpenMMLab registries (`mmrecvit.mm.registry`) and every
 backbone as a classifier into timm's model registry (`mmrecvit.timm`).
 """
+
 from . import compat
 from .mm import register_all
 from .models import BACKBONES, NECKS

@@ -9,6 +9,7 @@ level rather than in `mmrecvit.models`, which defines networks and reads nothing
 behalf (the backbones answer `stats` and `layer_depth`; how a model full of them is read is the
 adapters' business, written once here instead of once per framework).
 """
+
 from __future__ import annotations
 
 from torch import Tensor, nn
@@ -46,8 +47,8 @@ def layer_depth_table(model: nn.Module) -> dict[int, tuple[str, float, int]]:
         for name, param in module.named_parameters():
             depth = float(decay.layer_depth(name, positions))
             if not 0 <= depth <= num_layers:
-                raise ValueError(f'{type(module).__name__}.layer_depth({name!r}) = {depth} is outside '
-                                 f'[0, num_layers={num_layers}]')
+                raise ValueError(
+                    f'{type(module).__name__}.layer_depth({name!r}) = {depth} is outside [0, num_layers={num_layers}]'
+                )
             table[id(param)] = (f'{prefix}.{name}' if prefix else name, depth, num_layers)
     return table
-

@@ -45,6 +45,7 @@ RandAugment, random erasing, RepeatAugSampler), Mixup/CutMix and loss run a back
 (`tests/configs/test_cls.py`). Its `mmpretrain::` base configs resolve through `pkg_resources` like
 mmdet's (setuptools < 82); its unmet `modelindex` requirement is a packaging matter (requirements.txt).
 """
+
 from __future__ import annotations
 
 import functools
@@ -67,8 +68,10 @@ def _history_buffer_getattr(obj: object, name: str) -> object:
     allowed = {'min', 'max', 'current', 'mean', *HistoryBuffer._statistics_methods}
     if obj is HistoryBuffer and name in allowed:
         return getattr(obj, name)
-    raise pickle.UnpicklingError(f'refusing getattr({obj!r}, {name!r}) while loading a checkpoint '
-                                 '(only HistoryBuffer statistics methods are allowed)')
+    raise pickle.UnpicklingError(
+        f'refusing getattr({obj!r}, {name!r}) while loading a checkpoint '
+        '(only HistoryBuffer statistics methods are allowed)'
+    )
 
 
 def mmengine_safe_globals() -> list:
@@ -77,8 +80,15 @@ def mmengine_safe_globals() -> list:
 
     multiarray = np._core.multiarray if hasattr(np, '_core') else np.core.multiarray
     dtype_classes = [getattr(np.dtypes, n) for n in dir(np.dtypes) if n.endswith('DType')]
-    return [HistoryBuffer, np.ndarray, np.dtype, multiarray._reconstruct, multiarray.scalar,
-            *dtype_classes, (_history_buffer_getattr, 'builtins.getattr')]
+    return [
+        HistoryBuffer,
+        np.ndarray,
+        np.dtype,
+        multiarray._reconstruct,
+        multiarray.scalar,
+        *dtype_classes,
+        (_history_buffer_getattr, 'builtins.getattr'),
+    ]
 
 
 def load_local_checkpoint(filename: str, map_location: object = None) -> object:

@@ -20,6 +20,7 @@ What cannot export, and why (docs/deployment.md):
   keeps a fixed number of tokens per recursion (ceil(cap_r * Np)) and exports with TopK/Gather in the
   graph: the selection stays data dependent, the shapes do not.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -92,14 +93,18 @@ def check_exportable(module: nn.Module) -> None:
     for name, m in module.named_modules():
         where = name or type(m).__name__
         if isinstance(m, EdgeRecViT) and m.execution != 'masked':
-            raise ValueError(f"{where}: EdgeRecViT(execution={m.execution!r}) cannot be exported to ONNX: the "
-                             "adaptive engine runs a data-dependent number of tokens per block; use "
-                             "execution='masked' (the same function over all tokens with masks), e.g. "
-                             "--cfg-options model.backbone.execution=masked")
+            raise ValueError(
+                f'{where}: EdgeRecViT(execution={m.execution!r}) cannot be exported to ONNX: the '
+                'adaptive engine runs a data-dependent number of tokens per block; use '
+                "execution='masked' (the same function over all tokens with masks), e.g. "
+                '--cfg-options model.backbone.execution=masked'
+            )
         if isinstance(m, MoRViT) and m.routing != 'expert_choice':
-            raise ValueError(f"{where}: MoRViT(routing={m.routing!r}) cannot be exported to ONNX: every token "
-                             "chooses its own depth, so each recursion runs a data-dependent number of tokens; "
-                             "routing='expert_choice' (a fixed count per recursion, TopK in the graph) exports")
+            raise ValueError(
+                f'{where}: MoRViT(routing={m.routing!r}) cannot be exported to ONNX: every token '
+                'chooses its own depth, so each recursion runs a data-dependent number of tokens; '
+                "routing='expert_choice' (a fixed count per recursion, TopK in the graph) exports"
+            )
 
 
 def _floordiv(a, b):  # onnxscript types; see export_onnx
@@ -131,8 +136,15 @@ def export_onnx(module: nn.Module, x: Tensor, path: str | Path, stride: int, dyn
     path = Path(path)
     kwargs = dict(dynamic_shapes=dynamic_hw(stride)) if dynamic else {}
     with contextlib.redirect_stdout(io.StringIO()):
-        torch.onnx.export(module.eval(), (x,), str(path), dynamo=True, external_data=False,
-                          custom_translation_table={operator.floordiv: _floordiv}, **kwargs)
+        torch.onnx.export(
+            module.eval(),
+            (x,),
+            str(path),
+            dynamo=True,
+            external_data=False,
+            custom_translation_table={operator.floordiv: _floordiv},
+            **kwargs,
+        )
     return path
 
 
@@ -144,8 +156,9 @@ class ParityRow:
     max_abs_diff: float
 
 
-def onnx_parity(module: nn.Module, path: str | Path, sizes: Sequence[tuple[int, int]], batch: int = 1,
-                seed: int = 0) -> list[ParityRow]:
+def onnx_parity(
+    module: nn.Module, path: str | Path, sizes: Sequence[tuple[int, int]], batch: int = 1, seed: int = 0
+) -> list[ParityRow]:
     """Run the ONNX file in onnxruntime (CPU) and `module` eagerly on the same random inputs, one per
     size (H, W); one row per output and size. A missing or reshaped output is an error."""
     import onnxruntime as ort
@@ -163,20 +176,25 @@ def onnx_parity(module: nn.Module, path: str | Path, sizes: Sequence[tuple[int, 
             raise RuntimeError(f'{path}: {len(out)} onnxruntime outputs at {H}x{W}, eager has {len(ref)}')
         for i, (a, b) in enumerate(zip(ref, out)):
             if tuple(a.shape) != b.shape:
-                raise RuntimeError(f'{path}: output {i} at {H}x{W} is {b.shape} in onnxruntime, '
-                                   f'{tuple(a.shape)} eagerly')
+                raise RuntimeError(
+                    f'{path}: output {i} at {H}x{W} is {b.shape} in onnxruntime, {tuple(a.shape)} eagerly'
+                )
             rows.append(ParityRow((H, W), i, tuple(a.shape), float(np.abs(a.numpy() - b).max())))
     return rows
 
 
 def format_parity(rows: Sequence[ParityRow], tolerance: float = TOLERANCE) -> str:
     """The parity table: input size, output index, its shape, max |diff| and ok/FAIL against `tolerance`."""
-    lines = [f'{"input":>11}  {"output":>6}  {"shape":<20} {"max |ort - eager|":>17}  ok',
-             f'{"-" * 11}  {"-" * 6}  {"-" * 20} {"-" * 17}  --']
+    lines = [
+        f'{"input":>11}  {"output":>6}  {"shape":<20} {"max |ort - eager|":>17}  ok',
+        f'{"-" * 11}  {"-" * 6}  {"-" * 20} {"-" * 17}  --',
+    ]
     for r in rows:
         ok = 'ok' if r.max_abs_diff <= tolerance else 'FAIL'
-        lines.append(f'{r.size[0]:>5}x{r.size[1]:<5}  {r.output:>6}  {"x".join(map(str, r.shape)):<20} '
-                     f'{r.max_abs_diff:>17.3g}  {ok}')
+        lines.append(
+            f'{r.size[0]:>5}x{r.size[1]:<5}  {r.output:>6}  {"x".join(map(str, r.shape)):<20} '
+            f'{r.max_abs_diff:>17.3g}  {ok}'
+        )
     return '\n'.join(lines)
 
 

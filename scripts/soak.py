@@ -10,6 +10,7 @@ fifth, in MiB (medians, so that one evaluation's transient peak does not count a
 Then evaluates the last checkpoint twice with `tools/test.py` and compares the two metric sets.
 Exit status 1 when the growth exceeds --bound MiB or the two evaluations differ. Linux only (/proc).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,10 @@ import sys
 import time
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
-CONFIGS = {'det': 'configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py',
-           'seg': 'configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py'}
+CONFIGS = {
+    'det': 'configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py',
+    'seg': 'configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py',
+}
 
 
 def rss_mib(pid: int) -> float | None:
@@ -42,6 +45,7 @@ def rss_mib(pid: int) -> float | None:
 def write_trace(samples: list[tuple[float, float]], warmup_s: float, work_dir: str, title: str) -> None:
     """rss.csv (seconds, MiB) and rss.png (RSS over time, the warm-up shaded)."""
     import matplotlib
+
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
@@ -59,8 +63,22 @@ def write_trace(samples: list[tuple[float, float]], warmup_s: float, work_dir: s
 
 def evaluate(config: str, checkpoint: str, work_dir: str, options: list[str], env: dict) -> dict:
     """The metrics `tools/test.py` reports for `checkpoint` (read from the json log mmengine writes)."""
-    run = subprocess.run([sys.executable, osp.join(REPO, 'tools', 'test.py'), config, checkpoint, '--work-dir',
-                          work_dir, '--cfg-options', *options], cwd=REPO, env=env, capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            osp.join(REPO, 'tools', 'test.py'),
+            config,
+            checkpoint,
+            '--work-dir',
+            work_dir,
+            '--cfg-options',
+            *options,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if run.returncode != 0:
         raise SystemExit(f'tools/test.py {checkpoint} failed:\n{run.stderr[-3000:]}')
     (log,) = glob.glob(osp.join(work_dir, '*', '*.json'))
@@ -85,11 +103,22 @@ def main(argv=None) -> int:
     if not osp.isdir(osp.join(args.data_root, 'toy_coco' if args.task == 'det' else 'toy_ade')):
         make_toy_data(args.data_root, progress=False)
     data_options = [f'{k}={v}' for k, v in toy_data_cfg(args.task, args.data_root).items()]
-    options = [f'train_cfg.max_iters={args.iters}', f'train_cfg.val_interval={args.val_interval}',
-               f'default_hooks.checkpoint.interval={args.val_interval}', 'default_hooks.logger.interval=50',
-               *data_options]
-    cmd = [sys.executable, osp.join(REPO, 'tools', 'train.py'), osp.join(REPO, CONFIGS[args.task]),
-           '--work-dir', args.work_dir, '--cfg-options', *options]
+    options = [
+        f'train_cfg.max_iters={args.iters}',
+        f'train_cfg.val_interval={args.val_interval}',
+        f'default_hooks.checkpoint.interval={args.val_interval}',
+        'default_hooks.logger.interval=50',
+        *data_options,
+    ]
+    cmd = [
+        sys.executable,
+        osp.join(REPO, 'tools', 'train.py'),
+        osp.join(REPO, CONFIGS[args.task]),
+        '--work-dir',
+        args.work_dir,
+        '--cfg-options',
+        *options,
+    ]
     start = time.monotonic()
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join([REPO, os.environ.get('PYTHONPATH', '')])}  # this checkout
     os.makedirs(args.work_dir, exist_ok=True)
@@ -113,18 +142,32 @@ def main(argv=None) -> int:
     fifth = max(1, len(warm) // 5)
     first, last = statistics.median(warm[:fifth]), statistics.median(warm[-fifth:])
     growth = last - first
-    write_trace(samples, args.warmup * total, args.work_dir, f'{args.task}, {args.iters} iterations, evaluation and '
-                f'checkpoint every {args.val_interval}')
-    print(f'{args.task}: {args.iters} iterations in {total:.0f}s, {len(samples)} RSS samples; after warm-up: '
-          f'median {first:.0f} MiB (first fifth), {last:.0f} MiB (last fifth), peak {max(r for _, r in samples):.0f} '
-          f'MiB, growth {growth:+.1f} MiB (bound {args.bound:g}); trace {args.work_dir}/rss.png', flush=True)
+    write_trace(
+        samples,
+        args.warmup * total,
+        args.work_dir,
+        f'{args.task}, {args.iters} iterations, evaluation and checkpoint every {args.val_interval}',
+    )
+    print(
+        f'{args.task}: {args.iters} iterations in {total:.0f}s, {len(samples)} RSS samples; after warm-up: '
+        f'median {first:.0f} MiB (first fifth), {last:.0f} MiB (last fifth), peak {max(r for _, r in samples):.0f} '
+        f'MiB, growth {growth:+.1f} MiB (bound {args.bound:g}); trace {args.work_dir}/rss.png',
+        flush=True,
+    )
     checkpoint = osp.join(args.work_dir, f'iter_{args.iters}.pth')
-    first, second = ({k: v for k, v in evaluate(cmd[2], checkpoint, osp.join(args.work_dir, f'eval_{i}'),
-                                                 data_options, env).items() if k not in ('time', 'data_time')}
-                     for i in (1, 2))  # the timings differ run to run; every metric must not
+    first, second = (
+        {
+            k: v
+            for k, v in evaluate(cmd[2], checkpoint, osp.join(args.work_dir, f'eval_{i}'), data_options, env).items()
+            if k not in ('time', 'data_time')
+        }
+        for i in (1, 2)
+    )  # the timings differ run to run; every metric must not
     same = first == second
-    print(f'{args.task}: {checkpoint} evaluated twice: {"identical" if same else "DIFFERENT"} metrics {first}'
-          + ('' if same else f' vs {second}'))
+    print(
+        f'{args.task}: {checkpoint} evaluated twice: {"identical" if same else "DIFFERENT"} metrics {first}'
+        + ('' if same else f' vs {second}')
+    )
     return int(growth > args.bound or not same)
 
 

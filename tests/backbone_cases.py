@@ -4,6 +4,7 @@ Each entry builds a model small enough for fast CPU tests. A new backbone adds o
 (and `tests/models/test_common.py` then checks shapes, gradients, state-dict round trip,
 determinism and argument errors for it).
 """
+
 TINY = dict(embed_dim=32, num_heads=2, img_size=64)
 
 BACKBONE_CASES = {

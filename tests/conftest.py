@@ -15,6 +15,7 @@ distributes files over the cores (`--dist loadfile`): the tests of one file run 
 runs a file's tests share are made there; a run two files share is made once, the other worker waits
 for it on a file lock (`helpers.once`).
 """
+
 import os
 import sys
 from pathlib import Path
@@ -72,8 +73,9 @@ def toy_root(tmp_path_factory):
     from mmrecvit.datasets import make_toy_data
 
     def make(root):
-        make_toy_data(root, size=128, coco_train=8, coco_val=4, ade_train=8, ade_val=4, cls_train=10, cls_val=5,
-                      progress=False)
+        make_toy_data(
+            root, size=128, coco_train=8, coco_val=4, ade_train=8, ade_val=4, cls_train=10, cls_val=5, progress=False
+        )
         return str(root)
 
     return Path(once(tmp_path_factory, 'toy', make))

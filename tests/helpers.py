@@ -3,6 +3,7 @@
 Test modules import it as `helpers` (tests/conftest.py puts tests/ on sys.path; pytest runs with
 `--import-mode=importlib`, so test modules never import each other: what two of them need lives here).
 """
+
 from __future__ import annotations
 
 import copy
@@ -38,12 +39,19 @@ def toy_cfg_options(task: str, root, work_dir, iters: int = 2, batch: int = 2) -
     """--cfg-options that point a toy config at `toy_root` and shorten it to `iters` iterations."""
     from mmrecvit.datasets import toy_data_cfg
 
-    common = [f'train_cfg.max_iters={iters}', f'train_cfg.val_interval={iters}',
-              f'default_hooks.checkpoint.interval={iters}', f'train_dataloader.batch_size={batch}',
-              'train_dataloader.num_workers=0', 'train_dataloader.persistent_workers=False',
-              'val_dataloader.num_workers=0', 'val_dataloader.persistent_workers=False',
-              'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False',
-              'default_hooks.logger.interval=1']
+    common = [
+        f'train_cfg.max_iters={iters}',
+        f'train_cfg.val_interval={iters}',
+        f'default_hooks.checkpoint.interval={iters}',
+        f'train_dataloader.batch_size={batch}',
+        'train_dataloader.num_workers=0',
+        'train_dataloader.persistent_workers=False',
+        'val_dataloader.num_workers=0',
+        'val_dataloader.persistent_workers=False',
+        'test_dataloader.num_workers=0',
+        'test_dataloader.persistent_workers=False',
+        'default_hooks.logger.interval=1',
+    ]
     paths = [f'{k}={v}' for k, v in toy_data_cfg(task, root).items()]
     return ['--work-dir', str(work_dir), '--cfg-options', *common, *paths]
 
@@ -53,8 +61,9 @@ SUBPROCESS_ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONWARNINGS': 'ignor
 
 def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
     """A command in the repository, output captured (for the failure message), one thread per process."""
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900,
-                          **{'env': SUBPROCESS_ENV, **kwargs})
+    return subprocess.run(
+        cmd, cwd=REPO, capture_output=True, text=True, timeout=900, **{'env': SUBPROCESS_ENV, **kwargs}
+    )
 
 
 class one_deterministic_thread:
@@ -139,11 +148,18 @@ D2_TOY = f'{REPO}/configs/d2/toy/mask_rcnn_{{}}_ti_toy_coco.py'
 def d2_toy_overrides(root, out, iters: int = 2, size: int = 128) -> list[str]:
     """detectron2 `key=value` overrides that point a toy LazyConfig at the tests' toy set, `iters`
     iterations at `size` px, evaluated at the end, output in `out` (as tools/d2_train_net.py takes them)."""
-    pairs = [('dataloader.train.dataset.names.root', f'{root}/toy_coco'),
-             ('dataloader.test.dataset.names.root', f'{root}/toy_coco'),
-             ('train.max_iter', iters), ('train.eval_period', iters), ('train.checkpointer.period', iters),
-             ('train.log_period', 1), ('train.output_dir', out), ('dataloader.train.num_workers', 0),
-             ('dataloader.test.num_workers', 0), ('model.backbone.square_pad', size)]
+    pairs = [
+        ('dataloader.train.dataset.names.root', f'{root}/toy_coco'),
+        ('dataloader.test.dataset.names.root', f'{root}/toy_coco'),
+        ('train.max_iter', iters),
+        ('train.eval_period', iters),
+        ('train.checkpointer.period', iters),
+        ('train.log_period', 1),
+        ('train.output_dir', out),
+        ('dataloader.train.num_workers', 0),
+        ('dataloader.test.num_workers', 0),
+        ('model.backbone.square_pad', size),
+    ]
     for split in ('train', 'test'):
         pairs += [(f'dataloader.{split}.mapper.augmentations.0.{k}', size) for k in ('short_edge_length', 'max_size')]
     return [f'{k}={v}' for k, v in pairs]
@@ -153,8 +169,9 @@ def d2_toy_cfg(method: str, root, out, config: str | None = None, **kwargs):
     """A toy LazyConfig (`config`, default the method's Mask R-CNN toy) with `d2_toy_overrides`."""
     from detectron2.config import LazyConfig
 
-    return LazyConfig.apply_overrides(LazyConfig.load(config or D2_TOY.format(method)),
-                                      d2_toy_overrides(root, out, **kwargs))
+    return LazyConfig.apply_overrides(
+        LazyConfig.load(config or D2_TOY.format(method)), d2_toy_overrides(root, out, **kwargs)
+    )
 
 
 def check_coco_scored(results: dict) -> None:

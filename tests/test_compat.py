@@ -1,4 +1,5 @@
 """The compatibility fixes of mmrecvit.compat (issue 2 §1)."""
+
 import io
 import pickle
 
@@ -31,13 +32,22 @@ class _Data(torch.utils.data.Dataset):
 
 
 def _runner(work_dir, max_iters, **kw):
-    return Runner(model=_Tiny(), work_dir=str(work_dir), experiment_name=f'exp{max_iters}{len(kw)}',
-                  train_dataloader=dict(dataset=_Data(), batch_size=2, collate_fn=dict(type='default_collate'),
-                                        sampler=dict(type='DefaultSampler', shuffle=True)),
-                  train_cfg=dict(by_epoch=False, max_iters=max_iters),
-                  optim_wrapper=dict(optimizer=dict(type='AdamW', lr=1e-2)),
-                  default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=2, by_epoch=False)),
-                  randomness=dict(seed=0), **kw)
+    return Runner(
+        model=_Tiny(),
+        work_dir=str(work_dir),
+        experiment_name=f'exp{max_iters}{len(kw)}',
+        train_dataloader=dict(
+            dataset=_Data(),
+            batch_size=2,
+            collate_fn=dict(type='default_collate'),
+            sampler=dict(type='DefaultSampler', shuffle=True),
+        ),
+        train_cfg=dict(by_epoch=False, max_iters=max_iters),
+        optim_wrapper=dict(optimizer=dict(type='AdamW', lr=1e-2)),
+        default_hooks=dict(checkpoint=dict(type='CheckpointHook', interval=2, by_epoch=False)),
+        randomness=dict(seed=0),
+        **kw,
+    )
 
 
 def test_runner_checkpoints_load_weights_only_and_resume(tmp_path):
@@ -64,7 +74,7 @@ def test_getattr_is_limited_to_history_buffer_statistics():
     buf = io.BytesIO()
     torch.save({'x': _Escape()}, buf)
     buf.seek(0)
-    with pytest.raises(pickle.UnpicklingError, match="refusing getattr"):
+    with pytest.raises(pickle.UnpicklingError, match='refusing getattr'):
         torch.load(buf)
 
 

@@ -1,5 +1,6 @@
 """Deployment (mmrecvit/deploy.py, issue 18): ONNX export + onnxruntime parity, torch.export and torch.compile
 graph breaks for every backbone at a tiny size (the tool: tests/tools/test_pytorch2onnx.py)."""
+
 import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
@@ -47,8 +48,9 @@ def randomise_tables(model):
 # Windowed and global steps both present, recursion included, at the smallest graph that has them (the
 # exporter's time grows with the applications: SR-ViT at [2, 3, 2, 1] recursions took 75 s).
 @pytest.mark.parametrize('rel_pos', [False, True], ids=['', 'rel_pos'])
-@pytest.mark.parametrize('name, extra', [('PlainViT', dict(global_steps=(3,))),
-                                         ('SRViT', dict(num_recursions=[2, 1, 1, 1]))])
+@pytest.mark.parametrize(
+    'name, extra', [('PlainViT', dict(global_steps=(3,))), ('SRViT', dict(num_recursions=[2, 1, 1, 1]))]
+)
 @pytest.mark.slow
 def test_windowed_onnx_parity_dynamic_and_one_compiled_graph(name, extra, rel_pos, tmp_path):
     """Window attention (issue 17) exports with the layout following the input size (4 x 4 patches
@@ -74,10 +76,13 @@ def test_onnx_folded_revit_parity(tmp_path):
     assert deploy.parity_ok(rows), deploy.format_parity(rows)
 
 
-@pytest.mark.parametrize('name, extra, argument', [
-    ('EdgeRecViT', dict(execution='adaptive'), "execution='masked'"),
-    ('MoRViT', dict(routing='token_choice'), "routing='expert_choice'"),
-])
+@pytest.mark.parametrize(
+    'name, extra, argument',
+    [
+        ('EdgeRecViT', dict(execution='adaptive'), "execution='masked'"),
+        ('MoRViT', dict(routing='token_choice'), "routing='expert_choice'"),
+    ],
+)
 def test_data_dependent_modes_are_refused(name, extra, argument, tmp_path):
     model = build(name, **extra)
     with pytest.raises(ValueError, match=argument.replace('(', r'\(')) as info:
@@ -122,8 +127,9 @@ def test_compile_has_no_graph_break(name, rel_pos):
     assert explain.graph_count == 1
 
 
-@pytest.mark.parametrize('name, extra', [('EdgeRecViT', dict(execution='adaptive')),
-                                         ('MoRViT', dict(routing='token_choice'))])
+@pytest.mark.parametrize(
+    'name, extra', [('EdgeRecViT', dict(execution='adaptive')), ('MoRViT', dict(routing='token_choice'))]
+)
 @pytest.mark.slow
 def test_compile_token_adaptive_compiles_blocks(name, extra):
     torch._dynamo.reset()
@@ -137,8 +143,14 @@ def test_compile_token_adaptive_compiles_blocks(name, extra):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('name, extra', [('PlainViT', {}), ('EdgeRecViT', dict(execution='adaptive')),
-                                         ('PlainViT', dict(use_rel_pos=True, window_size=3, global_steps=(3,)))])
+@pytest.mark.parametrize(
+    'name, extra',
+    [
+        ('PlainViT', {}),
+        ('EdgeRecViT', dict(execution='adaptive')),
+        ('PlainViT', dict(use_rel_pos=True, window_size=3, global_steps=(3,))),
+    ],
+)
 def test_compiled_equals_eager(name, extra):
     torch._dynamo.reset()
     model = randomise_tables(build(name, **extra))

@@ -1,6 +1,7 @@
 """The package as installed: no module assumes it lives in a repository checkout (an installed wheel has no
 configs/ or data/ beside it), so none climbs from its own `__file__` to a repository folder; paths into a
 repository come from the caller (the tools compute theirs from their own `__file__`)."""
+
 import ast
 from pathlib import Path
 
@@ -17,18 +18,31 @@ def climbs(tree: ast.AST) -> list[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == 'parents':
             lines.append(node.lineno)
-        elif (isinstance(node, ast.Attribute) and node.attr == 'parent' and isinstance(node.value, ast.Attribute)
-              and node.value.attr == 'parent'):
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr == 'parent'
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == 'parent'
+        ):
             lines.append(node.lineno)
-        elif (isinstance(node, ast.Call) and _name(node.func) == 'dirname' and node.args
-              and isinstance(node.args[0], ast.Call) and _name(node.args[0].func) == 'dirname'):
+        elif (
+            isinstance(node, ast.Call)
+            and _name(node.func) == 'dirname'
+            and node.args
+            and isinstance(node.args[0], ast.Call)
+            and _name(node.args[0].func) == 'dirname'
+        ):
             lines.append(node.lineno)
     return lines
 
 
 def test_the_check_sees_each_way_of_climbing():
-    for code in ('REPO = Path(__file__).resolve().parents[2]', 'root = here.parent.parent',
-                 'REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))', 'r = dirname(dirname(__file__))'):
+    for code in (
+        'REPO = Path(__file__).resolve().parents[2]',
+        'root = here.parent.parent',
+        'REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))',
+        'r = dirname(dirname(__file__))',
+    ):
         assert climbs(ast.parse(code)) == [1], code
     assert climbs(ast.parse('d = osp.dirname(osp.abspath(path))\np = Path(x).parent')) == []
 
@@ -44,15 +58,17 @@ def test_no_module_derives_a_repository_path_from_its_file():
 
 def test_every_package_module_fits_in_400_lines_and_the_readme_in_200():
     """Issue 27: each module reads in one sitting; long tables live in docs/, design notes in docs/methods/."""
-    long = {str(p.relative_to(REPO)): n for p in Path(REPO, 'mmrecvit').rglob('*.py')
-            if (n := len(p.read_text().splitlines())) > 400}
+    long = {
+        str(p.relative_to(REPO)): n
+        for p in Path(REPO, 'mmrecvit').rglob('*.py')
+        if (n := len(p.read_text().splitlines())) > 400
+    }
     assert not long, long
     assert len(Path(REPO, 'README.md').read_text().splitlines()) <= 200
 
 
 def test_each_method_file_opens_with_a_short_docstring_naming_its_spec_section_and_its_note():
-    notes = {'vit': 'baselines', 'srvit': 'srvit', 'revit': 'revit', 'edge_recvit': 'edge_recvit',
-             'mor_vit': 'mor_vit'}
+    notes = {'vit': 'baselines', 'srvit': 'srvit', 'revit': 'revit', 'edge_recvit': 'edge_recvit', 'mor_vit': 'mor_vit'}
     for module, note in notes.items():
         doc = ast.get_docstring(ast.parse(Path(REPO, 'mmrecvit', 'models', f'{module}.py').read_text()))
         assert doc and len(doc.splitlines()) <= 20 and 'SPEC §' in doc, module

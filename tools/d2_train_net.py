@@ -11,6 +11,7 @@ Overrides are detectron2's `key=value` (after the options). `--num-gpus N` start
 detectron2's `launch` (NCCL, one GPU each); on a CPU machine run one process (`train.device=cpu`, the
 toy configs' setting). The last evaluation goes to `<train.output_dir>/eval.json`.
 """
+
 from detectron2.engine import default_argument_parser, launch
 
 from mmrecvit.d2.train import main
@@ -18,8 +19,14 @@ from mmrecvit.d2.train import main
 
 def invoke_main() -> None:
     args = default_argument_parser().parse_args()
-    launch(main, args.num_gpus, num_machines=args.num_machines, machine_rank=args.machine_rank,
-           dist_url=args.dist_url, args=(args,))
+    launch(
+        main,
+        args.num_gpus,
+        num_machines=args.num_machines,
+        machine_rank=args.machine_rank,
+        dist_url=args.dist_url,
+        args=(args,),
+    )
 
 
 if __name__ == '__main__':

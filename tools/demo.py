@@ -21,6 +21,7 @@ the classifier head and the final norm (a dense backbone has none) and logs what
 detector's "untrained" weights are then the pretrained backbone with fresh neck and heads; its
 `scores.json` holds both runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,7 +79,7 @@ class SaveInitialWeights(Hook):
 def available_models(task: str) -> list[str]:
     pattern = osp.join(ROOT, CONFIGS[task].format(model='*'))
     prefix, suffix = pattern.split('*')
-    return sorted(p[len(prefix): -len(suffix)] for p in glob.glob(pattern))
+    return sorted(p[len(prefix) : -len(suffix)] for p in glob.glob(pattern))
 
 
 def evaluate(cfg: Config, checkpoint: str, work_dir: str) -> dict:
@@ -119,9 +120,11 @@ def draw_predictions(task: str, config: str, checkpoint: str, images: list[str],
 def val_images(task: str, data_root: str, num: int = 4) -> list[str]:
     """The first `num` val images of the task's toy set (for cls: of `num` different classes, whose
     images alternate by index)."""
-    val_dir = {'det': osp.join(data_root, TOY_COCO_DIR, 'val2017', '*.jpg'),
-               'seg': osp.join(data_root, TOY_ADE_DIR, 'images', 'validation', '*.jpg'),
-               'cls': osp.join(data_root, TOY_CLS_DIR, 'val', '*', '*.jpg')}[task]
+    val_dir = {
+        'det': osp.join(data_root, TOY_COCO_DIR, 'val2017', '*.jpg'),
+        'seg': osp.join(data_root, TOY_ADE_DIR, 'images', 'validation', '*.jpg'),
+        'cls': osp.join(data_root, TOY_CLS_DIR, 'val', '*', '*.jpg'),
+    }[task]
     return sorted(glob.glob(val_dir), key=osp.basename)[:num]
 
 
@@ -158,13 +161,13 @@ def stretch_schedule(cfg: Config, iters: int) -> None:
 def toy_config(task: str, model: str) -> str:
     config = osp.join(ROOT, CONFIGS[task].format(model=model))
     if not osp.isfile(config):
-        raise SystemExit(f'--model {model!r} has no {task} toy config ({config}); '
-                         f'available: {available_models(task)}')
+        raise SystemExit(f'--model {model!r} has no {task} toy config ({config}); available: {available_models(task)}')
     return config
 
 
-def run_task(task: str, model: str, work_dir: str, data_root: str, iters: int | None,
-             backbone_checkpoint: str | None = None) -> dict:
+def run_task(
+    task: str, model: str, work_dir: str, data_root: str, iters: int | None, backbone_checkpoint: str | None = None
+) -> dict:
     """Train the toy config of `task` and `model` in `work_dir`, evaluate, draw; `backbone_checkpoint`:
     the backbone starts from it (its `init_cfg`) instead of the config's start."""
     config = toy_config(task, model)
@@ -181,8 +184,10 @@ def run_task(task: str, model: str, work_dir: str, data_root: str, iters: int | 
     init_ckpt = osp.join(work_dir, 'initial_weights.pth')
 
     where = 'the GPU' if get_device() == 'cuda' else f'{torch.get_num_threads()} CPU threads'
-    print(f'\n=== [{task}] training {osp.relpath(config, ROOT)} for {cfg.train_cfg.max_iters} iterations on '
-          f'{where} ===', flush=True)
+    print(
+        f'\n=== [{task}] training {osp.relpath(config, ROOT)} for {cfg.train_cfg.max_iters} iterations on {where} ===',
+        flush=True,
+    )
     t0 = time.time()
     # No validation during training (mmengine's loop would validate after the last iteration
     # whatever val_interval says): both weights are evaluated below, once each, through `test`.
@@ -201,10 +206,22 @@ def run_task(task: str, model: str, work_dir: str, data_root: str, iters: int | 
     eval_s = time.time() - t1
 
     pngs = draw_predictions(task, config, trained_ckpt, val_images(task, data_root), osp.join(work_dir, 'predictions'))
-    result = dict(task=task, model=model, config=osp.relpath(config, ROOT), iters=cfg.train_cfg.max_iters,
-                  threads=torch.get_num_threads(), untrained=untrained, trained=trained, train_s=train_s,
-                  eval_s=eval_s, work_dir=work_dir, checkpoint=trained_ckpt, pngs=pngs, log_dir=runner.log_dir,
-                  backbone_checkpoint=backbone_checkpoint)
+    result = dict(
+        task=task,
+        model=model,
+        config=osp.relpath(config, ROOT),
+        iters=cfg.train_cfg.max_iters,
+        threads=torch.get_num_threads(),
+        untrained=untrained,
+        trained=trained,
+        train_s=train_s,
+        eval_s=eval_s,
+        work_dir=work_dir,
+        checkpoint=trained_ckpt,
+        pngs=pngs,
+        log_dir=runner.log_dir,
+        backbone_checkpoint=backbone_checkpoint,
+    )
     write_scores(work_dir, result)
     return result
 
@@ -222,8 +239,9 @@ def run_transfer(model: str, work_root: str, data_root: str, iters: int | None) 
     toy_config('det', model)  # both configs must exist before the first one trains
     work_dir = osp.join(work_root, f'transfer_{model}')
     pretrain = run_task('cls', model, osp.join(work_dir, 'pretrain'), data_root, iters)
-    det = run_task('det', model, osp.join(work_dir, 'det'), data_root, iters,
-                   backbone_checkpoint=pretrain['checkpoint'])
+    det = run_task(
+        'det', model, osp.join(work_dir, 'det'), data_root, iters, backbone_checkpoint=pretrain['checkpoint']
+    )
     write_scores(work_dir, dict(task='transfer', model=model, pretrain=pretrain, det=det))
     return [pretrain, det]
 
@@ -231,16 +249,16 @@ def run_transfer(model: str, work_root: str, data_root: str, iters: int | None) 
 def report(results: list[dict], total_s: float) -> None:
     print('\n' + '=' * 78)
     for r in results:
-        print(f"[{r['task']}] {r['model']}: trained {r['train_s'] / 60:.1f} min, evaluated {r['eval_s'] / 60:.1f} min")
+        print(f'[{r["task"]}] {r["model"]}: trained {r["train_s"] / 60:.1f} min, evaluated {r["eval_s"] / 60:.1f} min')
         if r.get('backbone_checkpoint'):
-            print(f"  backbone started from {r['backbone_checkpoint']} (\"untrained\": that backbone, fresh heads)")
-        print(f"  {'metric':<10} {'untrained':>10} {'trained':>10}")
+            print(f'  backbone started from {r["backbone_checkpoint"]} ("untrained": that backbone, fresh heads)')
+        print(f'  {"metric":<10} {"untrained":>10} {"trained":>10}')
         for name, key in METRICS[r['task']]:
             before, after = r['untrained'].get(key, float('nan')), r['trained'].get(key, float('nan'))
             print(f'  {name:<10} {before:>10.3f} {after:>10.3f}')
-        print(f"  checkpoint : {r['checkpoint']}")
-        print(f"  logs       : {r['log_dir']}")
-        print(f"  pictures   : {osp.dirname(r['pngs'][0]) if r['pngs'] else '(none)'} ({len(r['pngs'])} PNG)")
+        print(f'  checkpoint : {r["checkpoint"]}')
+        print(f'  logs       : {r["log_dir"]}')
+        print(f'  pictures   : {osp.dirname(r["pngs"][0]) if r["pngs"] else "(none)"} ({len(r["pngs"])} PNG)')
     print(f'total time: {total_s / 60:.1f} min')
     print('=' * 78)
 
@@ -248,13 +266,20 @@ def report(results: list[dict], total_s: float) -> None:
 def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--model', default='plainvit', help='backbone family of the toy configs, e.g. plainvit, srvit')
-    parser.add_argument('--task', choices=list(TASK_CHOICES), default='det',
-                        help='det, seg, both (det and seg), cls, or transfer (cls pretraining, then det from it)')
+    parser.add_argument(
+        '--task',
+        choices=list(TASK_CHOICES),
+        default='det',
+        help='det, seg, both (det and seg), cls, or transfer (cls pretraining, then det from it)',
+    )
     parser.add_argument('--work-dir', default='work_dirs/demo')
     parser.add_argument('--iters', type=int, default=None, help='override the number of training iterations')
-    parser.add_argument('--data-root', default=DEFAULT_DATA_ROOT,
-                        help='toy data folder (default: data/ of the repository, written when absent or outdated); '
-                        'another folder must already hold toy sets, e.g. from tools/misc/make_toy_data.py --out DIR')
+    parser.add_argument(
+        '--data-root',
+        default=DEFAULT_DATA_ROOT,
+        help='toy data folder (default: data/ of the repository, written when absent or outdated); '
+        'another folder must already hold toy sets, e.g. from tools/misc/make_toy_data.py --out DIR',
+    )
     args = parser.parse_args(argv)
     if args.iters is not None and args.iters < 1:
         parser.error(f'--iters must be >= 1 (training iterations), got {args.iters}')
@@ -267,13 +292,16 @@ def main(argv=None) -> list[dict]:
     else:
         missing = [TOY_DIRS[t] for t in tasks if not osp.isdir(osp.join(data_root, TOY_DIRS[t]))]
         if missing:
-            raise SystemExit(f'--data-root {args.data_root}: no toy set at {", ".join(missing)}; write one with '
-                             f'python tools/misc/make_toy_data.py --out {args.data_root}')
+            raise SystemExit(
+                f'--data-root {args.data_root}: no toy set at {", ".join(missing)}; write one with '
+                f'python tools/misc/make_toy_data.py --out {args.data_root}'
+            )
     if args.task == 'transfer':
         results = run_transfer(args.model, work_dir, data_root, args.iters)
     else:
-        results = [run_task(t, args.model, osp.join(work_dir, f'{t}_{args.model}'), data_root, args.iters)
-                   for t in tasks]
+        results = [
+            run_task(t, args.model, osp.join(work_dir, f'{t}_{args.model}'), data_root, args.iters) for t in tasks
+        ]
     report(results, time.time() - start)
     return results
 

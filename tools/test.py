@@ -12,6 +12,7 @@ seg and cls into DIR itself.
 its model and its `tta_pipeline` replaces the test pipeline (det configs: flips, merged with the
 masks by `mmrecvit.mm.tta.MaskDetTTAModel`; seg configs: mmseg's multi-scale + flip `SegTTAModel`).
 """
+
 from __future__ import annotations
 
 import os.path as osp
@@ -25,16 +26,20 @@ from mmrecvit.mm.registry import SCOPES
 
 
 def parse_args(argv=None):
-    parser = cli.tool_parser('Test (and evaluate) a detector, segmentor or classifier',
-                             {'config': 'test config file path', 'checkpoint': 'checkpoint file'},
-                             work_dir_help='the dir to save the evaluation metrics')
-    parser.add_argument('--out', help='det, cls: dump predictions to this .pkl file; seg: save predicted maps in '
-                                      'this dir')
+    parser = cli.tool_parser(
+        'Test (and evaluate) a detector, segmentor or classifier',
+        {'config': 'test config file path', 'checkpoint': 'checkpoint file'},
+        work_dir_help='the dir to save the evaluation metrics',
+    )
+    parser.add_argument(
+        '--out', help='det, cls: dump predictions to this .pkl file; seg: save predicted maps in this dir'
+    )
     parser.add_argument('--show', action='store_true', help='show prediction results in a window')
     parser.add_argument('--show-dir', help='save drawn predictions (PNG) in this dir')
     parser.add_argument('--wait-time', type=float, default=2, help='the interval of show (s)')
-    parser.add_argument('--tta', action='store_true',
-                        help="test-time augmentation: the config's tta_model over its tta_pipeline")
+    parser.add_argument(
+        '--tta', action='store_true', help="test-time augmentation: the config's tta_model over its tta_pipeline"
+    )
     cli.add_launch_arguments(parser, cfg_options_example='model.backbone.max_depth=8')
     return cli.parse_args(parser, argv)
 
@@ -70,8 +75,7 @@ def show_predictions(cfg: Config, task: str, args) -> None:
     """Switch the config's visualization hook on, in the framework's own terms."""
     hook = cfg.default_hooks.get('visualization')
     if hook is None:
-        raise SystemExit('--show/--show-dir need a visualization hook: the config has no '
-                         'default_hooks.visualization')
+        raise SystemExit('--show/--show-dir need a visualization hook: the config has no default_hooks.visualization')
     if task == 'mmpretrain':  # mmpretrain's VisualizationHook: `enable`, every `interval`-th sample, `out_dir`
         hook.update(enable=True, interval=1, show=args.show, wait_time=args.wait_time)
         if args.show_dir:

@@ -8,6 +8,7 @@ Same flags as mmdet's, mmseg's and mmpretrain's `tools/train.py`; the task follo
     python tools/train.py CONFIG --cfg-options train_cfg.max_iters=10
     bash tools/dist_train.sh CONFIG 2                     # 2 processes (gloo on CPU, nccl on GPU)
 """
+
 from __future__ import annotations
 
 import os.path as osp
@@ -22,18 +23,33 @@ from mmrecvit.mm.dist import exit_distributed_process
 
 
 def parse_args(argv=None):
-    parser = cli.tool_parser('Train a detector, segmentor or classifier', {'config': 'train config file path'},
-                             work_dir_help='the dir to save logs and models')
-    parser.add_argument('--amp', action='store_true', default=False,
-                        help='enable automatic-mixed-precision training (fp16 by default: mmengine\'s AmpOptimWrapper, '
-                             'needs a GPU)')
-    parser.add_argument('--amp-dtype', choices=['fp16', 'bf16'], default=None,
-                        help='fp16: the whole model under autocast with loss scaling (mmengine, GPU); bf16: the '
-                             'mmrecvit backbone under bf16 autocast (implies --amp; CPU or GPU; no loss scaling; the '
-                             'heads stay fp32 because mmcv\'s RoIAlign/nms have no bf16 kernels)')
+    parser = cli.tool_parser(
+        'Train a detector, segmentor or classifier',
+        {'config': 'train config file path'},
+        work_dir_help='the dir to save logs and models',
+    )
+    parser.add_argument(
+        '--amp',
+        action='store_true',
+        default=False,
+        help="enable automatic-mixed-precision training (fp16 by default: mmengine's AmpOptimWrapper, needs a GPU)",
+    )
+    parser.add_argument(
+        '--amp-dtype',
+        choices=['fp16', 'bf16'],
+        default=None,
+        help='fp16: the whole model under autocast with loss scaling (mmengine, GPU); bf16: the '
+        'mmrecvit backbone under bf16 autocast (implies --amp; CPU or GPU; no loss scaling; the '
+        "heads stay fp32 because mmcv's RoIAlign/nms have no bf16 kernels)",
+    )
     parser.add_argument('--auto-scale-lr', action='store_true', help='scale lr by the actual total batch size')
-    parser.add_argument('--resume', nargs='?', type=str, const='auto',
-                        help='resume from this checkpoint, or without a path from the latest one in work_dir')
+    parser.add_argument(
+        '--resume',
+        nargs='?',
+        type=str,
+        const='auto',
+        help='resume from this checkpoint, or without a path from the latest one in work_dir',
+    )
     cli.add_launch_arguments(parser, cfg_options_example='model.backbone.depth=8')
     return cli.parse_args(parser, argv)
 
@@ -44,8 +60,10 @@ def build_cfg(args) -> Config:
         cfg.model.backbone.amp_dtype = 'bf16'
     elif args.amp or args.amp_dtype == 'fp16':
         if not torch.cuda.is_available():
-            raise SystemExit('--amp uses mmengine\'s AmpOptimWrapper (fp16 loss scaling), which needs a GPU; '
-                             'none is visible on this machine.')
+            raise SystemExit(
+                "--amp uses mmengine's AmpOptimWrapper (fp16 loss scaling), which needs a GPU; "
+                'none is visible on this machine.'
+            )
         cfg.optim_wrapper.type = 'AmpOptimWrapper'
         cfg.optim_wrapper.loss_scale = 'dynamic'
         cfg.optim_wrapper.dtype = 'float16'

@@ -16,13 +16,15 @@ param_scheduler = [
     dict(type='CosineAnnealingLR', eta_min=1e-6, by_epoch=True, begin=5, end=max_epochs),
 ]
 auto_scale_lr = dict(base_batch_size=2048)
-recipe = dict(intended={  # this method's arguments and the paper's schedule (recipe_diff against the base's anchor)
-    'model.backbone.depth': 'a recursive method: its layers (docs/methods/)',
-    'model.backbone.shared_init_block': "Edge-RecViT's DeiT block for the shared blocks",
-    'model.train_cfg*': 'no Mixup/CutMix, as the paper (above)',
-    'auto_scale_lr.base_batch_size': 'the 8 x 256 batch the learning rate is written for',
-    # The paper's 300 epochs and 2.5e-4 x 2048/512 = 1e-3 are the anchor's own values: the fine-tune base's
-    # entries for them are withdrawn (None).
-    'train_cfg.max_epochs': None,
-    'optim_wrapper.optimizer.lr': None,
-})
+recipe = dict(
+    intended={  # this method's arguments and the paper's schedule (recipe_diff against the base's anchor)
+        'model.backbone.depth': 'a recursive method: its layers (docs/methods/)',
+        'model.backbone.shared_init_block': "Edge-RecViT's DeiT block for the shared blocks",
+        'model.train_cfg*': 'no Mixup/CutMix, as the paper (above)',
+        'auto_scale_lr.base_batch_size': 'the 8 x 256 batch the learning rate is written for',
+        # The paper's 300 epochs and 2.5e-4 x 2048/512 = 1e-3 are the anchor's own values: the fine-tune base's
+        # entries for them are withdrawn (None).
+        'train_cfg.max_epochs': None,
+        'optim_wrapper.optimizer.lr': None,
+    }
+)

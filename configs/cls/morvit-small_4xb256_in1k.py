@@ -3,7 +3,9 @@
 # Token-choice routing: model.backbone.routing=token_choice
 _base_ = './_base_/recvit-small_4xb256_in1k.py'
 model = dict(backbone=dict(type='MoRViT', arch='small', num_recursions=10, routing='expert_choice'))
-recipe = dict(intended={  # this method's arguments (recipe_diff against the base's anchor)
-    'model.backbone.num_recursions': 'the recursion steps of the method (docs/methods/)',
-    'model.backbone.routing': "MoR-ViT's routing",
-})
+recipe = dict(
+    intended={  # this method's arguments (recipe_diff against the base's anchor)
+        'model.backbone.num_recursions': 'the recursion steps of the method (docs/methods/)',
+        'model.backbone.routing': "MoR-ViT's routing",
+    }
+)

@@ -4,8 +4,10 @@
 # cannot represent DeiT's function (SPEC §6; options 'pick' and 'average': SPEC §6's group mappings).
 _base_ = './_base_/recvit-small_deit-pre_4xb256-100e_in1k.py'
 model = dict(backbone=dict(type='NaiveRecursiveViT', arch='small', depth=12, num_blocks=3, timm_init='cycle'))
-recipe = dict(intended={  # this method's arguments (recipe_diff against the base's anchor)
-    'model.backbone.depth': 'a recursive method: its layers (docs/methods/)',
-    'model.backbone.num_blocks': 'the shared blocks',
-    'model.backbone.timm_init': 'the DeiT start (above)',
-})
+recipe = dict(
+    intended={  # this method's arguments (recipe_diff against the base's anchor)
+        'model.backbone.depth': 'a recursive method: its layers (docs/methods/)',
+        'model.backbone.num_blocks': 'the shared blocks',
+        'model.backbone.timm_init': 'the DeiT start (above)',
+    }
+)

@@ -3,7 +3,9 @@
 # loss, lr 4e-3 at batch 2048) for 78.2 % (S/16, E=4); here every method shares DeiT's recipe.
 _base_ = './_base_/recvit-small_4xb256_in1k.py'
 model = dict(backbone=dict(type='ReViT', arch='small', depth=12, num_experts=4))
-recipe = dict(intended={  # this method's arguments (recipe_diff against the base's anchor)
-    'model.backbone.depth': 'a recursive method: its layers (docs/methods/)',
-    'model.backbone.num_experts': "reViT's experts",
-})
+recipe = dict(
+    intended={  # this method's arguments (recipe_diff against the base's anchor)
+        'model.backbone.depth': 'a recursive method: its layers (docs/methods/)',
+        'model.backbone.num_experts': "reViT's experts",
+    }
+)

@@ -9,12 +9,14 @@ model.backbone.net.update(num_recursions=10, timm_init='average', timm_gates='op
 
 
 # The differences from ViTDet (common/mask_rcnn_recvit_100ep.py's `recipe`) and this backbone's:
-recipe.intended.update({
-    'model.backbone.net._target_': 'MoR-ViT, an mmrecvit backbone',
-    'model.backbone.net.num_recursions': 'the shared block applied up to 10 times between the first and last',
-    'model.backbone.net.timm_init': 'from DeiT: first/last <- blocks 0/11, shared <- the mean of the tied blocks',
-    'model.backbone.net.timm_gates': 'from DeiT: gates open, so a recursion applies the whole block',
-    'model.backbone.net.router_alpha': "gate scale 1.0 (MoR's from-scratch 0.1 would cap every update at a tenth)",
-})
+recipe.intended.update(
+    {
+        'model.backbone.net._target_': 'MoR-ViT, an mmrecvit backbone',
+        'model.backbone.net.num_recursions': 'the shared block applied up to 10 times between the first and last',
+        'model.backbone.net.timm_init': 'from DeiT: first/last <- blocks 0/11, shared <- the mean of the tied blocks',
+        'model.backbone.net.timm_gates': 'from DeiT: gates open, so a recursion applies the whole block',
+        'model.backbone.net.router_alpha': "gate scale 1.0 (MoR's from-scratch 0.1 would cap every update at a tenth)",
+    }
+)
 
 __all__ = ['dataloader', 'lr_multiplier', 'model', 'optimizer', 'train', 'recipe']

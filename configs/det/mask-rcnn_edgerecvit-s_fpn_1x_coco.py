@@ -3,10 +3,12 @@
 # out_indices). Compute/accuracy knobs at test time without retraining:
 #   --cfg-options model.backbone.max_depth=8  (or depth_shift=-2)
 _base_ = './_base_/mask-rcnn_vit_fpn_1x_coco.py'
-model = dict(backbone=dict(
-    type='EdgeRecViT', depth=12,
-    shared_init_block=6, final_norm=True))  # from DeiT: head/shared/tail <- blocks 0/6/11, DeiT's final norm on the tail
-recipe = dict(intended={  # this method's arguments (recipe_diff against the base's anchor)
-    'model.backbone.final_norm': 'Edge-RecViT: the final norm on its last output',
-    'model.backbone.shared_init_block': "Edge-RecViT's DeiT block for the shared blocks",
-})
+model = dict(
+    backbone=dict(type='EdgeRecViT', depth=12, shared_init_block=6, final_norm=True)
+)  # from DeiT: head/shared/tail <- blocks 0/6/11, DeiT's final norm on the tail
+recipe = dict(
+    intended={  # this method's arguments (recipe_diff against the base's anchor)
+        'model.backbone.final_norm': 'Edge-RecViT: the final norm on its last output',
+        'model.backbone.shared_init_block': "Edge-RecViT's DeiT block for the shared blocks",
+    }
+)

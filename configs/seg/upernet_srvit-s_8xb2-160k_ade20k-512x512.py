@@ -4,10 +4,12 @@
 # the default) are the multi-level features.
 # Compute/accuracy knob at test time without retraining:  --cfg-options model.backbone.eval_recursions=2
 _base_ = './_base_/upernet_vit_8xb2-160k_ade20k-512x512.py'
-model = dict(backbone=dict(
-    type='SRViT', unit_sizes=(4, 4, 2, 2), num_recursions=4,
-    timm_init='function'))  # from DeiT: the routers start on recursion 1 (weight 0.99): the model starts as DeiT
-recipe = dict(intended={  # this method's arguments (recipe_diff against the base's anchor)
-    'model.backbone.timm_init': 'which DeiT blocks start the shared ones (docs/methods/)',
-    'model.backbone.unit_sizes': "SR-ViT's recursion units",
-})
+model = dict(
+    backbone=dict(type='SRViT', unit_sizes=(4, 4, 2, 2), num_recursions=4, timm_init='function')
+)  # from DeiT: the routers start on recursion 1 (weight 0.99): the model starts as DeiT
+recipe = dict(
+    intended={  # this method's arguments (recipe_diff against the base's anchor)
+        'model.backbone.timm_init': 'which DeiT blocks start the shared ones (docs/methods/)',
+        'model.backbone.unit_sizes': "SR-ViT's recursion units",
+    }
+)

@@ -21,6 +21,7 @@ a token-adaptive backbone (EdgeRecViT) on a fixed, seeded depth pattern of per-i
 instead of its ranker's choice; the model's `depth_shift` / `max_depth` still apply, and
 `forced_mean_depth=L` is the same model at full depth (`forcing.py`).
 """
+
 from .build import WHOLE_MODES, BenchModel, backbone_flops, build_config, build_model, build_timm, timm_vit_flops
 from .forcing import FORCING_KWARGS, force_mean_depth, forced_depths
 from .machine import cpu_model, environment, physical_cores
@@ -43,10 +44,39 @@ from .timing import (
 )
 
 __all__ = [
-    'CSV_FIELDS', 'DTYPES', 'FORCING_KWARGS', 'STATISTICS', 'WHOLE_MODES', 'BenchConfig', 'BenchModel',
-    'BenchResult', 'MatmulProbe', 'ModelSpec', 'PeakMemoryTracker', 'Row', 'SpecError', 'add_ratios',
-    'backbone_flops', 'build_config', 'build_model', 'build_timm', 'cpu_model',
-    'csv_rows', 'environment', 'force_mean_depth', 'forced_depths', 'format_markdown',
-    'interleaved_order', 'parse_kwargs', 'parse_spec', 'parse_specs', 'peak_memory', 'percentile',
-    'physical_cores', 'run_benchmark', 'time_call', 'timm_vit_flops', 'write_csv',
+    'CSV_FIELDS',
+    'DTYPES',
+    'FORCING_KWARGS',
+    'STATISTICS',
+    'WHOLE_MODES',
+    'BenchConfig',
+    'BenchModel',
+    'BenchResult',
+    'MatmulProbe',
+    'ModelSpec',
+    'PeakMemoryTracker',
+    'Row',
+    'SpecError',
+    'add_ratios',
+    'backbone_flops',
+    'build_config',
+    'build_model',
+    'build_timm',
+    'cpu_model',
+    'csv_rows',
+    'environment',
+    'force_mean_depth',
+    'forced_depths',
+    'format_markdown',
+    'interleaved_order',
+    'parse_kwargs',
+    'parse_spec',
+    'parse_specs',
+    'peak_memory',
+    'percentile',
+    'physical_cores',
+    'run_benchmark',
+    'time_call',
+    'timm_vit_flops',
+    'write_csv',
 ]

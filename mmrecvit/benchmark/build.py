@@ -11,6 +11,7 @@
 The harness kwargs `forced_mean_depth` / `forced_depth_seed` are taken out of the kwargs before
 the model is built and applied to the built module (`forcing.py`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -30,8 +31,11 @@ from .specs import ModelSpec, SpecError
 
 WHOLE_MODES = ('tensor', 'predict')
 # The data sample class of each framework: (module, class name).
-DATA_SAMPLES = {'mmdet': ('mmdet.structures', 'DetDataSample'), 'mmseg': ('mmseg.structures', 'SegDataSample'),
-                'mmpretrain': ('mmpretrain.structures', 'DataSample')}
+DATA_SAMPLES = {
+    'mmdet': ('mmdet.structures', 'DetDataSample'),
+    'mmseg': ('mmseg.structures', 'SegDataSample'),
+    'mmpretrain': ('mmpretrain.structures', 'DataSample'),
+}
 
 
 @dataclass
@@ -118,13 +122,20 @@ def timm_vit_flops(model: nn.Module, hw: Sequence[int]) -> float | None:
     pad = getattr(model.patch_embed, 'dynamic_img_pad', False)  # pads a partial last patch, else drops it
     grid = [-(-size // stride) if pad else size // stride for size, stride in zip(hw, proj.stride)]
     tokens = grid[0] * grid[1] + int(getattr(model, 'num_prefix_tokens', 0))
-    return total_flops([conv_work('patch_embed', proj, grid),
-                        *dense_work(model.embed_dim, fc1.out_features, tokens, len(blocks))])
+    return total_flops(
+        [conv_work('patch_embed', proj, grid), *dense_work(model.embed_dim, fc1.out_features, tokens, len(blocks))]
+    )
 
 
 def _backbone_model(spec: ModelSpec, module: nn.Module, origin: str) -> BenchModel:
-    return BenchModel(spec=spec, module=module, prepare=_identity, run=module, flops=lambda: backbone_flops(module),
-                      timed=f'{origin}: `forward(images)`, i.e. all the maps it returns for its out_indices')
+    return BenchModel(
+        spec=spec,
+        module=module,
+        prepare=_identity,
+        run=module,
+        flops=lambda: backbone_flops(module),
+        timed=f'{origin}: `forward(images)`, i.e. all the maps it returns for its out_indices',
+    )
 
 
 def build_timm(spec: ModelSpec, hw: Sequence[int]) -> BenchModel:
@@ -156,14 +167,17 @@ def build_timm(spec: ModelSpec, hw: Sequence[int]) -> BenchModel:
         def run(x: Tensor) -> Any:
             return model.forward_intermediates(x, indices=indices, intermediates_only=True)
 
-        timed = (f'timm `forward_intermediates(x, indices={indices}, intermediates_only=True)` ({created}patch '
-                 f'embedding, all {len(blocks)} blocks, {len(indices)} NCHW maps, no final norm/head: the work of '
-                 'our backbone forward)')
+        timed = (
+            f'timm `forward_intermediates(x, indices={indices}, intermediates_only=True)` ({created}patch '
+            f'embedding, all {len(blocks)} blocks, {len(indices)} NCHW maps, no final norm/head: the work of '
+            'our backbone forward)'
+        )
     else:
         run = model.forward_features
         timed = f'timm `forward_features(x)` ({created}no head)'
-    return BenchModel(spec=spec, module=model, prepare=_identity, run=run,
-                      flops=lambda: timm_vit_flops(model, hw), timed=timed)
+    return BenchModel(
+        spec=spec, module=model, prepare=_identity, run=run, flops=lambda: timm_vit_flops(model, hw), timed=timed
+    )
 
 
 def _strip_scope(type_name: Any) -> Any:
@@ -174,13 +188,16 @@ def _strip_scope(type_name: Any) -> Any:
 def _registry_scope(cfg: Any, spec: ModelSpec) -> str:
     scope = cfg.get('default_scope')
     if scope not in SCOPES:
-        raise SpecError(f'model spec {spec.text!r}: the config has default_scope={scope!r}; '
-                        f'building through a registry needs one of {", ".join(map(repr, SCOPES))}')
+        raise SpecError(
+            f'model spec {spec.text!r}: the config has default_scope={scope!r}; '
+            f'building through a registry needs one of {", ".join(map(repr, SCOPES))}'
+        )
     try:
         importlib.import_module(scope)
     except ImportError as e:
-        raise SpecError(f'model spec {spec.text!r}: building this model needs {scope}, which does not '
-                        f'import here ({e})') from e
+        raise SpecError(
+            f'model spec {spec.text!r}: building this model needs {scope}, which does not import here ({e})'
+        ) from e
     from mmengine.registry import init_default_scope
 
     import mmrecvit  # noqa: F401  (registers our backbones and necks into the frameworks)
@@ -215,9 +232,15 @@ def _build_whole(spec: ModelSpec, cfg: Any, kwargs: dict[str, Any], hw: Sequence
     def run(data: dict[str, Any]) -> Any:
         return model(data['inputs'], data['data_samples'], mode=mode)
 
-    return BenchModel(spec=spec, module=model, prepare=prepare, run=run, flops=lambda: None,
-                      timed=f"whole {scope} model `{type(model).__name__}(inputs, data_samples, mode='{mode}')` "
-                            '(data preprocessor untimed; FLOPs not counted)')
+    return BenchModel(
+        spec=spec,
+        module=model,
+        prepare=prepare,
+        run=run,
+        flops=lambda: None,
+        timed=f"whole {scope} model `{type(model).__name__}(inputs, data_samples, mode='{mode}')` "
+        '(data preprocessor untimed; FLOPs not counted)',
+    )
 
 
 def build_config(spec: ModelSpec, hw: Sequence[int], whole: bool = False, whole_mode: str = 'tensor') -> BenchModel:

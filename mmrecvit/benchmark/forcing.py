@@ -8,6 +8,7 @@ seeded pattern of per-image mean M instead of the ranker's choice. The ranker st
 cost is part of the model's), and the model's `depth_shift` / `max_depth` still apply after the
 pattern. `forced_mean_depth=L` is the same model at full depth.
 """
+
 from __future__ import annotations
 
 import functools
@@ -81,8 +82,10 @@ def force_mean_depth(module: nn.Module, forced_mean_depth: float, forced_depth_s
     """
     assign, levels = getattr(module, 'assign_depths', None), getattr(module, 'depth', None)
     if not callable(assign) or not isinstance(levels, int):
-        raise ValueError(f'forced_mean_depth needs a backbone that assigns per-token depths (`assign_depths`, '
-                         f'`depth`), e.g. EdgeRecViT; {type(module).__name__} has none')
+        raise ValueError(
+            f'forced_mean_depth needs a backbone that assigns per-token depths (`assign_depths`, '
+            f'`depth`), e.g. EdgeRecViT; {type(module).__name__} has none'
+        )
     mean = check_float('forced_mean_depth', forced_mean_depth, 1.0, float(levels))
     seed = check_int('forced_depth_seed', forced_depth_seed, 0)
 

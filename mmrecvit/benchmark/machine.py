@@ -1,4 +1,5 @@
 """The machine and software a benchmark ran on: what a reader needs to reproduce its numbers."""
+
 from __future__ import annotations
 
 import contextlib
@@ -59,8 +60,14 @@ def _versions() -> str:
 def _git_commit(checkout: str | Path) -> str:
     """The short commit of the git checkout at `checkout` ('unknown' when it is none)."""
     try:
-        out = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=checkout, capture_output=True, text=True,
-                             timeout=5, check=False)
+        out = subprocess.run(
+            ['git', 'rev-parse', '--short', 'HEAD'],
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return 'unknown'
     return out.stdout.strip() or 'unknown'
@@ -88,8 +95,11 @@ def environment(config: BenchConfig, threads: int, checkout: str | Path | None =
         'date': datetime.datetime.now().astimezone().isoformat(timespec='seconds'),
         'device': dev,
         'threads': str(threads),
-        'timed': ('one forward (eval, inference mode)' if config.mode == 'inference' else
-                  'one training step (train mode, forward + backward + AdamW step; GFLOPs are the forward\'s)'),
+        'timed': (
+            'one forward (eval, inference mode)'
+            if config.mode == 'inference'
+            else "one training step (train mode, forward + backward + AdamW step; GFLOPs are the forward's)"
+        ),
         'dtype': config.dtype if config.dtype == 'fp32' else f'autocast {config.dtype} (fp32 weights)',
         'input': f'{config.hw[0]}x{config.hw[1]}, batch {", ".join(map(str, config.batches))}',
         'repeats': f'{config.warmup} warm-up + {config.repeats} interleaved per model and batch',

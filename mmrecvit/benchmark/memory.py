@@ -9,6 +9,7 @@ context (not counting tensors that existed before it, e.g. parameters and the in
 It does not see scratch buffers internal to a kernel, and it slows execution down, so measure
 memory and time in separate passes (`run_benchmark` does).
 """
+
 from __future__ import annotations
 
 import weakref

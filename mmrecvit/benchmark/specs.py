@@ -10,6 +10,7 @@ Each spec is optionally labelled `label=SPEC`:
 Kwargs are parsed with `ast` and must be Python literals: nothing is evaluated, so a spec cannot
 run code. How each kind is built and timed: `build.py`.
 """
+
 from __future__ import annotations
 
 import ast
@@ -59,8 +60,10 @@ def parse_kwargs(args: str, spec: str) -> dict[str, Any]:
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == '_'):
         raise SpecError(f'model spec {spec!r}: the arguments {args!r} are not one argument list')
     if call.args:
-        raise SpecError(f'model spec {spec!r}: positional arguments are not allowed '
-                        f'({ast.unparse(call.args[0])!r}); write name=value')
+        raise SpecError(
+            f'model spec {spec!r}: positional arguments are not allowed '
+            f'({ast.unparse(call.args[0])!r}); write name=value'
+        )
     kwargs = {}
     for kw in call.keywords:
         if kw.arg is None:
@@ -68,9 +71,11 @@ def parse_kwargs(args: str, spec: str) -> dict[str, Any]:
         try:
             kwargs[kw.arg] = ast.literal_eval(kw.value)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            raise SpecError(f'model spec {spec!r}: the value of {kw.arg!r} must be a Python literal (number, '
-                            'string, tuple, list, dict, set, True/False/None), got '
-                            f'{ast.unparse(kw.value)!r}') from None
+            raise SpecError(
+                f'model spec {spec!r}: the value of {kw.arg!r} must be a Python literal (number, '
+                'string, tuple, list, dict, set, True/False/None), got '
+                f'{ast.unparse(kw.value)!r}'
+            ) from None
     return kwargs
 
 
@@ -90,14 +95,14 @@ def parse_spec(text: str) -> ModelSpec:
         i = body.find('(')
         if i <= 0:
             raise SpecError(f'model spec {text!r}: unbalanced parentheses')
-        name, args = body[:i].strip(), body[i + 1:-1]
+        name, args = body[:i].strip(), body[i + 1 : -1]
     else:
         name = body
     if any(c in name for c in '()'):
         raise SpecError(f'model spec {text!r}: unbalanced parentheses')
     kwargs = parse_kwargs(args, text)
     if name.startswith('timm:'):
-        kind, target = 'timm', name[len('timm:'):].strip()
+        kind, target = 'timm', name[len('timm:') :].strip()
         if not target:
             raise SpecError(f'model spec {text!r}: timm: needs a model name, e.g. timm:vit_small_patch16_224')
     elif name.endswith('.py'):
@@ -105,8 +110,9 @@ def parse_spec(text: str) -> ModelSpec:
     elif name.isidentifier():
         kind, target = 'backbone', name
     else:
-        raise SpecError(f'model spec {text!r}: {name!r} is not a backbone class name, timm:NAME or a '
-                        'config path ending in .py')
+        raise SpecError(
+            f'model spec {text!r}: {name!r} is not a backbone class name, timm:NAME or a config path ending in .py'
+        )
     if label is None:
         if kind == 'config':
             label = Path(target).stem + (f'({args.strip()})' if args.strip() else '')
@@ -123,7 +129,9 @@ def parse_specs(texts: Sequence[str]) -> list[ModelSpec]:
     seen: dict[str, str] = {}
     for s in specs:
         if s.label in seen:
-            raise SpecError(f'model specs {seen[s.label]!r} and {s.text!r} have the same label {s.label!r}; '
-                            'name them with label=SPEC')
+            raise SpecError(
+                f'model specs {seen[s.label]!r} and {s.text!r} have the same label {s.label!r}; '
+                'name them with label=SPEC'
+            )
         seen[s.label] = s.text
     return specs

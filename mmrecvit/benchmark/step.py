@@ -14,6 +14,7 @@ record, `mmrecvit/mm/costs.py`), `random_boxes` the instances both draw.
   the call executed, forward and backward (and a checkpointed forward's recomputation), as 2 x MACs, the
   convention of `mmrecvit/models/flops.py`; norms and elementwise ops are not counted.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,9 +52,9 @@ class StepMeasurement:
     """One kind of iteration (train or test), measured."""
 
     seconds: list[float] = field(default_factory=list)  # one per timed call
-    peak_bytes: int = 0            # peak of the tensors allocated during the instrumented call
+    peak_bytes: int = 0  # peak of the tensors allocated during the instrumented call
     saved_bytes: int | None = None  # live when the backward began (None: no backward / no probe)
-    flops: float = 0.0             # executed by the instrumented call (2 x MACs)
+    flops: float = 0.0  # executed by the instrumented call (2 x MACs)
     module_flops: dict[str, float] = field(default_factory=dict)  # per module name (torch's FlopCounterMode)
 
     def module(self, name: str) -> float | None:
@@ -131,9 +132,14 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure_step(step: Callable[[], Any], device: torch.device | str, repeats: int = 1,
-                 probe: tuple[Any, str] | None = None, instrument: bool = True,
-                 progress: Callable[[str], None] | None = None) -> StepMeasurement:
+def measure_step(
+    step: Callable[[], Any],
+    device: torch.device | str,
+    repeats: int = 1,
+    probe: tuple[Any, str] | None = None,
+    instrument: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> StepMeasurement:
     """Time `step()` `repeats` times, then run it once instrumented (memory, saved activations, FLOPs).
 
     `probe` = (object, method name) called right before the backward (the saved-activation reading).
@@ -181,8 +187,8 @@ class RecipeError(ValueError):
 @dataclass(frozen=True)
 class DatasetFacts:
     name: str
-    train_images: int            # what an epoch is
-    image_hw: tuple[int, int]    # the synthetic images: the dataset's most common size (H, W)
+    train_images: int  # what an epoch is
+    image_hw: tuple[int, int]  # the synthetic images: the dataset's most common size (H, W)
 
 
 DATASETS = {
@@ -195,12 +201,11 @@ DATASETS['detectron2'] = DATASETS['mmdet']  # our LazyConfigs train on COCO
 
 @dataclass
 class Schedule:
-    images: int        # images the schedule trains on (every step's batch summed)
-    batch: int         # global batch
+    images: int  # images the schedule trains on (every step's batch summed)
+    batch: int  # global batch
     iterations: int
     dataset: DatasetFacts
-    how: str           # in words
-
+    how: str  # in words
 
 
 @dataclass
@@ -220,18 +225,36 @@ class DryRun:
     test_shape: tuple[int, ...] = ()
     train: StepMeasurement | None = None
     test: StepMeasurement | None = None
-    backbone_model_flops: float | None = None    # the backbone's FLOP model of one test iteration
-    backbone_module: str = 'backbone'            # the mmrecvit backbone's name in the model (detectron2: deeper)
+    backbone_model_flops: float | None = None  # the backbone's FLOP model of one test iteration
+    backbone_module: str = 'backbone'  # the mmrecvit backbone's name in the model (detectron2: deeper)
     notes: list[str] = field(default_factory=list)
 
     def record(self) -> dict:
         """Plain data (JSON) for the tables (`mmrecvit/mm/costs.py`); per-module FLOPs left out."""
+
         def phase(m: StepMeasurement | None) -> dict | None:
-            return None if m is None else dict(seconds=m.seconds, peak_bytes=m.peak_bytes,
-                                               saved_bytes=m.saved_bytes, flops=m.flops,
-                                               backbone_flops=m.module(self.backbone_module))
+            return (
+                None
+                if m is None
+                else dict(
+                    seconds=m.seconds,
+                    peak_bytes=m.peak_bytes,
+                    saved_bytes=m.saved_bytes,
+                    flops=m.flops,
+                    backbone_flops=m.module(self.backbone_module),
+                )
+            )
+
         out = dataclasses.asdict(self)
-        out.update(train=phase(self.train), test=phase(self.test), schedule=dict(
-            images=self.schedule.images, batch=self.schedule.batch, iterations=self.schedule.iterations,
-            dataset=self.schedule.dataset.name, how=self.schedule.how))
+        out.update(
+            train=phase(self.train),
+            test=phase(self.test),
+            schedule=dict(
+                images=self.schedule.images,
+                batch=self.schedule.batch,
+                iterations=self.schedule.iterations,
+                dataset=self.schedule.dataset.name,
+                how=self.schedule.how,
+            ),
+        )
         return out

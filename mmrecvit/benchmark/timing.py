@@ -29,6 +29,7 @@ How a run measures (and why):
   (ref/model), ideal speed-up = FLOP ratio (ref FLOPs / model FLOPs), their quotient
   (speed-up / ideal; 1.0 means the FLOP saving became time saving) and memory ratio (model/ref).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -108,7 +109,7 @@ class MatmulProbe:
 
     def __init__(self, device: torch.device, dtype: torch.dtype = torch.float32, n: int = 2048) -> None:
         self.device, self.n = device, n
-        self.flops = 2.0 * n ** 3
+        self.flops = 2.0 * n**3
         self.a = torch.randn(n, n, device=device, dtype=dtype)
         self.b = torch.randn(n, n, device=device, dtype=dtype)
         self.out = torch.empty(n, n, device=device, dtype=dtype)
@@ -269,8 +270,9 @@ def _progress(total: int, enabled: bool) -> Any:
     return tqdm(total=total, desc='benchmark', unit='fwd', disable=not enabled, leave=False, dynamic_ncols=True)
 
 
-def run_benchmark(models: Sequence[BenchModel], config: BenchConfig, reference: str | None = None,
-                  checkout: str | Path | None = None) -> BenchResult:
+def run_benchmark(
+    models: Sequence[BenchModel], config: BenchConfig, reference: str | None = None, checkout: str | Path | None = None
+) -> BenchResult:
     """Measure `models` side by side (see the module docstring); returns rows with ratios filled.
     `checkout`: the repository whose commit the report names (`mmrecvit_version`)."""
     if not models:
@@ -295,7 +297,7 @@ def run_benchmark(models: Sequence[BenchModel], config: BenchConfig, reference: 
     dtype = DTYPES[config.dtype]
     threads = config.threads or physical_cores()
     peak_n = config.peak_size or (8192 if device.type == 'cuda' else 2048)
-    autocast = (torch.autocast(device.type, dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext())
+    autocast = torch.autocast(device.type, dtype=dtype) if dtype != torch.float32 else contextlib.nullcontext()
     n = len(models)
     per_batch = n * (config.warmup + int(config.memory)) + (n + 1) * config.repeats
     rows: list[Row] = []
@@ -335,12 +337,27 @@ def run_benchmark(models: Sequence[BenchModel], config: BenchConfig, reference: 
                 if samples[n]:
                     peak = max(peak, probe.flops / min(samples[n]))
                 for i, m in enumerate(models):
-                    rows.append(Row(label=m.label, batch=batch, samples_s=samples[i], flops_per_image=m.flops(),
-                                    peak_bytes=peaks[i], params=m.num_params, matmul_flops=matmul,
-                                    statistic=config.statistic))
+                    rows.append(
+                        Row(
+                            label=m.label,
+                            batch=batch,
+                            samples_s=samples[i],
+                            flops_per_image=m.flops(),
+                            peak_bytes=peaks[i],
+                            params=m.num_params,
+                            matmul_flops=matmul,
+                            statistic=config.statistic,
+                        )
+                    )
             peak = max(peak, probe.best())
     if hasattr(os, 'getloadavg'):  # other processes' load is the main source of noise on a shared machine
         env['load average at end'] = ', '.join(f'{v:.2f}' for v in os.getloadavg())
     add_ratios(rows, reference)
-    return BenchResult(env=env, models=[(m.label, m.timed, m.num_params) for m in models], rows=rows,
-                       reference=reference, peak_flops=peak, config=config)
+    return BenchResult(
+        env=env,
+        models=[(m.label, m.timed, m.num_params) for m in models],
+        rows=rows,
+        reference=reference,
+        peak_flops=peak,
+        config=config,
+    )

@@ -17,13 +17,15 @@
 
 Only this package imports detectron2; the networks (`mmrecvit.models`) stay framework-free.
 """
+
 try:
     import detectron2  # noqa: F401
 except ImportError as e:  # one clear message instead of a failure deep inside a config
     raise ImportError(
         'mmrecvit.d2 needs detectron2, which is not installed (it is not on the package index). Install it with '
         "the repository's set-up, `bash scripts/setup.sh`, or as detectron2's install guide says: "
-        "`pip install --no-build-isolation 'git+https://github.com/facebookresearch/detectron2.git'`") from e
+        "`pip install --no-build-isolation 'git+https://github.com/facebookresearch/detectron2.git'`"
+    ) from e
 
 from .backbone import (
     D2_BACKBONES,
@@ -41,6 +43,20 @@ from .data import register_toy_coco
 from .optim import layer_decay_lr_factor, optimizer_params
 from .rcnn import RecViTRCNN
 
-__all__ = ['D2_BACKBONES', 'EdgeRecViT', 'MoRViT', 'NaiveRecursiveViT', 'PlainViT', 'ReViT', 'RecViTBackbone',
-           'RecViTRCNN', 'SRViT', 'StepFeaturePyramid', 'export_backbone', 'layer_decay_lr_factor', 'load_backbone',
-           'optimizer_params', 'register_toy_coco']
+__all__ = [
+    'D2_BACKBONES',
+    'EdgeRecViT',
+    'MoRViT',
+    'NaiveRecursiveViT',
+    'PlainViT',
+    'ReViT',
+    'RecViTBackbone',
+    'RecViTRCNN',
+    'SRViT',
+    'StepFeaturePyramid',
+    'export_backbone',
+    'layer_decay_lr_factor',
+    'load_backbone',
+    'optimizer_params',
+    'register_toy_coco',
+]

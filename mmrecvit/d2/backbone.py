@@ -5,6 +5,7 @@ A backbone here returns one stride-16 map per `out_indices` step (`ViTBackbone`,
 from one map (`in_feature`, ViT's last); `StepFeaturePyramid` is that module with level i read from
 the i-th step map instead, as the mm path's `SimplePyramid` does.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -36,8 +37,9 @@ class RecViTBackbone(Backbone):
     def __init__(self, *, square_pad: int = 0, **kwargs: Any) -> None:
         super().__init__()
         if kwargs.get('out_type', 'featmap') != 'featmap':
-            raise ValueError(f"a detectron2 backbone returns feature maps: out_type must be 'featmap', got "
-                             f"{kwargs['out_type']!r}")
+            raise ValueError(
+                f"a detectron2 backbone returns feature maps: out_type must be 'featmap', got {kwargs['out_type']!r}"
+            )
         self.net = self.core(**kwargs)
         if self.net.init_cfg is not None:
             self.net.init_weights()  # strict, through the core's filter (no detectron2 matching heuristics)
@@ -51,8 +53,7 @@ class RecViTBackbone(Backbone):
         return dict(zip(self._out_features, self.net(x)))
 
     def output_shape(self) -> dict[str, ShapeSpec]:
-        return {name: ShapeSpec(channels=self.net.embed_dim, stride=self.net.patch_size)
-                for name in self._out_features}
+        return {name: ShapeSpec(channels=self.net.embed_dim, stride=self.net.patch_size) for name in self._out_features}
 
     @property
     def size_divisibility(self) -> int:

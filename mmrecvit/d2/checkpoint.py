@@ -7,6 +7,7 @@ dropped and listed), a DeiT/timm one (the method's key map). `export_backbone` w
 backbone back as an mmengine-layout `backbone.*` checkpoint, which mmdet configs load with
 `init_cfg=dict(type='Pretrained', checkpoint=PATH)` or `load_from`.
 """
+
 from __future__ import annotations
 
 import os

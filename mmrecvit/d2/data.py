@@ -6,6 +6,7 @@ the name is needed, `get_detection_dataset_dicts(names=L(register_toy_coco)(root
 so the set is registered when the loader is instantiated (also by detectron2's own
 `lazyconfig_train_net.py`) and `root` is one override away.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,10 @@ def register_toy_coco(root: str | os.PathLike = 'data/toy_coco', split: str = 't
     json_file = osp.join(os.fspath(root), 'annotations', f'instances_{split}2017.json')
     image_root = osp.join(os.fspath(root), f'{split}2017')
     if not osp.isfile(json_file):
-        raise FileNotFoundError(f'{json_file} not found: write the toy set with '
-                                f'`python tools/misc/make_toy_data.py --out {osp.dirname(os.fspath(root)) or "."}`')
+        raise FileNotFoundError(
+            f'{json_file} not found: write the toy set with '
+            f'`python tools/misc/make_toy_data.py --out {osp.dirname(os.fspath(root)) or "."}`'
+        )
     if name in DatasetCatalog.list():
         if MetadataCatalog.get(name).json_file == json_file:
             return name

@@ -13,6 +13,7 @@ at the optimizer's `zero_grad`, which detectron2's trainers call right before th
 Batch: `dataloader.train.total_batch_size` is the global batch; per GPU it is that over the 64 GPUs ViTDet trains
 on (`D2_GPUS`; projects/ViTDet/README.md: "64 GPUs with batch size as 64"), one image.
 """
+
 from __future__ import annotations
 
 import copy
@@ -51,21 +52,30 @@ def load_recipe(path: str, overrides: dict | None = None) -> Any:
         cfg = LazyConfig.apply_overrides(cfg, [f'{k}={v!r}' for k, v in overrides.items()])
     missing = [k for k in RECIPE_KEYS if _get(cfg, k) is None]
     if missing or _get(cfg, 'model.backbone.net') is None:
-        raise RecipeError(f'{path} is not a detectron2 recipe: it has no {", ".join(missing or ["model.backbone.net"])}'
-                          f' (a recipe has all of {list(RECIPE_KEYS)} and an mmrecvit backbone at model.backbone.net;'
-                          ' configs/d2/common/ files are parts of one)')
+        raise RecipeError(
+            f'{path} is not a detectron2 recipe: it has no {", ".join(missing or ["model.backbone.net"])}'
+            f' (a recipe has all of {list(RECIPE_KEYS)} and an mmrecvit backbone at model.backbone.net;'
+            ' configs/d2/common/ files are parts of one)'
+        )
     return cfg
 
 
 def schedule(cfg: Any) -> Schedule:
     batch, iters = int(cfg.dataloader.train.total_batch_size), int(cfg.train.max_iter)
     facts = DATASETS['detectron2']
-    return Schedule(iters * batch, batch, iters, facts, f'{iters} iterations x batch {batch} (total_batch_size; '
-                    f'{iters * batch / facts.train_images:.1f} epochs of {facts.name})')
+    return Schedule(
+        iters * batch,
+        batch,
+        iters,
+        facts,
+        f'{iters} iterations x batch {batch} (total_batch_size; '
+        f'{iters * batch / facts.train_images:.1f} epochs of {facts.name})',
+    )
 
 
-def synthetic_records(folder: str, n: int, image_hw: tuple[int, int], classes: int, instances: int = 8,
-                      seed: int = 0) -> list[dict]:
+def synthetic_records(
+    folder: str, n: int, image_hw: tuple[int, int], classes: int, instances: int = 8, seed: int = 0
+) -> list[dict]:
     """`n` dataset records as `register_coco_instances` makes them, their random images written to `folder`:
     `instances` boxes (`random_boxes`), each with an elliptic polygon and a label < `classes`."""
     h, w = image_hw
@@ -79,15 +89,30 @@ def synthetic_records(folder: str, n: int, image_hw: tuple[int, int], classes: i
         for box, label in zip(random_boxes(rng, instances, image_hw), rng.integers(0, classes, instances)):
             (cx, cy), (rx, ry) = (box[:2] + box[2:]) / 2, (box[2:] - box[:2]) / 2
             polygon = np.stack([cx + rx * np.cos(angles), cy + ry * np.sin(angles)], 1).ravel()
-            annotations.append(dict(bbox=box.tolist(), bbox_mode=BoxMode.XYXY_ABS, category_id=int(label),
-                                    segmentation=[polygon.tolist()], iscrowd=0))
+            annotations.append(
+                dict(
+                    bbox=box.tolist(),
+                    bbox_mode=BoxMode.XYXY_ABS,
+                    category_id=int(label),
+                    segmentation=[polygon.tolist()],
+                    iscrowd=0,
+                )
+            )
         records.append(dict(file_name=file_name, height=h, width=w, image_id=i, annotations=annotations))
     return records
 
 
-def dry_run(path: str, batch: int | None = None, repeats: int = 1, device: str | None = None,
-            with_cp: bool | None = None, test: bool = True, cfg_options: dict | None = None,
-            image_hw: tuple[int, int] | None = None, progress: Callable[[str], None] | None = None) -> DryRun:
+def dry_run(
+    path: str,
+    batch: int | None = None,
+    repeats: int = 1,
+    device: str | None = None,
+    with_cp: bool | None = None,
+    test: bool = True,
+    cfg_options: dict | None = None,
+    image_hw: tuple[int, int] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> DryRun:
     """Build the LazyConfig recipe at `path` and measure a training (and a test) iteration; see the module
     docstring. Arguments as `mmrecvit.mm.dry_run.dry_run`'s (`cfg_options`: LazyConfig overrides)."""
     dev = torch.device(device or ('cuda' if torch.cuda.is_available() else 'cpu'))
@@ -111,9 +136,19 @@ def dry_run(path: str, batch: int | None = None, repeats: int = 1, device: str |
     cfg.optimizer.params.model = model
     optimizer = instantiate(cfg.optimizer)
     per_gpu = batch or max(1, int(cfg.dataloader.train.total_batch_size) // D2_GPUS)
-    result = DryRun(config=path, scope='detectron2', backbone=type(net).__name__, with_cp=net.with_cp, device=str(dev),
-                    dtype=dtype, batch=per_gpu, params=sum(p.numel() for p in model.parameters()),
-                    schedule=schedule(cfg), backbone_module=NET, notes=notes)
+    result = DryRun(
+        config=path,
+        scope='detectron2',
+        backbone=type(net).__name__,
+        with_cp=net.with_cp,
+        device=str(dev),
+        dtype=dtype,
+        batch=per_gpu,
+        params=sum(p.numel() for p in model.parameters()),
+        schedule=schedule(cfg),
+        backbone_module=NET,
+        notes=notes,
+    )
     classes = int(_get(cfg, 'model.roi_heads.num_classes') or 80)
     with tempfile.TemporaryDirectory(prefix='dry_run_') as folder:
         say('data')
@@ -126,8 +161,9 @@ def dry_run(path: str, batch: int | None = None, repeats: int = 1, device: str |
     trainer = (AMPTrainer if dtype != 'fp32' else SimpleTrainer)(model, loader, optimizer)
     with EventStorage(0) as trainer.storage:  # the trainer's step logs its losses and RecViTRCNN its statistics
         trainer.iter = 0
-        result.train = measure_step(trainer.run_step, dev, repeats, probe=(optimizer, 'zero_grad'),
-                                    progress=lambda s: say(f'train {s}'))
+        result.train = measure_step(
+            trainer.run_step, dev, repeats, probe=(optimizer, 'zero_grad'), progress=lambda s: say(f'train {s}')
+        )
     if test:
         with torch.no_grad():
             result.test_shape = tuple(model.preprocess_image(test_batch).tensor.shape)

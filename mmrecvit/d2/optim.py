@@ -6,6 +6,7 @@ recursive backbone the block index is not its depth (one block runs at several),
 comes from the backbone itself (`ViTBackbone.layer_depth`, the same table as the mm path's
 `LayerDecayOptimWrapperConstructor`): rate ** (num_layers - layer_depth), 1 for the neck and heads.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -22,8 +23,7 @@ from ..models.layer_decay import lr_scale
 def layer_decay_lr_factor(model: nn.Module, rate: float) -> Callable[[str], float]:
     """A `lr_factor_func` for `get_default_optimizer_params(model, ...)`: full parameter name -> lr factor."""
     rate = check_float('layer_decay_rate', rate, 0.0, 1.0, low_open=True)
-    factors = {name: lr_scale(rate, depth, num_layers)
-               for name, depth, num_layers in layer_depth_table(model).values()}
+    factors = {name: lr_scale(rate, depth, num_layers) for name, depth, num_layers in layer_depth_table(model).values()}
 
     def lr_factor(name: str) -> float:
         return factors.get(name, 1.0)
@@ -34,5 +34,6 @@ def layer_decay_lr_factor(model: nn.Module, rate: float) -> Callable[[str], floa
 def optimizer_params(model: nn.Module, base_lr: float, layer_decay_rate: float = 1.0, **kwargs: Any) -> list[dict]:
     """`get_default_optimizer_params` with our layer decay: a LazyConfig optimizer's `params`
     (`tools/d2_train_net.py` sets `params.model` as detectron2's `lazyconfig_train_net.py` does)."""
-    return get_default_optimizer_params(model, base_lr=base_lr,
-                                        lr_factor_func=layer_decay_lr_factor(model, layer_decay_rate), **kwargs)
+    return get_default_optimizer_params(
+        model, base_lr=base_lr, lr_factor_func=layer_decay_lr_factor(model, layer_decay_rate), **kwargs
+    )

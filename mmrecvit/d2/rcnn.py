@@ -7,6 +7,7 @@ weighted, `loss_*`) join the loss dict, and its `stats.scalars` (mean depth, fra
 the storage with `put_scalars`: logged, not summed (the mm path's `RecursionHook` does the same for
 mmengine).
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -8,6 +8,7 @@ Differences from `lazyconfig_train_net.py`: the last evaluation is returned (and
 `<output_dir>/eval.json`), and the writers are the console and `metrics.json` only (no tensorboard
 events; detectron2's own tool writes them, hence tensorboard in requirements.txt).
 """
+
 from __future__ import annotations
 
 import json
@@ -57,13 +58,15 @@ def do_train(cfg: Any, resume: bool = False) -> dict:
         return last
 
     writers = [CommonMetricPrinter(cfg.train.max_iter), JSONWriter(osp.join(cfg.train.output_dir, 'metrics.json'))]
-    trainer.register_hooks([
-        hooks.IterationTimer(),
-        hooks.LRScheduler(scheduler=instantiate(cfg.lr_multiplier)),
-        hooks.PeriodicCheckpointer(checkpointer, **cfg.train.checkpointer) if comm.is_main_process() else None,
-        hooks.EvalHook(cfg.train.eval_period, evaluate),
-        hooks.PeriodicWriter(writers, period=cfg.train.log_period) if comm.is_main_process() else None,
-    ])
+    trainer.register_hooks(
+        [
+            hooks.IterationTimer(),
+            hooks.LRScheduler(scheduler=instantiate(cfg.lr_multiplier)),
+            hooks.PeriodicCheckpointer(checkpointer, **cfg.train.checkpointer) if comm.is_main_process() else None,
+            hooks.EvalHook(cfg.train.eval_period, evaluate),
+            hooks.PeriodicWriter(writers, period=cfg.train.log_period) if comm.is_main_process() else None,
+        ]
+    )
     checkpointer.resume_or_load(cfg.train.init_checkpoint, resume=resume)
     # a checkpoint stores the iteration that just finished
     start_iter = trainer.iter + 1 if resume and checkpointer.has_checkpoint() else 0

@@ -17,6 +17,7 @@ of another model would otherwise be evaluated as randomly initialised weights af
 `--resume`, `tools/test.py` and the inferencers (tools/demo.py) need every key; a training `load_from`
 (fine-tuning, e.g. another head) needs shapes that agree and at least one shared key.
 """
+
 from __future__ import annotations
 
 import os.path as osp
@@ -50,9 +51,11 @@ def check_checkpoint_to_load(cfg: Any) -> None:
         raise FileNotFoundError(f'cannot {what} {path!r}: {e}') from e
     if resume and not (isinstance(obj, dict) and 'meta' in obj and 'state_dict' in obj):
         keys = sorted(obj)[:8] if isinstance(obj, dict) else type(obj).__name__
-        raise CheckpointError(f'cannot resume from {path!r}: not a training checkpoint written by mmengine (it has no '
-                              f"'meta'/'state_dict'; top-level keys {keys}). For weights only, use load_from or the "
-                              "backbone's init_cfg instead of --resume")
+        raise CheckpointError(
+            f'cannot resume from {path!r}: not a training checkpoint written by mmengine (it has no '
+            f"'meta'/'state_dict'; top-level keys {keys}). For weights only, use load_from or the "
+            "backbone's init_cfg instead of --resume"
+        )
 
 
 def check_checkpoint_matches_model(model: nn.Module, path: str | None, strict: bool) -> None:

@@ -6,6 +6,7 @@ A tool makes its parser with `tool_parser` (its files and `--work-dir`), adds it
 reads the arguments with `parse_args` and the config with `load_config`, makes its own changes to
 the config, and builds the Runner with `build_runner`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,9 @@ def tool_parser(description: str, files: dict[str, str], work_dir_help: str) -> 
 
 def add_launch_arguments(parser: argparse.ArgumentParser, cfg_options_example: str) -> None:
     """`--cfg-options` (its help shows `cfg_options_example`), `--launcher` and `--local_rank`."""
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
-                        help=f'override config settings, e.g. {cfg_options_example}')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=DictAction, help=f'override config settings, e.g. {cfg_options_example}'
+    )
     parser.add_argument('--launcher', choices=list(LAUNCHERS), default='none', help='job launcher')
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
 

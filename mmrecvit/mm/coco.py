@@ -3,6 +3,7 @@ naming the file (what is checked and why: `mmrecvit.mm.data`). A module of its o
 det configs' `custom_imports`, because it derives from mmdet's class: `import mmrecvit` stays free of
 `mmdet.datasets`.
 """
+
 from __future__ import annotations
 
 import os.path as osp
@@ -28,17 +29,17 @@ class CheckedCocoDataset(CocoDataset):
                 continue
             _, _, w, h = ann['bbox']
             if w < 1 or h < 1 or ann.get('area', 1) <= 0:
-                why = f"a box of zero width or height {ann['bbox']}"
+                why = f'a box of zero width or height {ann["bbox"]}'
             elif ann['category_id'] not in self.cat_ids:
-                why = f"category id {ann['category_id']} is not one of the {len(self.cat_ids)} classes"
+                why = f'category id {ann["category_id"]} is not one of the {len(self.cat_ids)} classes'
             elif masks and not ann.get('segmentation'):
                 why = 'an empty mask'  # mmdet would keep the box and fail in LoadAnnotations (KeyError 'mask')
             else:
                 continue
             ann['ignore'] = True  # mmdet's own flag for annotations it skips
-            dropped.append(f"annotation {ann.get('id')} ({why})")
+            dropped.append(f'annotation {ann.get("id")} ({why})')
         if dropped:
-            _warn(f"{img['file_name']}: dropped {'; '.join(dropped)}")
+            _warn(f'{img["file_name"]}: dropped {"; ".join(dropped)}')
         return super().parse_data_info(raw_data_info)
 
     def filter_data(self) -> list:

@@ -15,6 +15,7 @@
 
 A backbone that is not one of ours is counted by mmengine alone.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,12 +33,21 @@ from torch import nn
 from ..models import ViTBackbone
 from ..models.flops import BlockWork, OpWork, Work, total_flops
 
-FLOP_CONVENTION = ('FLOPs = 2 x multiply-accumulates of matmuls, attention and convolutions (norms and elementwise '
-                   'ops not counted); mmdet/mmseg get_flops print GMACs incl. norms (about half)')
+FLOP_CONVENTION = (
+    'FLOPs = 2 x multiply-accumulates of matmuls, attention and convolutions (norms and elementwise '
+    'ops not counted); mmdet/mmseg get_flops print GMACs incl. norms (about half)'
+)
 # mmengine handles that count work outside matrix products: 0 here (the convention above).
-NON_MATMUL_OPS = ('aten::layer_norm', 'aten::group_norm', 'aten::batch_norm', 'aten::instance_norm',
-                  'aten::upsample_nearest2d', 'aten::upsample_bilinear2d', 'aten::adaptive_avg_pool2d',
-                  'aten::grid_sampler')
+NON_MATMUL_OPS = (
+    'aten::layer_norm',
+    'aten::group_norm',
+    'aten::batch_norm',
+    'aten::instance_norm',
+    'aten::upsample_nearest2d',
+    'aten::upsample_bilinear2d',
+    'aten::adaptive_avg_pool2d',
+    'aten::grid_sampler',
+)
 
 
 def _sdpa_macs(inputs: list[Any], outputs: list[Any]) -> int:
@@ -65,8 +75,12 @@ def traced_flops(module: nn.Module, inputs: tuple) -> float:
 
 def dense_equivalent(work: Sequence[Work], tokens: int) -> list[Work]:
     """`work` with every block application over all `tokens` (and nothing projected for a cache)."""
-    return [dataclasses.replace(w, queries=tokens, keys=tokens, new_kv=0.0, attn_pairs=None)
-            if isinstance(w, BlockWork) else w for w in work]
+    return [
+        dataclasses.replace(w, queries=tokens, keys=tokens, new_kv=0.0, attn_pairs=None)
+        if isinstance(w, BlockWork)
+        else w
+        for w in work
+    ]
 
 
 @dataclass
@@ -78,7 +92,7 @@ class BackboneCount:
     grid: tuple[int, int]
     tokens: int
     work: list[Work]
-    traced: float | None = None      # mmengine's trace of the whole backbone, if it traces
+    traced: float | None = None  # mmengine's trace of the whole backbone, if it traces
     trace_error: str | None = None
 
     @property
@@ -97,13 +111,13 @@ class ComplexityReport:
     """Params and FLOPs (per image) of a model on one input."""
 
     model: str
-    input_shape: tuple[int, ...]                   # the model input after the preprocessor, (1, 3, H, W)
+    input_shape: tuple[int, ...]  # the model input after the preprocessor, (1, 3, H, W)
     params: int
     backbone_params: int = 0
     rest: dict[str, float] = field(default_factory=dict)  # neck/heads by top-level module (traced)
-    rest_flops: float = 0.0                        # everything but the backbone (traced)
+    rest_flops: float = 0.0  # everything but the backbone (traced)
     backbone: BackboneCount | None = None
-    backbone_traced: float | None = None           # backbone by mmengine, for backbones not ours
+    backbone_traced: float | None = None  # backbone by mmengine, for backbones not ours
 
     @property
     def backbone_flops(self) -> float:
@@ -136,8 +150,12 @@ def count_complexity(model: nn.Module, data: dict, trace_backbone: bool = True) 
         raise ValueError(f'count one image at a time, got a batch of {inputs.shape[0]}')
     params = parameter_count(model)
     backbone = getattr(model, 'backbone', None)
-    report = ComplexityReport(model=type(model).__name__, input_shape=tuple(inputs.shape), params=params[''],
-                              backbone_params=params.get('backbone', 0))
+    report = ComplexityReport(
+        model=type(model).__name__,
+        input_shape=tuple(inputs.shape),
+        params=params[''],
+        backbone_params=params.get('backbone', 0),
+    )
     ours = isinstance(backbone, ViTBackbone)
     recorded: dict[str, Any] = {}
     if ours:
@@ -152,8 +170,13 @@ def count_complexity(model: nn.Module, data: dict, trace_backbone: bool = True) 
             hook.remove()
         stats = backbone.stats
         tokens = stats.grid[0] * stats.grid[1] + backbone.num_prefix_tokens
-        report.backbone = BackboneCount(name=type(backbone).__name__, params=report.backbone_params,
-                                        grid=tuple(stats.grid), tokens=tokens, work=list(stats.work))
+        report.backbone = BackboneCount(
+            name=type(backbone).__name__,
+            params=report.backbone_params,
+            grid=tuple(stats.grid),
+            tokens=tokens,
+            work=list(stats.work),
+        )
 
     model.forward = partial(model.forward, data_samples=samples, mode='tensor')
     if ours:
@@ -166,8 +189,9 @@ def count_complexity(model: nn.Module, data: dict, trace_backbone: bool = True) 
         if ours:
             del backbone.forward
     report.rest_flops = 2.0 * float(by_module[''] - by_module.get('backbone', 0))
-    report.rest = {name: 2.0 * float(v) for name, v in by_module.items()
-                   if name and '.' not in name and name != 'backbone' and v}
+    report.rest = {
+        name: 2.0 * float(v) for name, v in by_module.items() if name and '.' not in name and name != 'backbone' and v
+    }
     if not ours:
         report.backbone_traced = 2.0 * float(by_module.get('backbone', 0)) if backbone is not None else None
     elif trace_backbone:
@@ -192,8 +216,11 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: 
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
 
     def fmt(cells: Sequence[str]) -> str:
-        return '| ' + ' | '.join(str(c).ljust(w) if a == 'l' else str(c).rjust(w)
-                                 for c, w, a in zip(cells, widths, align)) + ' |'
+        return (
+            '| '
+            + ' | '.join(str(c).ljust(w) if a == 'l' else str(c).rjust(w) for c, w, a in zip(cells, widths, align))
+            + ' |'
+        )
 
     rule = '|' + '|'.join(':' + '-' * (w + 1) if a == 'l' else '-' * (w + 1) + ':' for w, a in zip(widths, align)) + '|'
     return [fmt(header), rule, *(fmt(r) for r in rows)]
@@ -208,47 +235,92 @@ def format_report(report: ComplexityReport, per_step: bool = False) -> str:
     bb = report.backbone
     rows = []
     if bb is not None:
-        rows.append([f'backbone ({bb.name}, analytic)', mega(bb.params), giga(bb.flops), giga(bb.dense_flops),
-                     _ratio(bb.flops, bb.dense_flops)])
+        rows.append(
+            [
+                f'backbone ({bb.name}, analytic)',
+                mega(bb.params),
+                giga(bb.flops),
+                giga(bb.dense_flops),
+                _ratio(bb.flops, bb.dense_flops),
+            ]
+        )
         blocks = [w for w in bb.work if isinstance(w, BlockWork)]
         dense = dense_equivalent(blocks, bb.tokens)
-        rows.append([f'  block applications ({len(blocks)})', '', giga(total_flops(blocks)), giga(total_flops(dense)),
-                     ''])
+        rows.append(
+            [f'  block applications ({len(blocks)})', '', giga(total_flops(blocks)), giga(total_flops(dense)), '']
+        )
         ops: dict[str, float] = {}
         for w in bb.work:
             if isinstance(w, OpWork):
                 ops[w.name.split('.')[0]] = ops.get(w.name.split('.')[0], 0.0) + w.flops
         rows += [[f'  {name}', '', giga(v), giga(v), ''] for name, v in ops.items()]
     else:
-        rows.append(['backbone (mmengine)', mega(report.backbone_params), giga(report.backbone_flops),
-                     giga(report.backbone_flops), ''])
-    rows.append(['neck + heads (mmengine)', mega(report.params - report.backbone_params), giga(report.rest_flops),
-                 giga(report.rest_flops), ''])
+        rows.append(
+            [
+                'backbone (mmengine)',
+                mega(report.backbone_params),
+                giga(report.backbone_flops),
+                giga(report.backbone_flops),
+                '',
+            ]
+        )
+    rows.append(
+        [
+            'neck + heads (mmengine)',
+            mega(report.params - report.backbone_params),
+            giga(report.rest_flops),
+            giga(report.rest_flops),
+            '',
+        ]
+    )
     rows += [[f'  {name}', '', giga(v), giga(v), ''] for name, v in report.rest.items()]
-    rows.append([f'whole model ({report.model})', mega(report.params), giga(report.flops), giga(report.dense_flops),
-                 _ratio(report.flops, report.dense_flops)])
+    rows.append(
+        [
+            f'whole model ({report.model})',
+            mega(report.params),
+            giga(report.flops),
+            giga(report.dense_flops),
+            _ratio(report.flops, report.dense_flops),
+        ]
+    )
     lines = markdown_table(['part', 'params', 'GFLOPs (work done)', 'GFLOPs (dense)', 'done/dense'], rows, 'lrrrr')
     if bb is not None:
         notes = [f'- backbone grid {bb.grid[0]}x{bb.grid[1]}, {bb.tokens} tokens per application when dense']
         if bb.traced is not None:
-            notes.append(f'- mmengine trace of the whole backbone: {giga(bb.traced)} GFLOPs '
-                         '(the tokens the traced forward processed)')
+            notes.append(
+                f'- mmengine trace of the whole backbone: {giga(bb.traced)} GFLOPs '
+                '(the tokens the traced forward processed)'
+            )
         elif bb.trace_error:
-            notes.append(f'- mmengine could not trace the backbone ({bb.trace_error}); the count above does not '
-                         'need it')
+            notes.append(
+                f'- mmengine could not trace the backbone ({bb.trace_error}); the count above does not need it'
+            )
         lines += [''] + notes
     if per_step and bb is not None:
         step_rows = []
         for i, w in enumerate(bb.work):
             if isinstance(w, BlockWork):
                 d = dense_equivalent([w], bb.tokens)[0]
-                step_rows.append([str(i), 'block', f'{w.queries:.1f}', f'{w.keys:.1f}', f'{w.new_kv:.1f}',
-                                  giga(w.flops, 4), giga(d.flops, 4)])
+                step_rows.append(
+                    [
+                        str(i),
+                        'block',
+                        f'{w.queries:.1f}',
+                        f'{w.keys:.1f}',
+                        f'{w.new_kv:.1f}',
+                        giga(w.flops, 4),
+                        giga(d.flops, 4),
+                    ]
+                )
             else:
                 step_rows.append([str(i), w.name, '', '', '', giga(w.flops, 4), giga(w.flops, 4)])
-        lines += ['', 'Work of the backbone in execution order (tokens per image; queries = tokens whose queries/MLP '
-                  'ran, keys = tokens attended over, new kv = frozen tokens whose keys/values were projected):', '']
-        lines += markdown_table(['#', 'what', 'queries', 'keys', 'new kv', 'GFLOPs', 'dense GFLOPs'], step_rows,
-                                'rlrrrrr')
+        lines += [
+            '',
+            'Work of the backbone in execution order (tokens per image; queries = tokens whose queries/MLP '
+            'ran, keys = tokens attended over, new kv = frozen tokens whose keys/values were projected):',
+            '',
+        ]
+        lines += markdown_table(
+            ['#', 'what', 'queries', 'keys', 'new kv', 'GFLOPs', 'dense GFLOPs'], step_rows, 'rlrrrrr'
+        )
     return '\n'.join(lines) + '\n'
-

@@ -9,6 +9,7 @@ Costs: per image = per iteration / batch. Training FLOPs are what the training i
 backward, and the recomputed forward where with_cp is on); the schedule's total = per image x the images the
 schedule trains on; GPU hours = total / the sustained rate (`DEFAULT_GPU_RATE` is an assumption, stated as one).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -16,13 +17,15 @@ from collections.abc import Sequence
 from .complexity import markdown_table
 
 DEFAULT_GPU_RATE = 100.0  # TFLOP/s sustained per GPU: an assumption (see GPU_RATE_ASSUMPTION)
-GPU_RATE_ASSUMPTION = ('an assumption, not a measurement: about a third of an A100\'s dense fp16/bf16 peak '
-                       '(312 TFLOP/s); a whole detector step (RoI ops, data loading, small kernels) may sustain far '
-                       'less; '
-                       'pass `--gpu-rate` with your own, e.g. from scripts/gpu_check.sh\'s report: images/s x 3 x '
-                       'GFLOPs/img of its window-cp training rows (its GFLOPs are the forward\'s; forward + backward '
-                       'is about 3x, with_cp adds the recomputed backbone forward)')
-MIB = 2 ** 20
+GPU_RATE_ASSUMPTION = (
+    "an assumption, not a measurement: about a third of an A100's dense fp16/bf16 peak "
+    '(312 TFLOP/s); a whole detector step (RoI ops, data loading, small kernels) may sustain far '
+    'less; '
+    "pass `--gpu-rate` with your own, e.g. from scripts/gpu_check.sh's report: images/s x 3 x "
+    "GFLOPs/img of its window-cp training rows (its GFLOPs are the forward's; forward + backward "
+    'is about 3x, with_cp adds the recomputed backbone forward)'
+)
+MIB = 2**20
 
 
 def _mib(value: float | None) -> str:
@@ -70,9 +73,22 @@ def cp_memory(record: dict) -> dict[bool, float | None]:
 
 
 def dry_run_table(records: Sequence[dict]) -> list[str]:
-    header = ['recipe', 'backbone', 'dtype', 'batch', 'train input', 'train s/iter', 'train peak MiB/img',
-              'saved act. MiB/img', 'train GFLOPs/iter', 'test input', 'test s/iter', 'test peak MiB/img',
-              'test GFLOPs/iter', 'load']
+    header = [
+        'recipe',
+        'backbone',
+        'dtype',
+        'batch',
+        'train input',
+        'train s/iter',
+        'train peak MiB/img',
+        'saved act. MiB/img',
+        'train GFLOPs/iter',
+        'test input',
+        'test s/iter',
+        'test peak MiB/img',
+        'test GFLOPs/iter',
+        'load',
+    ]
     rows = []
     for r in records:
         name = r['name']
@@ -80,11 +96,24 @@ def dry_run_table(records: Sequence[dict]) -> list[str]:
             rows.append([name, r.get('backbone', '–'), '–', '–', f'failed: {r["error"]}'] + [''] * 9)
             continue
         tr, te = r['train'], r.get('test') or {}
-        rows.append([name, r['backbone'] + (' (cp)' if r.get('with_cp') else ''), r['dtype'], str(r['batch']),
-                     _shape(r['train_shape']), _s(median(tr['seconds'])), _mib(per_image(r, 'train', 'peak_bytes')),
-                     _mib(per_image(r, 'train', 'saved_bytes')), _g(tr['flops']), _shape(r.get('test_shape', ())),
-                     _s(median(te.get('seconds', []))), _mib(per_image(r, 'test', 'peak_bytes')),
-                     _g(te.get('flops')), '–' if r.get('load') is None else f'{r["load"]:.1f}'])
+        rows.append(
+            [
+                name,
+                r['backbone'] + (' (cp)' if r.get('with_cp') else ''),
+                r['dtype'],
+                str(r['batch']),
+                _shape(r['train_shape']),
+                _s(median(tr['seconds'])),
+                _mib(per_image(r, 'train', 'peak_bytes')),
+                _mib(per_image(r, 'train', 'saved_bytes')),
+                _g(tr['flops']),
+                _shape(r.get('test_shape', ())),
+                _s(median(te.get('seconds', []))),
+                _mib(per_image(r, 'test', 'peak_bytes')),
+                _g(te.get('flops')),
+                '–' if r.get('load') is None else f'{r["load"]:.1f}',
+            ]
+        )
     return markdown_table(header, rows, 'lllrlrrrrlrrrr')
 
 
@@ -96,13 +125,30 @@ def cost_rows(records: Sequence[dict], gpu_rate: float) -> list[list[str]]:
         flops = per_image(r, 'train', 'flops')
         total = flops * r['schedule']['images']
         cp = cp_memory(r)
-        rows.append([r['name'], _shape(r['train_shape']), _g(flops), r['schedule']['how'],
-                     _n(total / 1e15), _mib(cp[False]), _mib(cp[True]),
-                     _n(total / (gpu_rate * 1e12) / 3600)])
+        rows.append(
+            [
+                r['name'],
+                _shape(r['train_shape']),
+                _g(flops),
+                r['schedule']['how'],
+                _n(total / 1e15),
+                _mib(cp[False]),
+                _mib(cp[True]),
+                _n(total / (gpu_rate * 1e12) / 3600),
+            ]
+        )
     return rows
 
 
 def cost_table(records: Sequence[dict], gpu_rate: float) -> list[str]:
-    header = ['recipe', 'train input', 'train GFLOPs/img (fwd+bwd)', 'schedule', 'PFLOPs', 'act. MiB/img',
-              'act. MiB/img with_cp', f'GPU hours @ {gpu_rate:g} TFLOP/s']
+    header = [
+        'recipe',
+        'train input',
+        'train GFLOPs/img (fwd+bwd)',
+        'schedule',
+        'PFLOPs',
+        'act. MiB/img',
+        'act. MiB/img with_cp',
+        f'GPU hours @ {gpu_rate:g} TFLOP/s',
+    ]
     return markdown_table(header, cost_rows(records, gpu_rate), 'llrlrrrr')

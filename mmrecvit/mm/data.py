@@ -21,6 +21,7 @@ What mmdet 3.3 / mmseg 1.2 do by themselves (measured on the toy sets, tests/mm/
 * ADE20K label map of another size than its image: mmseg crops/resizes the two separately, and the
   loss compares misaligned pixels. `CheckSegMap` stops with a `ValueError` naming both files and sizes.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,7 +38,7 @@ def _warn(message: str) -> None:
 class CheckSegMap(BaseTransform):
     """Check a loaded segmentation map against its image and the classes (module docstring).
 
-        dict(type='LoadAnnotations', reduce_zero_label=True), dict(type='CheckSegMap', num_classes=150),
+    dict(type='LoadAnnotations', reduce_zero_label=True), dict(type='CheckSegMap', num_classes=150),
     """
 
     def __init__(self, num_classes: int, ignore_index: int = 255) -> None:
@@ -49,13 +50,17 @@ class CheckSegMap(BaseTransform):
             return results
         image = tuple(results['ori_shape'][:2])
         if tuple(seg.shape[:2]) != image:
-            raise ValueError(f"segmentation map {results.get('seg_map_path')!r} is {seg.shape[0]}x{seg.shape[1]}, "
-                             f"its image {results.get('img_path')!r} is {image[0]}x{image[1]}")
+            raise ValueError(
+                f'segmentation map {results.get("seg_map_path")!r} is {seg.shape[0]}x{seg.shape[1]}, '
+                f'its image {results.get("img_path")!r} is {image[0]}x{image[1]}'
+            )
         bad = (seg >= self.num_classes) & (seg != self.ignore_index)
         if bad.any():
             values = np.unique(seg[bad]).tolist()
-            _warn(f"{results.get('seg_map_path')}: {int(bad.sum())} pixels with labels {values[:10]} outside the "
-                  f'{self.num_classes} classes: set to ignore_index={self.ignore_index}')
+            _warn(
+                f'{results.get("seg_map_path")}: {int(bad.sum())} pixels with labels {values[:10]} outside the '
+                f'{self.num_classes} classes: set to ignore_index={self.ignore_index}'
+            )
             seg = seg.copy()
             seg[bad] = self.ignore_index
             results['gt_seg_map'] = seg

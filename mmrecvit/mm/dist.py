@@ -6,6 +6,7 @@ NVIDIA driver", "device_ids ... CPU modules"). When no GPU is visible we start t
 with the `gloo` backend ourselves (the Runner then skips its own `init_dist`) and ask for DDP
 without device ids. With a GPU nothing changes: mmengine uses its configured backend (nccl).
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,15 +22,18 @@ def setup_cpu_distributed(cfg, launcher: str) -> bool:
     if launcher == 'none' or torch.cuda.is_available():
         return False
     if launcher != 'pytorch':
-        raise ValueError(f"--launcher {launcher!r} needs GPUs in mmengine 0.10.7; on CPU-only machines use "
-                         "--launcher pytorch (tools/dist_train.sh / tools/dist_test.sh start it with torchrun)")
+        raise ValueError(
+            f'--launcher {launcher!r} needs GPUs in mmengine 0.10.7; on CPU-only machines use '
+            '--launcher pytorch (tools/dist_train.sh / tools/dist_test.sh start it with torchrun)'
+        )
     missing = [k for k in ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR', 'MASTER_PORT') if k not in os.environ]
     if missing:
-        raise RuntimeError(f'--launcher pytorch expects torchrun environment variables; missing {missing}. '
-                           'Start through tools/dist_train.sh CONFIG NUM_PROCS.')
+        raise RuntimeError(
+            f'--launcher pytorch expects torchrun environment variables; missing {missing}. '
+            'Start through tools/dist_train.sh CONFIG NUM_PROCS.'
+        )
     if not dist.is_initialized():
-        dist.init_process_group(backend='gloo', rank=int(os.environ['RANK']),
-                                world_size=int(os.environ['WORLD_SIZE']))
+        dist.init_process_group(backend='gloo', rank=int(os.environ['RANK']), world_size=int(os.environ['WORLD_SIZE']))
     cfg.env_cfg.setdefault('dist_cfg', {})['backend'] = 'gloo'
     wrapper = dict(cfg.get('model_wrapper_cfg') or {})
     wrapper.setdefault('type', 'MMDistributedDataParallel')
@@ -38,7 +42,6 @@ def setup_cpu_distributed(cfg, launcher: str) -> bool:
     wrapper.setdefault('find_unused_parameters', cfg.get('find_unused_parameters', False))
     cfg.model_wrapper_cfg = wrapper
     return True
-
 
 
 def exit_distributed_process() -> None:

@@ -30,6 +30,7 @@ feature against the teacher's pooled one. Logit loss: 'soft' KL(student/T || tea
 (Hinton), or 'hard' cross-entropy to the teacher's argmax (DeiT's hard distillation, here on the
 class head: our backbones have no distillation token).
 """
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,9 @@ SOURCES = ('timm', 'mmpretrain')
 LOGIT_LOSSES = ('soft', 'hard')
 
 
-def build_teacher(source: str, checkpoint: str, model: str | None = None, config: str | None = None,
-                  model_kwargs: dict | None = None) -> nn.Module:
+def build_teacher(
+    source: str, checkpoint: str, model: str | None = None, config: str | None = None, model_kwargs: dict | None = None
+) -> nn.Module:
     """A frozen teacher in eval mode from a local checkpoint (see the module docstring)."""
     check_choice('teacher source', source, SOURCES)
     if source == 'timm':
@@ -86,14 +88,22 @@ class DistillImageClassifier(ImageClassifier):
         Other arguments: as `ImageClassifier` (the backbone must be one of ours).
     """
 
-    def __init__(self, teacher: dict, feature_loss_weight: float = 1.0, logit_loss_weight: float = 1.0,
-                 logit_loss: str = 'soft', temperature: float = 1.0, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        teacher: dict,
+        feature_loss_weight: float = 1.0,
+        logit_loss_weight: float = 1.0,
+        logit_loss: str = 'soft',
+        temperature: float = 1.0,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if not isinstance(self.backbone, ViTBackbone):
             raise TypeError(f'DistillImageClassifier needs an mmrecvit backbone, got {type(self.backbone).__name__}')
         if not isinstance(teacher, dict):
-            raise TypeError("teacher must be a dict like dict(source='timm', model=..., checkpoint=...), "
-                            f'got {teacher!r}')
+            raise TypeError(
+                f"teacher must be a dict like dict(source='timm', model=..., checkpoint=...), got {teacher!r}"
+            )
         self.feature_loss_weight = check_float('feature_loss_weight', feature_loss_weight, 0.0, math.inf)
         self.logit_loss_weight = check_float('logit_loss_weight', logit_loss_weight, 0.0, math.inf)
         self.logit_loss = check_choice('logit_loss', logit_loss, LOGIT_LOSSES)
@@ -147,8 +157,13 @@ class DistillImageClassifier(ImageClassifier):
         if self.logit_loss == 'hard':
             return F.cross_entropy(logits, teacher.argmax(-1))
         T = self.temperature
-        return F.kl_div(F.log_softmax(logits / T, -1), F.log_softmax(teacher / T, -1), reduction='batchmean',
-                        log_target=True) * T * T
+        return (
+            F.kl_div(
+                F.log_softmax(logits / T, -1), F.log_softmax(teacher / T, -1), reduction='batchmean', log_target=True
+            )
+            * T
+            * T
+        )
 
     def loss(self, inputs: Tensor, data_samples: list) -> dict:
         (tokens,), _ = self.backbone.get_intermediate_states(inputs, [self.backbone.depth - 1])
@@ -158,12 +173,14 @@ class DistillImageClassifier(ImageClassifier):
         losses = self.head.loss(feats, data_samples)
         t_feats, t_logits = self._teacher_outputs(inputs)
         if self.feature_loss_weight:
-            losses['loss_distill_feature'] = self.feature_loss_weight * self.feature_loss(tokens, t_feats,
-                                                                                         tuple(inputs.shape[-2:]))
+            losses['loss_distill_feature'] = self.feature_loss_weight * self.feature_loss(
+                tokens, t_feats, tuple(inputs.shape[-2:])
+            )
         if self.logit_loss_weight:
             if t_logits is None:
-                raise CheckpointError('logit distillation needs a teacher with a classification head '
-                                      '(timm: num_classes > 0); set logit_loss_weight=0 for features only')
+                raise CheckpointError(
+                    'logit distillation needs a teacher with a classification head '
+                    '(timm: num_classes > 0); set logit_loss_weight=0 for features only'
+                )
             losses['loss_distill_logit'] = self.logit_loss_weight * self.logit_loss_value(self.head(feats), t_logits)
         return losses
-

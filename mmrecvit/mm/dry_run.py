@@ -15,6 +15,7 @@ losses in the loss, TF32); a test iteration `model.test_step(batch)` without gra
 `mmrecvit.benchmark.step.measure_step`. AMP recipes run in fp32 on the CPU (mmengine's AmpOptimWrapper
 needs CUDA): `DryRun.dtype` says what ran.
 """
+
 from __future__ import annotations
 
 import copy
@@ -45,13 +46,17 @@ def check_recipe(cfg: Config, path: str) -> str:
     """The recipe's framework (default_scope); `RecipeError` naming what is missing otherwise."""
     scope = cfg.get('default_scope')
     if scope not in SCOPES:
-        raise RecipeError(f'{path} is not a recipe: default_scope={scope!r}, allowed: {list(SCOPES)} (and a '
-                          f'recipe has all of {list(RECIPE_KEYS)}), or a detectron2 LazyConfig with a model, '
-                          'dataloader, optimizer and train')
+        raise RecipeError(
+            f'{path} is not a recipe: default_scope={scope!r}, allowed: {list(SCOPES)} (and a '
+            f'recipe has all of {list(RECIPE_KEYS)}), or a detectron2 LazyConfig with a model, '
+            'dataloader, optimizer and train'
+        )
     missing = [k for k in RECIPE_KEYS if cfg.get(k) is None]
     if missing:
-        raise RecipeError(f'{path} is not a recipe: it has no {", ".join(missing)} (a recipe has all of '
-                          f'{list(RECIPE_KEYS)}; configs/*/_base_/models/ files are parts of one)')
+        raise RecipeError(
+            f'{path} is not a recipe: it has no {", ".join(missing)} (a recipe has all of '
+            f'{list(RECIPE_KEYS)}; configs/*/_base_/models/ files are parts of one)'
+        )
     return scope
 
 
@@ -85,8 +90,16 @@ class SyntheticDataset(torch.utils.data.Dataset):
     reduced, 0..num_classes-1); mmpretrain: one label. Sample i is the same on every call (seed + i).
     """
 
-    def __init__(self, scope: str, pipeline: list[dict], classes: int, image_hw: tuple[int, int],
-                 length: int = 64, num_instances: int = 8, seed: int = 0) -> None:
+    def __init__(
+        self,
+        scope: str,
+        pipeline: list[dict],
+        classes: int,
+        image_hw: tuple[int, int],
+        length: int = 64,
+        num_instances: int = 8,
+        seed: int = 0,
+    ) -> None:
         self.scope, self.classes, self.image_hw = scope, classes, tuple(image_hw)
         self.length, self.num_instances, self.seed = length, num_instances, seed
         steps = []
@@ -116,8 +129,13 @@ class SyntheticDataset(torch.utils.data.Dataset):
     def sample(self, idx: int) -> dict:
         rng = np.random.default_rng(self.seed + idx)
         h, w = self.image_hw
-        results = dict(img=rng.integers(0, 256, (h, w, 3), dtype=np.uint8), img_shape=(h, w), ori_shape=(h, w),
-                       img_path=f'synthetic_{idx:06d}.jpg', img_id=idx)
+        results = dict(
+            img=rng.integers(0, 256, (h, w, 3), dtype=np.uint8),
+            img_shape=(h, w),
+            ori_shape=(h, w),
+            img_path=f'synthetic_{idx:06d}.jpg',
+            img_id=idx,
+        )
         n, ann = self.num_instances, {}
         if self.scope == 'mmdet':
             from mmdet.structures.bbox import HorizontalBoxes
@@ -126,15 +144,22 @@ class SyntheticDataset(torch.utils.data.Dataset):
             boxes = random_boxes(rng, n, (h, w))
             yy, xx = np.mgrid[:h, :w]
             centre, half = (boxes[:, :2] + boxes[:, 2:]) / 2, (boxes[:, 2:] - boxes[:, :2]) / 2
-            masks = (((xx - centre[:, 0, None, None]) / half[:, 0, None, None]) ** 2
-                     + ((yy - centre[:, 1, None, None]) / half[:, 1, None, None]) ** 2 <= 1).astype(np.uint8)
-            ann.update(gt_bboxes=HorizontalBoxes(boxes), gt_bboxes_labels=rng.integers(0, self.classes, n),
-                           gt_ignore_flags=np.zeros(n, bool), gt_masks=BitmapMasks(masks, h, w))
+            masks = (
+                ((xx - centre[:, 0, None, None]) / half[:, 0, None, None]) ** 2
+                + ((yy - centre[:, 1, None, None]) / half[:, 1, None, None]) ** 2
+                <= 1
+            ).astype(np.uint8)
+            ann.update(
+                gt_bboxes=HorizontalBoxes(boxes),
+                gt_bboxes_labels=rng.integers(0, self.classes, n),
+                gt_ignore_flags=np.zeros(n, bool),
+                gt_masks=BitmapMasks(masks, h, w),
+            )
         elif self.scope == 'mmseg':
             seg = np.full((h, w), rng.integers(0, self.classes), np.uint8)
             for _ in range(n):
                 y, x = rng.integers(0, h - 1), rng.integers(0, w - 1)
-                seg[y:y + rng.integers(1, h // 2), x:x + rng.integers(1, w // 2)] = rng.integers(0, self.classes)
+                seg[y : y + rng.integers(1, h // 2), x : x + rng.integers(1, w // 2)] = rng.integers(0, self.classes)
             ann.update(gt_seg_map=seg, seg_fields=['gt_seg_map'], reduce_zero_label=False)
         else:
             ann.update(gt_label=int(rng.integers(0, self.classes)))
@@ -167,12 +192,18 @@ def schedule(cfg: Config, path: str, scope: str) -> Schedule:
     epochs = int(loop.max_epochs) * repeats
     images = epochs * facts.train_images
     rep = f' ({loop.max_epochs} x RepeatDataset {repeats})' if repeats > 1 else ''
-    return Schedule(images, batch, -(-images // batch), facts,
-                    f'{epochs} epochs{rep} x {facts.train_images} images ({facts.name}), batch {batch} ({batch_how})')
+    return Schedule(
+        images,
+        batch,
+        -(-images // batch),
+        facts,
+        f'{epochs} epochs{rep} x {facts.train_images} images ({facts.name}), batch {batch} ({batch_how})',
+    )
 
 
-def prepare_config(cfg: Config, device: torch.device, work_dir: str, with_cp: bool | None,
-                   cfg_options: dict | None) -> tuple[Config, str, list[str]]:
+def prepare_config(
+    cfg: Config, device: torch.device, work_dir: str, with_cp: bool | None, cfg_options: dict | None
+) -> tuple[Config, str, list[str]]:
     """The recipe's config for the dry run (work dir, no checkpoint, fp32 on the CPU, with_cp)."""
     cfg = copy.deepcopy(cfg)
     if cfg_options:
@@ -205,9 +236,17 @@ def _batch(runner: Runner, dataloader_cfg: dict, dataset: SyntheticDataset, batc
     return next(iter(Runner.build_dataloader(loader, seed=0)))
 
 
-def dry_run(path: str, batch: int | None = None, repeats: int = 1, device: str | None = None,
-            with_cp: bool | None = None, test: bool = True, cfg_options: dict | None = None,
-            image_hw: tuple[int, int] | None = None, progress: Callable[[str], None] | None = None) -> DryRun:
+def dry_run(
+    path: str,
+    batch: int | None = None,
+    repeats: int = 1,
+    device: str | None = None,
+    with_cp: bool | None = None,
+    test: bool = True,
+    cfg_options: dict | None = None,
+    image_hw: tuple[int, int] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> DryRun:
     """Build the recipe at `path` and measure a training (and a test) iteration; see the module docstring.
 
     `batch`: images per iteration (default: the recipe's per-GPU batch); `with_cp`: set the backbone's
@@ -228,10 +267,18 @@ def dry_run(path: str, batch: int | None = None, repeats: int = 1, device: str |
                 hook.before_run(runner)
                 hook.before_train(runner)
         backbone = getattr(model, 'backbone', None)
-        result = DryRun(config=path, scope=scope, backbone=type(backbone).__name__,
-                        with_cp=getattr(backbone, 'with_cp', None), device=str(dev), dtype=dtype, batch=0,
-                        params=sum(p.numel() for p in model.parameters()), schedule=schedule(cfg, path, scope),
-                        notes=notes)
+        result = DryRun(
+            config=path,
+            scope=scope,
+            backbone=type(backbone).__name__,
+            with_cp=getattr(backbone, 'with_cp', None),
+            device=str(dev),
+            dtype=dtype,
+            batch=0,
+            params=sum(p.numel() for p in model.parameters()),
+            schedule=schedule(cfg, path, scope),
+            notes=notes,
+        )
         hw = tuple(image_hw or DATASETS[scope].image_hw)
 
         def dataset(loader_cfg: dict) -> SyntheticDataset:
@@ -250,8 +297,13 @@ def dry_run(path: str, batch: int | None = None, repeats: int = 1, device: str |
         optim_wrapper = runner.build_optim_wrapper(cfg.optim_wrapper)
         model.train()
         copies = [copy.deepcopy(train_batch) for _ in range(repeats + 1)]
-        result.train = measure_step(lambda: model.train_step(copies.pop(), optim_wrapper), dev, repeats,
-                                    probe=(optim_wrapper, 'backward'), progress=lambda s: say(f'train {s}'))
+        result.train = measure_step(
+            lambda: model.train_step(copies.pop(), optim_wrapper),
+            dev,
+            repeats,
+            probe=(optim_wrapper, 'backward'),
+            progress=lambda s: say(f'train {s}'),
+        )
         if test:
             test_batch = _batch(runner, cfg.test_dataloader, dataset(cfg.test_dataloader), batch)
             with torch.no_grad():

@@ -8,6 +8,7 @@ its own outside the package, mmpretrain one in its own scope), so our ViTDet rec
 'GN', 'LN', ...), so every scope finds it; mmpretrain's and mmdet-project `LN2d`s live in their own
 scopes and take precedence there.
 """
+
 from __future__ import annotations
 
 import torch.nn.functional as F

@@ -13,6 +13,7 @@ Config (mmdet or mmseg; `paramwise_cfg` keeps all of mmengine's options, e.g. `c
         optimizer=dict(type='AdamW', lr=1e-4, weight_decay=0.05),
         paramwise_cfg=dict(layer_decay_rate=0.75, custom_keys={'norm': dict(decay_mult=0.0)}))
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,8 +45,10 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
         paramwise_cfg = dict(paramwise_cfg or {})
         rate = paramwise_cfg.get('layer_decay_rate')
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate <= 1:
-            raise ValueError('LayerDecayOptimWrapperConstructor needs paramwise_cfg.layer_decay_rate, a number in '
-                             f'(0, 1] (1: no decay), got {rate!r}')
+            raise ValueError(
+                'LayerDecayOptimWrapperConstructor needs paramwise_cfg.layer_decay_rate, a number in '
+                f'(0, 1] (1: no decay), got {rate!r}'
+            )
         super().__init__(optim_wrapper_cfg, paramwise_cfg)
         if self.base_lr is None:
             raise ValueError('layer-wise lr decay scales the optimizer lr: set optimizer.lr')
@@ -71,11 +74,17 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
             group['lr_scale'] = scale
         if summary:
             rows = ', '.join(f'depth {d:g}: x{s:.4g} ({n / 1e6:.2f}M)' for (d, s), n in sorted(summary.items()))
-            print_log(f'layer-wise lr decay {self.layer_decay_rate}: {rows}; other parameters x1',
-                      logger='current', level=logging.INFO)
+            print_log(
+                f'layer-wise lr decay {self.layer_decay_rate}: {rows}; other parameters x1',
+                logger='current',
+                level=logging.INFO,
+            )
         else:
-            print_log('LayerDecayOptimWrapperConstructor: no module of the model answers layer_depth(); '
-                      'every lr scale is 1', logger='current', level=logging.WARNING)
+            print_log(
+                'LayerDecayOptimWrapperConstructor: no module of the model answers layer_depth(); every lr scale is 1',
+                logger='current',
+                level=logging.WARNING,
+            )
 
 
 OPTIM_WRAPPER_CONSTRUCTORS = {'LayerDecayOptimWrapperConstructor': LayerDecayOptimWrapperConstructor}

@@ -8,6 +8,7 @@ neck of ours is buildable by its `type` name under any of those default scopes (
 `ImageClassifier` takes a backbone with `out_type='cls_token'`). Frameworks that are not installed
 are skipped, so the plain-PyTorch core stays usable without them.
 """
+
 from __future__ import annotations
 
 import functools
@@ -71,9 +72,12 @@ def register_all() -> list[str]:
 
     for scope in scopes:
         registry = importlib.import_module(f'{scope}.registry')
-        for reg, classes in ((registry.MODELS, NECKS), (registry.HOOKS, HOOK_CLASSES),
-                             (registry.OPTIM_WRAPPER_CONSTRUCTORS, OPTIM_WRAPPER_CONSTRUCTORS),
-                             (registry.TRANSFORMS, {'CheckSegMap': CheckSegMap})):
+        for reg, classes in (
+            (registry.MODELS, NECKS),
+            (registry.HOOKS, HOOK_CLASSES),
+            (registry.OPTIM_WRAPPER_CONSTRUCTORS, OPTIM_WRAPPER_CONSTRUCTORS),
+            (registry.TRANSFORMS, {'CheckSegMap': CheckSegMap}),
+        ):
             for name, cls in classes.items():
                 _put(reg, name, cls)
     on_register(_register_backbone)  # every backbone, also one registered later (`models.register_backbone`)

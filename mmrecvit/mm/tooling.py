@@ -1,11 +1,12 @@
 """Config, model and image plumbing shared by the tools (get_flops, visualize_depth, gen_metafile, ...).
 
-    load_config(path, cfg_options)   mmengine Config; `init_scope` selects mmdet's, mmseg's or mmpretrain's registries
-    build_model(cfg, checkpoint)     the detector/segmentor/classifier through that registry, eval mode, weights loaded
-    default_image(scope, data_root)  a toy val image under the caller's data root (written by `make_toy_data` if absent)
-    prepare_inputs(model, cfg, img)  the config's test pipeline (or an exact --shape) + data preprocessor
-    is_lazy_config(path)             a detectron2 LazyConfig (configs/d2/) rather than an mmengine config
+load_config(path, cfg_options)   mmengine Config; `init_scope` selects mmdet's, mmseg's or mmpretrain's registries
+build_model(cfg, checkpoint)     the detector/segmentor/classifier through that registry, eval mode, weights loaded
+default_image(scope, data_root)  a toy val image under the caller's data root (written by `make_toy_data` if absent)
+prepare_inputs(model, cfg, img)  the config's test pipeline (or an exact --shape) + data preprocessor
+is_lazy_config(path)             a detectron2 LazyConfig (configs/d2/) rather than an mmengine config
 """
+
 from __future__ import annotations
 
 import ast
@@ -59,7 +60,7 @@ def init_scope(cfg: Any) -> str:
     """Import mmrecvit (registration) and make the config's framework the default registry scope."""
     scope = cfg.get('default_scope')
     if scope not in SCOPES:
-        raise ValueError(f"config has default_scope={scope!r}; the analysis tools need one of {list(SCOPES)}")
+        raise ValueError(f'config has default_scope={scope!r}; the analysis tools need one of {list(SCOPES)}')
     importlib.import_module(scope)
     init_default_scope(scope)
     return scope

@@ -11,6 +11,7 @@ boxes, as mmdet 2's `aug_test` did). Without masks it is `DetTTAModel`.
 Imports mmdet's models, so it is not part of `import mmrecvit`: det configs load it with
 `custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.tta'])` and name it in `tta_model`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -52,10 +53,10 @@ class MaskDetTTAModel(DetTTAModel):
         labels = torch.cat([p.labels for p in preds])
         masks = torch.cat([unflip_masks(p.masks, m) for p, m in zip(preds, metainfos)])
         dets, keep = batched_nms(bboxes, scores, labels, self.tta_cfg.nms)  # dets (K, 5), by descending score
-        keep = keep[:self.tta_cfg.max_per_img]
+        keep = keep[: self.tta_cfg.max_per_img]
         results = InstanceData()
-        results.bboxes = dets[:len(keep), :-1]
-        results.scores = dets[:len(keep), -1]
+        results.bboxes = dets[: len(keep), :-1]
+        results.scores = dets[: len(keep), -1]
         results.labels = labels[keep]
         results.masks = masks[keep]
         merged = data_samples[0]

@@ -3,6 +3,7 @@
 Each method is one file (vit.py: the two baselines; srvit.py, revit.py, edge_recvit.py, mor_vit.py) on the
 shared `backbone.ViTBackbone`; `register_backbone` (registry.py) hands a new one to every framework adapter.
 """
+
 from .backbone import ViTBackbone
 from .flops import BlockWork, OpWork
 from .pyramid import SimplePyramid
@@ -20,5 +21,20 @@ from .mor_vit import MoRViT
 
 NECKS = {'SimplePyramid': SimplePyramid}
 
-__all__ = ['BACKBONES', 'NECKS', 'BlockWork', 'EdgeRecViT', 'ForwardStats', 'MoRViT', 'NaiveRecursiveViT', 'OpWork',
-           'PlainViT', 'ReViT', 'SRViT', 'SimplePyramid', 'ViTBackbone', 'on_register', 'register_backbone']
+__all__ = [
+    'BACKBONES',
+    'NECKS',
+    'BlockWork',
+    'EdgeRecViT',
+    'ForwardStats',
+    'MoRViT',
+    'NaiveRecursiveViT',
+    'OpWork',
+    'PlainViT',
+    'ReViT',
+    'SRViT',
+    'SimplePyramid',
+    'ViTBackbone',
+    'on_register',
+    'register_backbone',
+]

@@ -4,6 +4,7 @@ Each check names the argument and what is allowed (`checks.py` holds the generic
 vocabulary (the same in every backbone, config and tool; `ViTBackbone` says it in full): `depth` is the
 number of layers, `out_indices` the layers whose output states are returned.
 """
+
 from __future__ import annotations
 
 import math
@@ -60,12 +61,15 @@ def check_sizes(embed_dim: Any, num_heads: Any, mlp_ratio: Any, patch_size: Any,
         raise ValueError(f'embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})')
     mlp_ratio = check_float('mlp_ratio', mlp_ratio, 0.0, math.inf, low_open=True)
     if int(embed_dim * mlp_ratio) < 1:
-        raise ValueError(f'mlp_ratio must give an MLP of at least 1 hidden unit (embed_dim * mlp_ratio >= 1), '
-                         f'got embed_dim={embed_dim}, mlp_ratio={mlp_ratio}')
+        raise ValueError(
+            f'mlp_ratio must give an MLP of at least 1 hidden unit (embed_dim * mlp_ratio >= 1), '
+            f'got embed_dim={embed_dim}, mlp_ratio={mlp_ratio}'
+        )
     patch_size = check_int('patch_size', patch_size, 1)
     if isinstance(img_size, (str, bytes)) or not isinstance(img_size, (int, Sequence)):
-        raise TypeError(f'img_size must be an int or (H, W), ints >= patch_size, got '
-                        f'{type(img_size).__name__} {img_size!r}')
+        raise TypeError(
+            f'img_size must be an int or (H, W), ints >= patch_size, got {type(img_size).__name__} {img_size!r}'
+        )
     img_hw = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
     if len(img_hw) != 2:
         raise ValueError(f'img_size must be an int or (H, W), ints >= patch_size, got {img_size!r}')
@@ -81,16 +85,18 @@ def check_outputs(out_type: Any, final_norm: Any, with_cls_token: bool) -> tuple
         raise ValueError("out_type='cls_token' needs with_cls_token=True")
     final_norm = out_type != 'featmap' if final_norm is None else check_bool('final_norm', final_norm)
     if out_type != 'featmap' and not final_norm:
-        raise ValueError(f'out_type={out_type!r} reads the final state after the final norm: final_norm must be '
-                         'True (or None)')
+        raise ValueError(
+            f'out_type={out_type!r} reads the final state after the final norm: final_norm must be True (or None)'
+        )
     return out_type, final_norm
 
 
 def resolve_init_cfg(pretrained: str | None, init_cfg: dict | None) -> dict | None:
     """mmseg's `pretrained=PATH` or `init_cfg=dict(type='Pretrained', checkpoint=PATH, prefix=None)` -> init_cfg."""
     if pretrained is not None and init_cfg is not None:
-        raise ValueError('pass either pretrained or init_cfg, not both '
-                         f'(pretrained={pretrained!r}, init_cfg={init_cfg!r})')
+        raise ValueError(
+            f'pass either pretrained or init_cfg, not both (pretrained={pretrained!r}, init_cfg={init_cfg!r})'
+        )
     if pretrained is not None:
         if not isinstance(pretrained, str):
             raise TypeError(f'pretrained must be a checkpoint path (str) or None, got {pretrained!r}')
@@ -98,16 +104,19 @@ def resolve_init_cfg(pretrained: str | None, init_cfg: dict | None) -> dict | No
     if init_cfg is None:
         return None
     if not isinstance(init_cfg, dict):
-        raise TypeError("init_cfg must be a dict like dict(type='Pretrained', checkpoint=PATH) "
-                        f'or None, got {type(init_cfg).__name__} {init_cfg!r}')
+        raise TypeError(
+            "init_cfg must be a dict like dict(type='Pretrained', checkpoint=PATH) "
+            f'or None, got {type(init_cfg).__name__} {init_cfg!r}'
+        )
     init_cfg = dict(init_cfg)
     check_choice("init_cfg['type']", init_cfg.get('type'), ['Pretrained'])
     if not isinstance(init_cfg.get('checkpoint'), str):
         raise ValueError(f"init_cfg['checkpoint'] must be a checkpoint path, got {init_cfg.get('checkpoint')!r}")
     unknown = set(init_cfg) - {'type', 'checkpoint', 'prefix', 'map_location'}
     if unknown:
-        raise ValueError(f'init_cfg has unknown keys {sorted(unknown)}; allowed: '
-                         "['type', 'checkpoint', 'prefix', 'map_location']")
+        raise ValueError(
+            f"init_cfg has unknown keys {sorted(unknown)}; allowed: ['type', 'checkpoint', 'prefix', 'map_location']"
+        )
     return init_cfg
 
 

@@ -1,4 +1,5 @@
 """Constructor-argument validation: every error names the argument and what is allowed."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,9 @@ def check_int(name: str, value: Any, min_value: int | None = None, max_value: in
     return int(value)
 
 
-def check_float(name: str, value: Any, low: float, high: float, *, low_open: bool = False,
-                high_open: bool = False) -> float:
+def check_float(
+    name: str, value: Any, low: float, high: float, *, low_open: bool = False, high_open: bool = False
+) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f'{name} must be a number, got {type(value).__name__} {value!r}')
     value = float(value)

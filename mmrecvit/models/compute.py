@@ -19,6 +19,7 @@ default capacities run well below full depth): the knob only cuts, so such fract
 forward, and `stats.flops` says what it cost. The knob acts in eval mode only: a forward in training mode
 with `compute` set is an error (a test-time knob never changes training silently).
 """
+
 from __future__ import annotations
 
 import numbers
@@ -37,8 +38,10 @@ def check_compute(value: Any) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f'compute must be None or a number in {COMPUTE_RANGE} (a fraction of the full-depth '
-                        f'backbone FLOPs), got {type(value).__name__} {value!r}')
+        raise TypeError(
+            f'compute must be None or a number in {COMPUTE_RANGE} (a fraction of the full-depth '
+            f'backbone FLOPs), got {type(value).__name__} {value!r}'
+        )
     return check_float('compute', value, 0, 1, low_open=True)  # "... in (0, 1], got ..."
 
 

@@ -12,6 +12,7 @@ token-adaptive engine (`token_adaptive.py`): queries, norms and MLP only for the
 kept as keys/values projected once per weight set. The depths decided, the plan holds each step's token
 counts. Decisions and measurements: docs/methods/edge_recvit.md.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -95,11 +96,24 @@ class EdgeRecViT(ViTBackbone):
     (B, h, w) int64 and `confidence`.
     """
 
-    def __init__(self, arch: str = 'small', embed_dim: int | None = None, depth: int | None = None,
-                 num_heads: int | None = None, shared_init_block: int | None = None, stb_loss_weight: float = 1e-3,
-                 du_loss_weight: float = 0.1, gumbel_tau: float = 1.0, max_depth: int | None = None,
-                 depth_shift: int = 0, execution: str = 'adaptive', final_norm: bool = True, frozen_kv: bool = True,
-                 tail_on_all: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        arch: str = 'small',
+        embed_dim: int | None = None,
+        depth: int | None = None,
+        num_heads: int | None = None,
+        shared_init_block: int | None = None,
+        stb_loss_weight: float = 1e-3,
+        du_loss_weight: float = 0.1,
+        gumbel_tau: float = 1.0,
+        max_depth: int | None = None,
+        depth_shift: int = 0,
+        execution: str = 'adaptive',
+        final_norm: bool = True,
+        frozen_kv: bool = True,
+        tail_on_all: bool = False,
+        **kwargs: Any,
+    ) -> None:
         sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
         sizes['depth'] = check_int('depth (head + shared steps + tail, so at least 3)', sizes['depth'], 3)
         super().__init__(**sizes, final_norm=final_norm, **kwargs)
@@ -143,23 +157,30 @@ class EdgeRecViT(ViTBackbone):
     def settings(self, grid: tuple[int, int]) -> list[Any]:
         """Not defined: the candidates depend on each image's ranker depths, so the forward chooses them
         (`depths_within`), not `setting_within`."""
-        raise TypeError('EdgeRecViT has no image-independent compute settings: its forward shifts each image\'s '
-                        'ranker depths (depths_within); call model(x, compute=...)')
+        raise TypeError(
+            "EdgeRecViT has no image-independent compute settings: its forward shifts each image's "
+            'ranker depths (depths_within); call model(x, compute=...)'
+        )
 
     def plan(self, setting: Sequence[Sequence[int]] | None, grid: tuple[int, int], layers: Sequence[int]) -> Plan:
         """`setting`: alive[s][b], the tokens of image b still running step s, for the 'adaptive' execution
         (its keys/values cache included); None: every token at every step (training, 'masked', full depth)."""
         tokens, P = grid[0] * grid[1] + self.num_prefix_tokens, self.num_prefix_tokens
-        head = tuple(linear_work(f'ranker.{name}', tokens - P, fc.in_features, fc.out_features)
-                     for name, fc in (('fc1', self.ranker.fc1), ('fc2', self.ranker.fc2)))
+        head = tuple(
+            linear_work(f'ranker.{name}', tokens - P, fc.in_features, fc.out_features)
+            for name, fc in (('fc1', self.ranker.fc1), ('fc2', self.ranker.fc2))
+        )
         blocks = [HEAD] + [SHARED] * (self.depth - 2) + [TAIL]
         if setting is None:
             return dataclasses.replace(self.dense_plan(blocks, grid, layers), head=head).until_outputs()
-        per_image = [self._steps_of_image([alive[b] for alive in setting], tokens, grid)
-                     for b in range(len(setting[0]))]
+        per_image = [
+            self._steps_of_image([alive[b] for alive in setting], tokens, grid) for b in range(len(setting[0]))
+        ]
         works = [BlockWork.mean(step) for step in zip(*per_image)]
-        steps = tuple(Step(s, s, b, w, self.windows(s, grid), self.drop_path_rates[s])
-                      for s, (b, w) in enumerate(zip(blocks, works)))
+        steps = tuple(
+            Step(s, s, b, w, self.windows(s, grid), self.drop_path_rates[s])
+            for s, (b, w) in enumerate(zip(blocks, works))
+        )
         return Plan(steps, tuple(layers), final=self.depth - 1, head=head).until_outputs()
 
     def _steps_of_image(self, alive: Sequence[int], tokens: int, grid: tuple[int, int]) -> list[BlockWork]:
@@ -172,8 +193,9 @@ class EdgeRecViT(ViTBackbone):
             cached, new = self.frozen_kv and 0 < active < tokens, 0
             if cached:
                 new, owner = (before - active) if owner is block else (tokens - active), block
-            step = subset_work(block, TokenSubset(None, (active,), tokens), cached_keys=cached,
-                               windows=self.windows(s, grid))
+            step = subset_work(
+                block, TokenSubset(None, (active,), tokens), cached_keys=cached, windows=self.windows(s, grid)
+            )
             work.append(dataclasses.replace(step, new_kv=float(new)))
             before = n
         return work
@@ -186,9 +208,12 @@ class EdgeRecViT(ViTBackbone):
         steps = torch.arange(L, device=depth.device)
         alive = ((candidates.unsqueeze(-1) > steps).sum(2) + P * (self.cls_depth > steps)).tolist()  # (S, B, L)
         full = self.plan_flops(None, grid)
-        chosen = [largest_within(fraction, full, lambda i, b=b: self.plan_flops([[n] for n in alive[i][b]], grid),
-                                 len(shifts))
-                  for b in range(depth.shape[0])]
+        chosen = [
+            largest_within(
+                fraction, full, lambda i, b=b: self.plan_flops([[n] for n in alive[i][b]], grid), len(shifts)
+            )
+            for b in range(depth.shape[0])
+        ]
         if min(chosen) == len(shifts) - 1:
             return depth
         return candidates[torch.tensor(chosen, device=depth.device), torch.arange(depth.shape[0], device=depth.device)]
@@ -199,8 +224,9 @@ class EdgeRecViT(ViTBackbone):
         self.check_knobs()
         B, N, _ = x.shape
         P, L = self.num_prefix_tokens, self.depth
-        logits = fwd.finite('ranker logits', 'the depth assignment (before step 0)',
-                            full_precision(self.ranker, x[:, P:]), self.ranker)
+        logits = fwd.finite(
+            'ranker logits', 'the depth assignment (before step 0)', full_precision(self.ranker, x[:, P:]), self.ranker
+        )
         probs = logits.softmax(-1)  # fp32, as the logits and the Gumbel noise (see full_precision)
         confidence, choice = probs.detach().max(-1)
         eval_depth = self.assign_depths(choice + 1)  # (B, Np) int64 in 1..L: what eval runs
@@ -238,7 +264,7 @@ class EdgeRecViT(ViTBackbone):
         the keys are the tokens still active at s."""
         states: list[Tensor | None] = [None] * len(plan.outputs)
         for i, step in enumerate(plan.steps):
-            a = gates[..., step.index: step.index + 1]  # (B, N, 1)
+            a = gates[..., step.index : step.index + 1]  # (B, N, 1)
             kwargs = {}
             if not self.frozen_kv:
                 keys = a[..., 0].detach() > 0.5  # (B, N) the active tokens
@@ -299,8 +325,8 @@ class EdgeRecViT(ViTBackbone):
         n = len(blocks)
         shared = n // 2 if self.shared_init_block is None else self.shared_init_block
         if shared >= n:
-            raise ValueError(f'shared_init_block={shared} is not a block of this {n}-block checkpoint; '
-                             f'allowed: 0..{n - 1}')
+            raise ValueError(
+                f'shared_init_block={shared} is not a block of this {n}-block checkpoint; allowed: 0..{n - 1}'
+            )
         rest.update(pick_or_average_blocks(blocks, [[0], [shared], [n - 1]], 'pick', prefix='blocks'))
         return fresh_parameters(self, rest, r'^(ranker|norm)\.')
-

@@ -5,6 +5,7 @@ STYLE 2); these functions are what every backbone does with them. Any input size
 padded (bottom/right, zeros) to a multiple of the patch size, and `pos_embed`, stored for the
 pretraining grid, is resampled bicubically (timm's `resample_abs_pos_embed`) to the input's grid.
 """
+
 from __future__ import annotations
 
 import torch
@@ -42,8 +43,9 @@ def patch_grid(x: Tensor, patch_size: int) -> tuple[int, int]:
     return -(-H // patch_size), -(-W // patch_size)
 
 
-def embed(x: Tensor, patch_embed: PatchEmbed, cls_token: Tensor | None, pos_embed: Tensor,
-          pretrain_grid: tuple[int, int]) -> Tensor:
+def embed(
+    x: Tensor, patch_embed: PatchEmbed, cls_token: Tensor | None, pos_embed: Tensor, pretrain_grid: tuple[int, int]
+) -> Tensor:
     """(B, C, H, W) image -> (B, N, D) tokens, CLS first, on the grid `patch_grid(x)`."""
     p = patch_embed.proj.kernel_size[0]
     grid = patch_grid(x, p)
@@ -54,8 +56,9 @@ def embed(x: Tensor, patch_embed: PatchEmbed, cls_token: Tensor | None, pos_embe
     num_prefix = 0 if cls_token is None else 1
     if cls_token is not None:
         x = torch.cat([cls_token.expand(x.shape[0], -1, -1), x], dim=1)
-    pos = resample_abs_pos_embed(pos_embed, new_size=list(grid), old_size=list(pretrain_grid),
-                                 num_prefix_tokens=num_prefix)
+    pos = resample_abs_pos_embed(
+        pos_embed, new_size=list(grid), old_size=list(pretrain_grid), num_prefix_tokens=num_prefix
+    )
     return x + pos
 
 

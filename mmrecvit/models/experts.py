@@ -5,6 +5,7 @@ of W1, b1, W2, b2, with gates `g_t = softmax(ψ(s_t)/τ)` from the depth coordin
 merged FFN runs. Parameter names follow timm with one leading expert axis: `mlp.fc1.weight` (E, 4D, D),
 `mlp.fc1.bias` (E, 4D), `mlp.fc2.*`; the router is `router.fc1`/`router.fc2`.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,9 +37,9 @@ class MergedFfn(NamedTuple):
     """Merged FFN weights; leading dims are those of the gates that made them (none, or (L,))."""
 
     fc1_weight: Tensor  # (..., H, D)
-    fc1_bias: Tensor    # (..., H)
+    fc1_bias: Tensor  # (..., H)
     fc2_weight: Tensor  # (..., D, H)
-    fc2_bias: Tensor    # (..., D)
+    fc2_bias: Tensor  # (..., D)
 
     def at(self, i: int) -> MergedFfn:
         return MergedFfn(*(w[i] for w in self))
@@ -103,8 +104,9 @@ class DepthRouter(nn.Module):
         return self.fc2(self.act(self.fc1(coords.unsqueeze(-1))))
 
 
-def programmed_router(hidden: int, num_experts: int, num_steps: int, gate: float,
-                      dtype: torch.dtype) -> dict[str, Tensor]:
+def programmed_router(
+    hidden: int, num_experts: int, num_steps: int, gate: float, dtype: torch.dtype
+) -> dict[str, Tensor]:
     """`DepthRouter` weights whose gates program depth like a stack of E groups of blocks: step t of the
     L-step grid puts `gate` on expert floor(t E / L), the rest spread over the others.
 
@@ -124,9 +126,12 @@ def programmed_router(hidden: int, num_experts: int, num_steps: int, gate: float
     # (design^T design + r I) solution = design^T logits: the minimum-norm fit, kept small by r.
     gram = design.T @ design + 1e-6 * torch.eye(hidden + 1, dtype=torch.float64)
     solution = torch.linalg.solve(gram, design.T @ logits)  # (hidden + 1, E)
-    return {'router.fc1.weight': fc1_weight.to(dtype), 'router.fc1.bias': fc1_bias.to(dtype),
-            'router.fc2.weight': solution[:-1].T.contiguous().to(dtype),
-            'router.fc2.bias': solution[-1].contiguous().to(dtype)}
+    return {
+        'router.fc1.weight': fc1_weight.to(dtype),
+        'router.fc1.bias': fc1_bias.to(dtype),
+        'router.fc2.weight': solution[:-1].T.contiguous().to(dtype),
+        'router.fc2.bias': solution[-1].contiguous().to(dtype),
+    }
 
 
 def sample_kept_steps(batch: int, num_steps: int, drop_rate: float) -> Tensor:

@@ -17,6 +17,7 @@ Counts are means over the images of the batch (token-adaptive models give images
 amounts of work); work done once per forward for the whole batch (reViT's expert merge) is
 divided by the batch size. Every tool, benchmark and table reads `ForwardStats.flops`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -58,27 +59,37 @@ class BlockWork:
     rel_pos_keys: float = 0.0
 
     def __post_init__(self) -> None:
-        _as_floats(self, ('queries', 'keys', 'new_kv', 'rel_pos_queries', 'rel_pos_keys')
-                   + (('attn_pairs',) if self.attn_pairs is not None else ()))
+        _as_floats(
+            self,
+            ('queries', 'keys', 'new_kv', 'rel_pos_queries', 'rel_pos_keys')
+            + (('attn_pairs',) if self.attn_pairs is not None else ()),
+        )
 
     @classmethod
     def mean(cls, works: Sequence[BlockWork]) -> BlockWork:
         """The work of one application over a batch from the per-image works (same block and layout)."""
         n = len(works)
-        return replace(works[0], **{name: sum(getattr(w, name) for w in works) / n
-                                    for name in ('queries', 'keys', 'new_kv', 'rel_pos_queries')},
-                       attn_pairs=sum(w.queries * w.keys if w.attn_pairs is None else w.attn_pairs for w in works) / n)
+        return replace(
+            works[0],
+            **{
+                name: sum(getattr(w, name) for w in works) / n
+                for name in ('queries', 'keys', 'new_kv', 'rel_pos_queries')
+            },
+            attn_pairs=sum(w.queries * w.keys if w.attn_pairs is None else w.attn_pairs for w in works) / n,
+        )
 
     @property
     def macs(self) -> float:
         D, q = self.dim, self.queries
         pairs = q * self.keys if self.attn_pairs is None else self.attn_pairs
-        return (3 * D * D * q                      # qkv projection of the queried tokens
-                + 2 * D * D * self.new_kv          # k/v projection of tokens entering the cache
-                + 2 * pairs * D                    # q @ k^T and attn @ v
-                + D * self.rel_pos_queries * self.rel_pos_keys  # q . Rh and q . Rw (relative positions)
-                + D * D * q                        # output projection
-                + 2 * D * self.mlp_hidden * q)     # fc1 + fc2
+        return (
+            3 * D * D * q  # qkv projection of the queried tokens
+            + 2 * D * D * self.new_kv  # k/v projection of tokens entering the cache
+            + 2 * pairs * D  # q @ k^T and attn @ v
+            + D * self.rel_pos_queries * self.rel_pos_keys  # q . Rh and q . Rw (relative positions)
+            + D * D * q  # output projection
+            + 2 * D * self.mlp_hidden * q
+        )  # fc1 + fc2
 
     @property
     def flops(self) -> float:

@@ -20,6 +20,7 @@ The rule (our decision; BEiT/ViTDet's for a plain ViT, extended to recursion):
   initialisation): nothing pretrained to preserve, and a zero-initialised router at rate^k would hardly leave
   its initialisation.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,10 +34,12 @@ def num_layers(positions: Mapping[str, Sequence[int]]) -> int:
     return 1 + max(max(p) for p in positions.values())
 
 
-def layer_depth(name: str, positions: Mapping[str, Sequence[int]],
-                embeddings: Iterable[str] = EMBEDDING_PARAMETERS) -> float:
+def layer_depth(
+    name: str, positions: Mapping[str, Sequence[int]], embeddings: Iterable[str] = EMBEDDING_PARAMETERS
+) -> float:
     """Layer depth in [0, `num_layers(positions)`] of the parameter `name` (the module docstring's rule); a
     float, an integer value for parameters used at one position."""
+
     def under(prefix: str) -> bool:
         return name == prefix or name.startswith(prefix + '.')
 

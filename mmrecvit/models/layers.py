@@ -13,6 +13,7 @@ so a timm/DeiT block's state dict loads into ours unchanged. What differs from t
   active tokens only, with attention among them or over a key/value cache. `Attention` provides
   the pieces that engine needs (`project_qkv`, `project_kv`, `attend_rows`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -60,16 +61,18 @@ class Attention(nn.Module):
     (`windows.Windows` / `windows.Global`) then says where each token is. None: no tables.
     """
 
-    def __init__(self, dim: int, num_heads: int, qkv_bias: bool = True,
-                 rel_pos_size: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self, dim: int, num_heads: int, qkv_bias: bool = True, rel_pos_size: tuple[int, int] | None = None
+    ) -> None:
         super().__init__()
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
         self.proj = nn.Linear(dim, dim)
         for name, size in zip(('rel_pos_h', 'rel_pos_w'), rel_pos_size or (None, None)):
-            self.register_parameter(name, None if size is None else nn.Parameter(torch.zeros(2 * size - 1,
-                                                                                             self.head_dim)))
+            self.register_parameter(
+                name, None if size is None else nn.Parameter(torch.zeros(2 * size - 1, self.head_dim))
+            )
 
     @property
     def rel_pos(self) -> tuple[Tensor, Tensor] | None:
@@ -86,8 +89,10 @@ class Attention(nn.Module):
         if rows is not None:
             return rows.attend(self, x, attn_mask)
         if self.rel_pos is not None:
-            raise ValueError('this attention has relative position biases: pass the tokens\' layout '
-                             '(rows=windows.Global(grid, num_prefix) or windows.Windows(...))')
+            raise ValueError(
+                "this attention has relative position biases: pass the tokens' layout "
+                '(rows=windows.Global(grid, num_prefix) or windows.Windows(...))'
+            )
         return self.attend_dense(x, attn_mask)
 
     def attend_dense(self, x: Tensor, attn_mask: Tensor | None = None, layout: Any = None) -> Tensor:
@@ -112,8 +117,17 @@ class Attention(nn.Module):
         bias = self.qkv.bias[dim:] if self.qkv.bias is not None else None
         return F.linear(x, self.qkv.weight[dim:], bias)
 
-    def attend_rows(self, q: Tensor, k: Tensor, v: Tensor, q_counts: Sequence[int], k_counts: Sequence[int],
-                    layout: Any = None, q_tokens: Tensor | None = None, k_tokens: Tensor | None = None) -> Tensor:
+    def attend_rows(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        q_counts: Sequence[int],
+        k_counts: Sequence[int],
+        layout: Any = None,
+        q_tokens: Tensor | None = None,
+        k_tokens: Tensor | None = None,
+    ) -> Tensor:
         """Per-image attention of query rows q (Tq, D) over key/value rows k, v (Tk, D), both
         grouped by image (`q_counts`/`k_counts` rows each, every count > 0), then `proj` -> (Tq, D).
 
@@ -136,15 +150,19 @@ class Attention(nn.Module):
             B, nq, nk = len(q_counts), q_counts[0], k_counts[0]
             # (B*n, D) -> (B, heads, n, D/heads)
             qh = q.view(B, nq, H, d).transpose(1, 2)
-            out = F.scaled_dot_product_attention(qh, k.reshape(B, nk, H, d).transpose(1, 2),
-                                                 v.reshape(B, nk, H, d).transpose(1, 2),
-                                                 attn_mask=bias(qh, slice(None), slice(None), B))
+            out = F.scaled_dot_product_attention(
+                qh,
+                k.reshape(B, nk, H, d).transpose(1, 2),
+                v.reshape(B, nk, H, d).transpose(1, 2),
+                attn_mask=bias(qh, slice(None), slice(None), B),
+            )
             return self.proj(merge_heads(out, layout is not None).reshape(B * nq, H * d))
         outs, qo, ko = [], 0, 0
         for nq, nk in zip(q_counts, k_counts):
             # (n, D) -> (1, heads, n, D/heads)
-            qb, kb, vb = (t.reshape(1, -1, H, d).transpose(1, 2)
-                          for t in (q[qo: qo + nq], k[ko: ko + nk], v[ko: ko + nk]))
+            qb, kb, vb = (
+                t.reshape(1, -1, H, d).transpose(1, 2) for t in (q[qo : qo + nq], k[ko : ko + nk], v[ko : ko + nk])
+            )
             mask = bias(qb, slice(qo, qo + nq), slice(ko, ko + nk), 1)
             out = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask)
             outs.append(out[0].transpose(0, 1).reshape(nq, H * d))
@@ -176,9 +194,16 @@ class Block(nn.Module):
         rel_pos_size: relative position tables of the attention (see `Attention`); None for none.
     """
 
-    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0, qkv_bias: bool = True,
-                 init_values: float | None = None, mlp_layer: Callable[[int, int], nn.Module] = Mlp,
-                 rel_pos_size: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        init_values: float | None = None,
+        mlp_layer: Callable[[int, int], nn.Module] = Mlp,
+        rel_pos_size: tuple[int, int] | None = None,
+    ) -> None:
         super().__init__()
         self.dim, self.mlp_hidden = dim, int(dim * mlp_ratio)
         self.norm1 = nn.LayerNorm(dim, eps=1e-6)
@@ -189,8 +214,14 @@ class Block(nn.Module):
         self.ls2 = LayerScale(dim, init_values) if init_values else nn.Identity()
         self.apply(init_linear_norm)  # modules that are not nn.Linear (expert banks) initialise themselves
 
-    def forward(self, x: Tensor, drop_path_rate: float = 0.0, rows: Any = None, attn_mask: Tensor | None = None,
-                **mlp_kwargs: Any) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        drop_path_rate: float = 0.0,
+        rows: Any = None,
+        attn_mask: Tensor | None = None,
+        **mlp_kwargs: Any,
+    ) -> Tensor:
         """x: tokens (B, N, D), or with `rows` the (T, D) rows of a token subset (stochastic depth
         then per image of the rows). `attn_mask`: see `Attention.forward`. `mlp_kwargs` go to the
         MLP (reViT: the merged expert weights)."""
@@ -203,8 +234,14 @@ class Block(nn.Module):
         """(..., D) states -> (..., 2D) keys then values under this block (a key/value cache entry)."""
         return self.attn.project_kv(self.norm1(x))
 
-    def work(self, queries: float, keys: float, new_kv: float = 0.0, attn_pairs: float | None = None,
-             rel_pos: tuple[float, float] = (0.0, 0.0)) -> BlockWork:
+    def work(
+        self,
+        queries: float,
+        keys: float,
+        new_kv: float = 0.0,
+        attn_pairs: float | None = None,
+        rel_pos: tuple[float, float] = (0.0, 0.0),
+    ) -> BlockWork:
         """The `BlockWork` of one application of this block on that many tokens (per image); `rel_pos`: the
         layout's (queries, axis keys) of relative position terms (`rel_pos_work()`), counted if it has tables."""
         rel_queries, rel_keys = rel_pos if self.attn.rel_pos is not None else (0.0, 0.0)

@@ -27,6 +27,7 @@ Checks run on the public forward path (`forward` / `get_intermediate_states`); a
 backbone's `forward_states` only sanitises. While `torch.jit` traces (FLOP counting) nothing is
 checked, as the flag would become a traced constant.
 """
+
 from __future__ import annotations
 
 import logging
@@ -92,8 +93,9 @@ class FiniteGuard:
                     bad.append(f'{name} at {", ".join(rows)}')
         message = f'{self.owner}: non-finite values (NaN or inf) in ' + '; '.join(bad)
         if self.mode == 'raise':
-            raise NonFiniteError(message + " (the backbone's nonfinite='warn' would replace them by 0 with a "
-                                 'warning and go on)')
+            raise NonFiniteError(
+                message + " (the backbone's nonfinite='warn' would replace them by 0 with a warning and go on)"
+            )
         logger.warning(message + " (nonfinite='warn': replaced by 0 in this forward)")
 
 

@@ -11,6 +11,7 @@ image; the token-adaptive methods fill it from the counts their routers decided)
 `after` hold the other work done around it (routers, step transforms). A method that needs more to run
 a step (SR-ViT's unit and recursion, MoR-ViT's tokens kept, reViT's image groups) subclasses `Step`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

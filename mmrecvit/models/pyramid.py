@@ -13,6 +13,7 @@ so the outputs have `out_channels_per_level = [D/4, D/2, D, D]` channels. The la
 convolutions of ViTDet's pyramid are left to the next neck (mmdet's `FPN`) or head (mmseg's
 `UPerHead`), which already have them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -27,13 +28,18 @@ _SCALES = (4, 2, 1, 0.5, 0.25)
 
 class SimplePyramid(nn.Module):
     """Args:
-        in_channels: D, the width of every input map.
-        scale_factors: one rescaling per input map, each one of 4, 2, 1, 0.5, 0.25 (default (4, 2, 1, 0.5)).
-        norm_inputs: LayerNorm2d on every input map before rescaling.
+    in_channels: D, the width of every input map.
+    scale_factors: one rescaling per input map, each one of 4, 2, 1, 0.5, 0.25 (default (4, 2, 1, 0.5)).
+    norm_inputs: LayerNorm2d on every input map before rescaling.
     """
 
-    def __init__(self, in_channels: int, scale_factors: Sequence[float] = (4, 2, 1, 0.5),
-                 norm_inputs: bool = True, init_cfg: dict | None = None) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        scale_factors: Sequence[float] = (4, 2, 1, 0.5),
+        norm_inputs: bool = True,
+        init_cfg: dict | None = None,
+    ) -> None:
         super().__init__()
         D = check_int('in_channels', in_channels, 4)
         self.scale_factors = tuple(check_sequence('scale_factors', scale_factors))
@@ -45,8 +51,12 @@ class SimplePyramid(nn.Module):
         if init_cfg is not None:
             raise ValueError(f'SimplePyramid has no pretrained weights: init_cfg must be None, got {init_cfg!r}')
         ops = {
-            4: lambda: nn.Sequential(nn.ConvTranspose2d(D, D // 2, 2, 2), LayerNorm2d(D // 2), nn.GELU(),
-                                     nn.ConvTranspose2d(D // 2, D // 4, 2, 2)),
+            4: lambda: nn.Sequential(
+                nn.ConvTranspose2d(D, D // 2, 2, 2),
+                LayerNorm2d(D // 2),
+                nn.GELU(),
+                nn.ConvTranspose2d(D // 2, D // 4, 2, 2),
+            ),
             2: lambda: nn.ConvTranspose2d(D, D // 2, 2, 2),
             1: nn.Identity,
             0.5: lambda: nn.MaxPool2d(2, 2, ceil_mode=True),  # ceil: a 1x1 map stays 1x1
@@ -60,8 +70,10 @@ class SimplePyramid(nn.Module):
 
     def forward(self, inputs: Sequence[Tensor]) -> tuple[Tensor, ...]:
         if len(inputs) != len(self.stages):
-            raise ValueError(f'SimplePyramid expects {len(self.stages)} input maps (one per scale factor '
-                             f'{list(self.scale_factors)}), got {len(inputs)}')
+            raise ValueError(
+                f'SimplePyramid expects {len(self.stages)} input maps (one per scale factor '
+                f'{list(self.scale_factors)}), got {len(inputs)}'
+            )
         # timm's LayerNorm2d returns a channels-last view and convolutions keep that layout;
         # .contiguous() hands the next neck/head NCHW maps, which mmcv's RoIAlign requires
         # (it reads other layouts as scrambled features; see ViTBackbone.to_maps).

@@ -9,6 +9,7 @@ detectron2 adapter makes it a `Backbone` of the same name, the timm adapter a cl
 A listener also receives the backbones registered before it, so the import order does not matter.
 (Plain callbacks, written by hand: none of the three frameworks' registries can notify the others.)
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -25,12 +26,14 @@ def register_backbone(short_name: str | Callable | None = None) -> Any:
     short_name: the lower-case name of the method in file and model names (configs, timm); default the class
     name in lower case. Registering another class under a taken name is an error naming both.
     """
+
     def register(cls: type, name: str | None = None) -> type:
         cls.short_name = name or cls.__name__.lower()
         known = BACKBONES.get(cls.__name__)
         if known is not None and known is not cls:
-            raise ValueError(f'a backbone named {cls.__name__!r} is already registered ({known.__module__}); '
-                             'rename the class')
+            raise ValueError(
+                f'a backbone named {cls.__name__!r} is already registered ({known.__module__}); rename the class'
+            )
         if known is None:
             BACKBONES[cls.__name__] = cls
             for listener in _LISTENERS:

@@ -20,6 +20,7 @@ Work: per query, `dim x (h_k + w_k)` multiply-accumulates for the two products o
 `h_k x w_k` (`flops.BlockWork.rel_pos_queries/rel_pos_keys`); the resize, the gather and the add to the
 logits are elementwise (not counted, `flops.py`).
 """
+
 from __future__ import annotations
 
 import torch

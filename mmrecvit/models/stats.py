@@ -3,6 +3,7 @@
 After each forward a backbone stores a `ForwardStats` in `backbone.stats`. Logging (the training
 hook), FLOP counting and the depth-map tool all read these same numbers instead of re-deriving them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -34,6 +34,7 @@ The block itself is the model's own `layers.Block` (one block path); this module
 rows it runs on and where their keys/values come from. Everything is differentiable (out-of-place
 index ops), so MoR can train through it; stochastic depth is drawn per image, as in `Block.forward`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -84,8 +85,9 @@ class TokenSubset:
     @classmethod
     def everything(cls, batch_size: int, num_tokens: int, device: torch.device | str | None = None) -> TokenSubset:
         """Every token of every image (`run_subset` then runs the plain dense block)."""
-        return cls(torch.arange(batch_size * num_tokens, device=device), (num_tokens,) * batch_size, num_tokens,
-                   in_order=True)
+        return cls(
+            torch.arange(batch_size * num_tokens, device=device), (num_tokens,) * batch_size, num_tokens, in_order=True
+        )
 
     @property
     def batch_size(self) -> int:
@@ -146,9 +148,9 @@ class DepthSubsets:
     def _slices(self, lo: Sequence[int], hi: Sequence[int]) -> TokenSubset:
         counts = tuple(h - lo_b for lo_b, h in zip(lo, hi))
         if self.batch_size == 1:
-            index = self._rows[0, lo[0]: hi[0]]
+            index = self._rows[0, lo[0] : hi[0]]
         else:
-            index = torch.cat([self._rows[b, lo[b]: hi[b]] for b in range(self.batch_size)])
+            index = torch.cat([self._rows[b, lo[b] : hi[b]] for b in range(self.batch_size)])
         return TokenSubset(index, counts, self.num_tokens)
 
     def active(self, step: int) -> TokenSubset:
@@ -219,8 +221,9 @@ class TokenRows:
         at the active tokens' grid positions) or None.
     """
 
-    def __init__(self, active: TokenSubset, kv_cache: KVCache | None = None,
-                 windows: Windows | Global | None = None) -> None:
+    def __init__(
+        self, active: TokenSubset, kv_cache: KVCache | None = None, windows: Windows | Global | None = None
+    ) -> None:
         self.active, self.kv_cache, self.windows = active, kv_cache, windows
         self._images: Tensor | None = None
 
@@ -237,13 +240,14 @@ class TokenRows:
         tokens = None if self.windows is None else active.index % active.num_tokens
         positions = dict(layout=self.windows, q_tokens=tokens, k_tokens=tokens if self.kv_cache is None else None)
         if self.kv_cache is None:
-            return attn.attend_rows(qkv[:, :D], qkv[:, D: 2 * D], qkv[:, 2 * D:], q_counts, q_counts, **positions)
+            return attn.attend_rows(qkv[:, :D], qkv[:, D : 2 * D], qkv[:, 2 * D :], q_counts, q_counts, **positions)
         # Fresh keys/values for the active rows, cached ones for the frozen rows.
         kv = _write_rows(self.kv_cache.kv, active.index, qkv[:, D:], not torch.is_grad_enabled())  # (B*N, 2D)
         N = active.num_tokens
         if len(q_counts) < active.batch_size:  # keep the keys of the images that attend
-            keep = torch.cat([torch.arange(b * N, (b + 1) * N, device=x.device)
-                              for b, n in enumerate(active.counts) if n])
+            keep = torch.cat(
+                [torch.arange(b * N, (b + 1) * N, device=x.device) for b, n in enumerate(active.counts) if n]
+            )
             kv = kv.index_select(0, keep)
         k, v = kv[:, :D].to(qkv.dtype), kv[:, D:].to(qkv.dtype)
         return attn.attend_rows(qkv[:, :D], k, v, q_counts, (N,) * len(q_counts), **positions)
@@ -263,8 +267,9 @@ class TokenRows:
             kv = _write_rows(self.kv_cache.kv, active.index, qkv[:, D:], not torch.is_grad_enabled()).to(qkv.dtype)
             key_valid = None
         kv = kv.view(B, N, 2 * D)
-        out = window_attention(q, kv[..., :D], kv[..., D:], w.grid, w.size, w.num_prefix, attn.num_heads, key_valid,
-                               attn.rel_pos)
+        out = window_attention(
+            q, kv[..., :D], kv[..., D:], w.grid, w.size, w.num_prefix, attn.num_heads, key_valid, attn.rel_pos
+        )
         return out.reshape(B * N, D).index_select(0, active.index)
 
     def drop_path(self, delta: Tensor, rate: float, training: bool) -> Tensor:
@@ -278,13 +283,18 @@ class TokenRows:
         return delta * scale[self._images].unsqueeze(-1)
 
 
-def subset_work(block: Block, active: TokenSubset, cached_keys: bool,
-                windows: Windows | Global | None = None) -> BlockWork:
+def subset_work(
+    block: Block, active: TokenSubset, cached_keys: bool, windows: Windows | Global | None = None
+) -> BlockWork:
     """What `run_subset` computes, per image (means over the batch); `new_kv` is the caller's."""
     N = active.num_tokens
     if isinstance(windows, Windows):  # attention as the dense windowed block's (`TokenRows._attend_windows`)
-        return block.work(active.mean_count, windows.size ** 2 + windows.num_prefix, attn_pairs=windows.pairs(),
-                          rel_pos=windows.rel_pos_work())
+        return block.work(
+            active.mean_count,
+            windows.size**2 + windows.num_prefix,
+            attn_pairs=windows.pairs(),
+            rel_pos=windows.rel_pos_work(),
+        )
     keys = [N if cached_keys and n else n for n in active.counts]
     pairs = sum(n * k for n, k in zip(active.counts, keys)) / active.batch_size
     rel_pos = (0.0, 0.0) if windows is None else windows.rel_pos_work(active.mean_count)  # the active queries
@@ -294,9 +304,18 @@ def subset_work(block: Block, active: TokenSubset, cached_keys: bool,
 UPDATES = ('interpolate', 'additive')
 
 
-def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCache | None = None,
-               gate: Tensor | None = None, update: str = 'interpolate', drop_path_rate: float = 0.0,
-               inplace: bool = False, windows: Windows | Global | None = None) -> tuple[Tensor, BlockWork]:
+def run_subset(
+    block: Block,
+    x: Tensor,
+    active: TokenSubset,
+    *,
+    kv_cache: KVCache | None = None,
+    gate: Tensor | None = None,
+    update: str = 'interpolate',
+    drop_path_rate: float = 0.0,
+    inplace: bool = False,
+    windows: Windows | Global | None = None,
+) -> tuple[Tensor, BlockWork]:
     """One application of `block` to the `active` tokens of x (B, N, D); the others are untouched.
 
     Args:
@@ -342,8 +361,9 @@ def run_subset(block: Block, x: Tensor, active: TokenSubset, *, kv_cache: KVCach
         return out.sub_(x).mul_(g).add_(x), work  # the same ops in `out`'s memory (a fresh tensor)
 
     if kv_cache is not None and kv_cache.owner is not block:
-        raise RuntimeError('kv_cache was last updated for another block: call kv_cache.update(block, ...) '
-                           'before run_subset')
+        raise RuntimeError(
+            'kv_cache was last updated for another block: call kv_cache.update(block, ...) before run_subset'
+        )
     rows = x.reshape(B * N, D)
     h = rows.index_select(0, active.index)  # (T, D)
     out = block(h, drop_path_rate, rows=TokenRows(active, kv_cache, windows))
@@ -367,5 +387,5 @@ def top_k(scores: Tensor, k: int) -> Tensor:
 def capacity_tokens(capacity: float, num_patches: int) -> int:
     """Patch tokens kept at capacity `capacity`: ceil(cap * Np), at least 1, with `cap` as the nearest fraction
     of denominator <= 10^6 (so 0.7 * 10 is 7, not 8) and integer arithmetic only (a symbolic Np exports)."""
-    fraction = Fraction(capacity).limit_denominator(10 ** 6)
+    fraction = Fraction(capacity).limit_denominator(10**6)
     return max(1, -(-num_patches * fraction.numerator // fraction.denominator))

@@ -3,6 +3,7 @@
 Their plan is one block per layer over every token (`ViTBackbone.dense_plan`); the compute knob runs the first
 K of the L layers. Design notes and measured figures: docs/methods/baselines.md.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -31,8 +32,14 @@ class PlainViT(ViTBackbone):
         Other arguments (`out_indices`, ...): see `ViTBackbone`.
     """
 
-    def __init__(self, arch: str = 'small', embed_dim: int | None = None, depth: int | None = None,
-                 num_heads: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        arch: str = 'small',
+        embed_dim: int | None = None,
+        depth: int | None = None,
+        num_heads: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
         super().__init__(**sizes, **kwargs)
         self.blocks = nn.ModuleList(self.make_block() for _ in range(self.depth))
@@ -64,8 +71,16 @@ class NaiveRecursiveViT(ViTBackbone):
         Other arguments: see `ViTBackbone`.
     """
 
-    def __init__(self, arch: str = 'small', embed_dim: int | None = None, depth: int | None = None,
-                 num_heads: int | None = None, num_blocks: int = 3, timm_init: str = 'cycle', **kwargs: Any) -> None:
+    def __init__(
+        self,
+        arch: str = 'small',
+        embed_dim: int | None = None,
+        depth: int | None = None,
+        num_heads: int | None = None,
+        num_blocks: int = 3,
+        timm_init: str = 'cycle',
+        **kwargs: Any,
+    ) -> None:
         check_renamed('NaiveRecursiveViT', kwargs, {'num_unique_blocks': 'num_blocks'})
         sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
         super().__init__(**sizes, **kwargs)
@@ -85,8 +100,10 @@ class NaiveRecursiveViT(ViTBackbone):
             rest.update(pick_or_average_blocks(blocks, groups, 'average', prefix='blocks'))
             return rest
         if n % k:
-            raise ValueError(f"cannot map a {n}-block checkpoint onto num_blocks={k} with timm_init="
-                             f"{self.timm_init!r}: {n} must be a multiple of {k} (timm_init='cycle' maps any)")
+            raise ValueError(
+                f'cannot map a {n}-block checkpoint onto num_blocks={k} with timm_init='
+                f"{self.timm_init!r}: {n} must be a multiple of {k} (timm_init='cycle' maps any)"
+            )
         groups = [list(range(j * (n // k), (j + 1) * (n // k))) for j in range(k)]
         rest.update(pick_or_average_blocks(blocks, groups, self.timm_init, prefix='blocks'))
         return rest

@@ -13,6 +13,7 @@ that carries the grid the biases need; without them a global step has no layout 
 sequence; the token-adaptive engine (`token_adaptive.TokenRows`) calls `window_attention` with its
 scattered subset queries and its (cached) keys, so windows and token subsets combine.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -48,9 +49,17 @@ def _merge(x: Tensor, batch: int, grid: tuple[int, int], size: int) -> Tensor:
     return x[:, :h, :w].reshape(batch, h * w, C)
 
 
-def window_attention(q: Tensor, k: Tensor, v: Tensor, grid: tuple[int, int], size: int, num_prefix: int,
-                     num_heads: int, key_valid: Tensor | None = None,
-                     rel_pos: tuple[Tensor, Tensor] | None = None) -> Tensor:
+def window_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    grid: tuple[int, int],
+    size: int,
+    num_prefix: int,
+    num_heads: int,
+    key_valid: Tensor | None = None,
+    rel_pos: tuple[Tensor, Tensor] | None = None,
+) -> Tensor:
     """Windowed multi-head attention of dense q, k, v (B, N, D), N = prefix + h*w -> (B, N, D).
 
     rel_pos: the (rel_pos_h, rel_pos_w) tables of the attention, resized to the window (`rel_pos.py`).
@@ -121,8 +130,9 @@ class Windows:
         """
         q, k, v = attn.project_qkv(x).chunk(3, dim=-1)
         key_valid = None if attn_mask is None else attn_mask[:, 0, 0, :]
-        return attn.proj(window_attention(q, k, v, self.grid, self.size, self.num_prefix, attn.num_heads, key_valid,
-                                          attn.rel_pos))
+        return attn.proj(
+            window_attention(q, k, v, self.grid, self.size, self.num_prefix, attn.num_heads, key_valid, attn.rel_pos)
+        )
 
     drop_path = staticmethod(drop_path)
 

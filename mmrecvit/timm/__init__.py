@@ -11,6 +11,7 @@ The timm adapter, beside `mmrecvit.mm` (OpenMMLab) and `mmrecvit.d2` (detectron2
 (`mmrecvit.models`) use timm's layers, but only this package touches timm's model registry. Imports
 are absolute, so `import timm` here (and anywhere else) is timm itself, never this package.
 """
+
 from .classifier import METHODS, POOLS, RecViTClassifier, build_classifier, register_timm_models
 
 __all__ = ['METHODS', 'POOLS', 'RecViTClassifier', 'build_classifier', 'register_timm_models']

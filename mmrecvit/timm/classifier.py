@@ -17,6 +17,7 @@ final norm are dropped and listed) and a dense backbone's checkpoint into `class
 (the final norm starts fresh). No public ImageNet weights exist for these methods:
 `pretrained=True` is an error; train one (configs/cls/) or pass `checkpoint_path=`.
 """
+
 from __future__ import annotations
 
 import sys
@@ -46,12 +47,14 @@ class RecViTClassifier(nn.Module):
         drop_rate: dropout before the head (timm's `drop_rate`).
     """
 
-    def __init__(self, backbone: ViTBackbone, num_classes: int = 1000, global_pool: str = 'token',
-                 drop_rate: float = 0.0) -> None:
+    def __init__(
+        self, backbone: ViTBackbone, num_classes: int = 1000, global_pool: str = 'token', drop_rate: float = 0.0
+    ) -> None:
         super().__init__()
         if backbone.out_type not in POOLS.values():
-            raise ValueError(f'the backbone of a classifier needs out_type in {list(POOLS.values())}, '
-                             f'got {backbone.out_type!r}')
+            raise ValueError(
+                f'the backbone of a classifier needs out_type in {list(POOLS.values())}, got {backbone.out_type!r}'
+            )
         self.backbone = backbone
         self.num_features = self.embed_dim = backbone.embed_dim
         self.head_drop = nn.Dropout(drop_rate)
@@ -95,25 +98,50 @@ class RecViTClassifier(nn.Module):
 
 
 def _pretrained_cfg(name: str, num_classes: int) -> dict[str, Any]:
-    return dict(architecture=name, url='', num_classes=num_classes, input_size=(3, 224, 224), pool_size=None,
-                crop_pct=0.875, interpolation='bicubic', fixed_input_size=False, mean=IMAGENET_DEFAULT_MEAN,
-                std=IMAGENET_DEFAULT_STD, first_conv='backbone.patch_embed.proj', classifier='head')
+    return dict(
+        architecture=name,
+        url='',
+        num_classes=num_classes,
+        input_size=(3, 224, 224),
+        pool_size=None,
+        crop_pct=0.875,
+        interpolation='bicubic',
+        fixed_input_size=False,
+        mean=IMAGENET_DEFAULT_MEAN,
+        std=IMAGENET_DEFAULT_STD,
+        first_conv='backbone.patch_embed.proj',
+        classifier='head',
+    )
 
 
-def build_classifier(name: str, backbone: str, arch: str, *, pretrained: bool = False, num_classes: int = 1000,
-                     global_pool: str = 'token', drop_rate: float = 0.0, in_chans: int = 3,
-                     **kwargs: Any) -> RecViTClassifier:
+def build_classifier(
+    name: str,
+    backbone: str,
+    arch: str,
+    *,
+    pretrained: bool = False,
+    num_classes: int = 1000,
+    global_pool: str = 'token',
+    drop_rate: float = 0.0,
+    in_chans: int = 3,
+    **kwargs: Any,
+) -> RecViTClassifier:
     """A timm entrypoint's body: timm's arguments mapped to ours (`in_chans` -> `in_channels`)."""
     for key in ('pretrained_cfg', 'pretrained_cfg_overlay', 'cache_dir'):
         kwargs.pop(key, None)  # timm passes these to every entrypoint; no hub weights exist here
     if pretrained:
-        raise RuntimeError(f'{name}: no pretrained weights exist (none were published); train a classifier with '
-                           'configs/cls/ or pass checkpoint_path=... to timm.create_model')
+        raise RuntimeError(
+            f'{name}: no pretrained weights exist (none were published); train a classifier with '
+            'configs/cls/ or pass checkpoint_path=... to timm.create_model'
+        )
     if global_pool not in POOLS:
         raise ValueError(f'{name}: global_pool must be one of {list(POOLS)}, got {global_pool!r}')
-    model = RecViTClassifier(BACKBONES[backbone](arch=arch, in_channels=in_chans, out_type=POOLS[global_pool],
-                                                 **kwargs),
-                             num_classes, global_pool, drop_rate)
+    model = RecViTClassifier(
+        BACKBONES[backbone](arch=arch, in_channels=in_chans, out_type=POOLS[global_pool], **kwargs),
+        num_classes,
+        global_pool,
+        drop_rate,
+    )
     model.pretrained_cfg = model.default_cfg = _pretrained_cfg(name, num_classes)
     return model
 

@@ -2,6 +2,7 @@
 
 Smoke and logic tests only: nothing here asserts a timing (benchmarks are scripts/benchmarks.sh).
 """
+
 import ast
 import csv
 import importlib.util
@@ -30,41 +31,57 @@ def load_tool():
 
 # ---- specs ----------------------------------------------------------------------------------------
 def test_parse_backbone_spec_with_literal_kwargs():
-    s = parse_spec("PlainViT(arch='small', depth=4, out_indices=(0, -1), img_size=[224, 320], "
-                   "init_values=None, qkv_bias=False, drop_path_rate=-0.0, extra={'a': 1e-3})")
+    s = parse_spec(
+        "PlainViT(arch='small', depth=4, out_indices=(0, -1), img_size=[224, 320], "
+        "init_values=None, qkv_bias=False, drop_path_rate=-0.0, extra={'a': 1e-3})"
+    )
     assert (s.kind, s.target, s.label) == ('backbone', 'PlainViT', s.text)
-    assert s.kwargs == dict(arch='small', depth=4, out_indices=(0, -1), img_size=[224, 320], init_values=None,
-                            qkv_bias=False, drop_path_rate=-0.0, extra={'a': 1e-3})
+    assert s.kwargs == dict(
+        arch='small',
+        depth=4,
+        out_indices=(0, -1),
+        img_size=[224, 320],
+        init_values=None,
+        qkv_bias=False,
+        drop_path_rate=-0.0,
+        extra={'a': 1e-3},
+    )
 
 
-@pytest.mark.parametrize('text, label, kind, target, kwargs', [
-    ('PlainViT', 'PlainViT', 'backbone', 'PlainViT', {}),
-    ('ours=PlainViT(arch="s")', 'ours', 'backbone', 'PlainViT', dict(arch='s')),
-    ('T 4 = PlainViT(depth=4)', 'T 4', 'backbone', 'PlainViT', dict(depth=4)),
-    ('timm:vit_small_patch16_224', 'timm:vit_small_patch16_224', 'timm', 'vit_small_patch16_224', {}),
-    ('ref=timm:vit_tiny_patch16_224(depth=2)', 'ref', 'timm', 'vit_tiny_patch16_224', dict(depth=2)),
-    ('configs/det/x_toy.py', 'x_toy', 'config', 'configs/det/x_toy.py', {}),
-    ('configs/seg/y.py(depth=8)', 'y(depth=8)', 'config', 'configs/seg/y.py', dict(depth=8)),
-    ('cap-half=configs/y.py(whole=True)', 'cap-half', 'config', 'configs/y.py', dict(whole=True)),
-])
+@pytest.mark.parametrize(
+    'text, label, kind, target, kwargs',
+    [
+        ('PlainViT', 'PlainViT', 'backbone', 'PlainViT', {}),
+        ('ours=PlainViT(arch="s")', 'ours', 'backbone', 'PlainViT', dict(arch='s')),
+        ('T 4 = PlainViT(depth=4)', 'T 4', 'backbone', 'PlainViT', dict(depth=4)),
+        ('timm:vit_small_patch16_224', 'timm:vit_small_patch16_224', 'timm', 'vit_small_patch16_224', {}),
+        ('ref=timm:vit_tiny_patch16_224(depth=2)', 'ref', 'timm', 'vit_tiny_patch16_224', dict(depth=2)),
+        ('configs/det/x_toy.py', 'x_toy', 'config', 'configs/det/x_toy.py', {}),
+        ('configs/seg/y.py(depth=8)', 'y(depth=8)', 'config', 'configs/seg/y.py', dict(depth=8)),
+        ('cap-half=configs/y.py(whole=True)', 'cap-half', 'config', 'configs/y.py', dict(whole=True)),
+    ],
+)
 def test_parse_spec_kinds_and_labels(text, label, kind, target, kwargs):
     s = parse_spec(text)
     assert (s.label, s.kind, s.target, s.kwargs) == (label, kind, target, kwargs)
 
 
-@pytest.mark.parametrize('text, words', [
-    ("PlainViT(depth=__import__('os').getpid())", ['depth', 'literal']),
-    ('PlainViT(depth=2 * x)', ['depth', 'literal', '2 * x']),
-    ('PlainViT(arch=small)', ['arch', 'literal']),
-    ('PlainViT(4)', ['positional']),
-    ('PlainViT(**cfg)', ['**cfg']),
-    ('PlainViT(depth=)', ['cannot parse']),
-    ('PlainViT(a=1)+(2)', ['one argument list']),
-    ('PlainViT(depth=1', ['unbalanced parentheses']),
-    ('timm:', ['model name']),
-    ('not a model', ['not a backbone class name']),
-    ('configs/a.py(whole=1)', ['whole must be True or False']),
-])
+@pytest.mark.parametrize(
+    'text, words',
+    [
+        ("PlainViT(depth=__import__('os').getpid())", ['depth', 'literal']),
+        ('PlainViT(depth=2 * x)', ['depth', 'literal', '2 * x']),
+        ('PlainViT(arch=small)', ['arch', 'literal']),
+        ('PlainViT(4)', ['positional']),
+        ('PlainViT(**cfg)', ['**cfg']),
+        ('PlainViT(depth=)', ['cannot parse']),
+        ('PlainViT(a=1)+(2)', ['one argument list']),
+        ('PlainViT(depth=1', ['unbalanced parentheses']),
+        ('timm:', ['model name']),
+        ('not a model', ['not a backbone class name']),
+        ('configs/a.py(whole=1)', ['whole must be True or False']),
+    ],
+)
 def test_bad_specs_are_rejected_naming_the_spec(text, words):
     with pytest.raises(SpecError) as info:
         parse_spec(text)
@@ -77,8 +94,10 @@ def test_bad_specs_are_rejected_naming_the_spec(text, words):
 def test_duplicate_labels_are_an_error():
     with pytest.raises(SpecError, match='same label'):
         parse_specs(['a=PlainViT(depth=1)', 'a=PlainViT(depth=2)'])
-    assert [s.label for s in parse_specs(['PlainViT(depth=1)', 'PlainViT(depth=2)'])] == \
-        ['PlainViT(depth=1)', 'PlainViT(depth=2)']
+    assert [s.label for s in parse_specs(['PlainViT(depth=1)', 'PlainViT(depth=2)'])] == [
+        'PlainViT(depth=1)',
+        'PlainViT(depth=2)',
+    ]
 
 
 def test_unknown_backbone_lists_the_registered_ones():
@@ -135,8 +154,9 @@ def test_harness_forcing_overrides_the_depth_assignment_of_one_instance(knobs):
     assert bench.flops() == same.stats.flops
 
 
-@pytest.mark.parametrize('args', [(4, 1024, 8.3, 12, 0), (2, 35, 3.5, 12, 1), (3, 16, 6.0, 5, 2),
-                                  (1, 10, 12.0, 12, 0), (2, 7, 1.0, 12, 3)])
+@pytest.mark.parametrize(
+    'args', [(4, 1024, 8.3, 12, 0), (2, 35, 3.5, 12, 1), (3, 16, 6.0, 5, 2), (1, 10, 12.0, 12, 0), (2, 7, 1.0, 12, 3)]
+)
 def test_forced_depths_have_the_asked_mean_per_image(args):
     batch, tokens, mean, levels, seed = args
     depth = bm.forced_depths(*args)
@@ -155,13 +175,16 @@ def test_config_backbone_takes_the_forcing_kwargs(tmp_path):
     assert torch.equal(depth, bm.forced_depths(2, 16, 6.0, 12, 2))
 
 
-@pytest.mark.parametrize('text, words', [
-    (f'{EDGE_SPEC}, forced_mean_depth=0.5)', ['forced_mean_depth', '[1.0, 12.0]']),
-    (f'{EDGE_SPEC}, forced_mean_depth="8")', ['forced_mean_depth', 'number']),
-    (f'{EDGE_SPEC}, forced_mean_depth=8.3, forced_depth_seed=-1)', ['forced_depth_seed', '[0, inf]']),
-    (f'{EDGE_SPEC}, forced_depth_seed=1)', ['forced_depth_seed', 'give forced_mean_depth']),
-    ("PlainViT(arch='tiny', depth=1, forced_mean_depth=6.0)", ['forced_mean_depth', 'PlainViT has none']),
-])
+@pytest.mark.parametrize(
+    'text, words',
+    [
+        (f'{EDGE_SPEC}, forced_mean_depth=0.5)', ['forced_mean_depth', '[1.0, 12.0]']),
+        (f'{EDGE_SPEC}, forced_mean_depth="8")', ['forced_mean_depth', 'number']),
+        (f'{EDGE_SPEC}, forced_mean_depth=8.3, forced_depth_seed=-1)', ['forced_depth_seed', '[0, inf]']),
+        (f'{EDGE_SPEC}, forced_depth_seed=1)', ['forced_depth_seed', 'give forced_mean_depth']),
+        ("PlainViT(arch='tiny', depth=1, forced_mean_depth=6.0)", ['forced_mean_depth', 'PlainViT has none']),
+    ],
+)
 def test_bad_forcing_is_a_spec_error(text, words):
     with pytest.raises(SpecError) as info:
         bm.build_model(parse_spec(text), (32, 32))
@@ -176,7 +199,7 @@ def test_interleaved_order_is_round_robin_with_rotation():
     order = bm.interleaved_order(3, 4)
     assert order == [0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1, 2]
     for r in range(4):
-        assert sorted(order[3 * r: 3 * r + 3]) == [0, 1, 2]  # each repeat runs every model once
+        assert sorted(order[3 * r : 3 * r + 3]) == [0, 1, 2]  # each repeat runs every model once
     assert bm.interleaved_order(2, 3, rotate=False) == [0, 1, 0, 1, 0, 1]
     assert bm.interleaved_order(2, 0) == []
 
@@ -190,11 +213,13 @@ def test_percentile_matches_numpy(values):
 def fake_rows():
     # batch 1: ref 100 ms / 10 GFLOPs; fast: 50 ms / 4 GFLOPs (ideal 2.5x, real 2x); matmul 200 GFLOP/s
     mm = dict(matmul_flops=200e9)
-    return [Row('ref', 1, [0.09, 0.10, 0.11], 10e9, 400, 1000, **mm),
-            Row('fast', 1, [0.05, 0.04, 0.06], 4e9, 100, 500, **mm),
-            Row('nofl', 1, [0.20], None, None, 7, **mm),
-            Row('ref', 8, [0.8], 10e9, 800, 1000, matmul_flops=100e9),
-            Row('fast', 8, [0.2], 5e9, 200, 500, matmul_flops=100e9)]
+    return [
+        Row('ref', 1, [0.09, 0.10, 0.11], 10e9, 400, 1000, **mm),
+        Row('fast', 1, [0.05, 0.04, 0.06], 4e9, 100, 500, **mm),
+        Row('nofl', 1, [0.20], None, None, 7, **mm),
+        Row('ref', 8, [0.8], 10e9, 800, 1000, matmul_flops=100e9),
+        Row('fast', 8, [0.2], 5e9, 200, 500, matmul_flops=100e9),
+    ]
 
 
 def test_ratios_and_quotient_arithmetic():
@@ -219,8 +244,10 @@ def test_ratios_and_quotient_arithmetic():
 
 
 def test_min_statistic_uses_the_fastest_repeat():
-    rows = [Row('ref', 1, [0.10, 0.30, 0.50], 1e9, None, 1, matmul_flops=100e9, statistic='min'),
-            Row('b', 1, [0.20, 0.21, 0.90], 1e9, None, 1, matmul_flops=100e9, statistic='min')]
+    rows = [
+        Row('ref', 1, [0.10, 0.30, 0.50], 1e9, None, 1, matmul_flops=100e9, statistic='min'),
+        Row('b', 1, [0.20, 0.21, 0.90], 1e9, None, 1, matmul_flops=100e9, statistic='min'),
+    ]
     bm.add_ratios(rows, 'ref')
     assert rows[0].latency_s == 0.10 and rows[0].median_s == 0.30
     assert rows[1].latency_ratio == pytest.approx(2.0) and rows[1].images_per_s == pytest.approx(5.0)
@@ -268,9 +295,15 @@ def fake_result():
     rows = fake_rows()
     bm.add_ratios(rows, 'ref')
     env = dict(date='2026-01-01T00:00:00+00:00', threads='2', device='cpu (test)')
-    return BenchResult(env=env, models=[('ref', 'forward', 1000), ('fast', 'forward', 500), ('nofl', 'x', 7)],
-                       rows=rows, reference='ref', peak_flops=200e9, config=BenchConfig(batches=(1, 8)),
-                       command='python tools/analysis_tools/benchmark.py ref=... fast=...')
+    return BenchResult(
+        env=env,
+        models=[('ref', 'forward', 1000), ('fast', 'forward', 500), ('nofl', 'x', 7)],
+        rows=rows,
+        reference='ref',
+        peak_flops=200e9,
+        config=BenchConfig(batches=(1, 8)),
+        command='python tools/analysis_tools/benchmark.py ref=... fast=...',
+    )
 
 
 def test_markdown_report():
@@ -278,8 +311,13 @@ def test_markdown_report():
     lines = text.splitlines()
     assert 'python tools/analysis_tools/benchmark.py ref=... fast=...' in lines
     assert '- threads: 2' in lines
-    assert any(line.startswith('- matmul (fp32 2048³ `torch.mm`): best 200.0 GFLOP/s; median during the timing '
-                               'of batch 1: 200.0, batch 8: 100.0') for line in lines)
+    assert any(
+        line.startswith(
+            '- matmul (fp32 2048³ `torch.mm`): best 200.0 GFLOP/s; median during the timing '
+            'of batch 1: 200.0, batch 8: 100.0'
+        )
+        for line in lines
+    )
     table = [line for line in lines if line.startswith('|')]
     assert len(table) == 2 + 5 and len({line.count('|') for line in table}) == 1
     head = [c.strip() for c in table[0].strip('|').split('|')]
@@ -327,10 +365,30 @@ def test_cli_end_to_end_on_tiny_models(tmp_path, capsys):
     tool = load_tool()
     threads = torch.get_num_threads()
     out, table = tmp_path / 'b.md', tmp_path / 'b.csv'
-    argv = ["ours=PlainViT(arch='tiny', depth=1)", 'rec=NaiveRecursiveViT(arch="tiny", depth=2, num_blocks=1)',
-            'timm:vit_tiny_patch16_224(depth=1)', '--batch', '1', '2', '--size', '32', '48', '--warmup', '1',
-            '--repeats', '1', '--threads', '1', '--peak-size', '64', '--no-progress',
-            '--out', str(out), '--csv', str(table)]
+    argv = [
+        "ours=PlainViT(arch='tiny', depth=1)",
+        'rec=NaiveRecursiveViT(arch="tiny", depth=2, num_blocks=1)',
+        'timm:vit_tiny_patch16_224(depth=1)',
+        '--batch',
+        '1',
+        '2',
+        '--size',
+        '32',
+        '48',
+        '--warmup',
+        '1',
+        '--repeats',
+        '1',
+        '--threads',
+        '1',
+        '--peak-size',
+        '64',
+        '--no-progress',
+        '--out',
+        str(out),
+        '--csv',
+        str(table),
+    ]
     assert tool.main(argv) == 0
     assert torch.get_num_threads() == threads  # restored
     printed = capsys.readouterr().out
@@ -339,8 +397,13 @@ def test_cli_end_to_end_on_tiny_models(tmp_path, capsys):
     with table.open() as f:
         rows = list(csv.DictReader(f))
     assert [(r['label'], r['batch']) for r in rows] == [
-        ('ours', '1'), ('rec', '1'), ('timm:vit_tiny_patch16_224(depth=1)', '1'),
-        ('ours', '2'), ('rec', '2'), ('timm:vit_tiny_patch16_224(depth=1)', '2')]
+        ('ours', '1'),
+        ('rec', '1'),
+        ('timm:vit_tiny_patch16_224(depth=1)', '1'),
+        ('ours', '2'),
+        ('rec', '2'),
+        ('timm:vit_tiny_patch16_224(depth=1)', '2'),
+    ]
     for r in rows:
         assert r['n'] == '1' and float(r['latency_ms_median']) > 0 and float(r['peak_mem_mib']) > 0
         assert (r['height'], r['width'], r['threads']) == ('32', '48', '1')
@@ -369,9 +432,28 @@ def test_cli_errors_name_the_problem(capsys):
 
 def test_memory_only_run_has_no_latency(tmp_path, capsys):
     tool = load_tool()
-    assert tool.main(["PlainViT(arch='tiny', depth=1)", '--size', '32', '--repeats', '0', '--warmup', '0',
-                      '--threads', '1', '--peak-size', '64', '--no-progress', '--csv', str(tmp_path / 'm.csv')]) == 0
-    row = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| PlainViT")][0]
+    assert (
+        tool.main(
+            [
+                "PlainViT(arch='tiny', depth=1)",
+                '--size',
+                '32',
+                '--repeats',
+                '0',
+                '--warmup',
+                '0',
+                '--threads',
+                '1',
+                '--peak-size',
+                '64',
+                '--no-progress',
+                '--csv',
+                str(tmp_path / 'm.csv'),
+            ]
+        )
+        == 0
+    )
+    row = [line for line in capsys.readouterr().out.splitlines() if line.startswith('| PlainViT')][0]
     cells = [c.strip() for c in row.strip('|').split('|')]
     assert cells[2] == '–' and cells[6] != '–'  # no latency, but FLOPs
     with (tmp_path / 'm.csv').open() as f:
@@ -387,12 +469,32 @@ def test_config_backbone_and_whole_segmentor(capsys):
         pytest.skip(f'{config} not written yet')
     tool = load_tool()
     small = 'depth=4, out_indices=(0, 1, 2, 3)'
-    assert tool.main([f'bb={config}({small})', f'whole={config}(whole=True, {small})', '--size', '64',
-                      '--warmup', '0', '--repeats', '1', '--threads', '1', '--peak-size', '64',
-                      '--no-progress']) == 0
+    assert (
+        tool.main(
+            [
+                f'bb={config}({small})',
+                f'whole={config}(whole=True, {small})',
+                '--size',
+                '64',
+                '--warmup',
+                '0',
+                '--repeats',
+                '1',
+                '--threads',
+                '1',
+                '--peak-size',
+                '64',
+                '--no-progress',
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    rows = {line.split('|')[1].strip(): line for line in out.splitlines() if line.startswith('| bb') or
-            line.startswith('| whole')}
+    rows = {
+        line.split('|')[1].strip(): line
+        for line in out.splitlines()
+        if line.startswith('| bb') or line.startswith('| whole')
+    }
     assert set(rows) == {'bb', 'whole'}
     assert "EncoderDecoder(inputs, data_samples, mode='tensor')" in out
     assert not math.isnan(float(rows['whole'].split('|')[3]))
@@ -400,11 +502,13 @@ def test_config_backbone_and_whole_segmentor(capsys):
 
 def test_train_mode_times_a_training_step():
     """mode='train': train mode, forward + backward + an optimizer step (the weights move), peak memory of it."""
-    bench = bm.build_model(parse_spec("EdgeRecViT(arch='tiny', embed_dim=32, num_heads=2, depth=4, img_size=64)"),
-                           (64, 64))
+    bench = bm.build_model(
+        parse_spec("EdgeRecViT(arch='tiny', embed_dim=32, num_heads=2, depth=4, img_size=64)"), (64, 64)
+    )
     before = {k: v.clone() for k, v in bench.module.state_dict().items()}
-    result = bm.run_benchmark([bench], BenchConfig(batches=(2,), hw=(64, 64), warmup=1, repeats=2, mode='train',
-                                                   progress=False))
+    result = bm.run_benchmark(
+        [bench], BenchConfig(batches=(2,), hw=(64, 64), warmup=1, repeats=2, mode='train', progress=False)
+    )
     assert bench.module.training
     assert any(not torch.equal(before[k], v) for k, v in bench.module.state_dict().items())
     (row,) = result.rows

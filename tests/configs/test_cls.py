@@ -1,5 +1,6 @@
 """Every classification config (configs/cls) loads and builds on a machine without ImageNet, the recipes
 say what their comments say, and each toy classifier can hand its backbone to the toy detector."""
+
 import glob
 import os.path as osp
 import sys
@@ -92,14 +93,19 @@ def test_finetune_recipes_start_from_deit_where_each_method_represents_it(path):
     method = method_of(path)
     scratch = cached_config(osp.join(REPO, 'configs/cls', f'{method}-small_4xb256_in1k.py'))
     assert {k: v for k, v in scratch.model.backbone.items() if k in backbone} == {
-        k: v for k, v in backbone.items() if k in scratch.model.backbone}  # the same model ...
+        k: v for k, v in backbone.items() if k in scratch.model.backbone
+    }  # the same model ...
     per_image = [c.optim_wrapper.optimizer.lr / c.auto_scale_lr.base_batch_size for c in (cfg, scratch)]
     assert per_image[0] == pytest.approx(per_image[1] / 2)  # ... fine-tuned more gently
     epochs = {'edgerecvit': 300}.get(method, 100)  # Edge-RecViT: the paper's 300 fine-tuning epochs
     assert cfg.train_cfg.max_epochs == epochs and cfg.param_scheduler[-1].end == epochs
     built = BACKBONES[backbone.type](**{k: v for k, v in backbone.items() if k not in ('type', 'init_cfg')})
-    start = {'srvit': ('timm_init', 'function'), 'revit': ('timm_gates', 'programmed'),
-             'morvit': ('timm_gates', 'open'), 'naiverecvit': ('timm_init', 'cycle')}.get(method)
+    start = {
+        'srvit': ('timm_init', 'function'),
+        'revit': ('timm_gates', 'programmed'),
+        'morvit': ('timm_gates', 'open'),
+        'naiverecvit': ('timm_init', 'cycle'),
+    }.get(method)
     if start is not None:
         assert getattr(built, start[0]) == start[1]
     if method == 'morvit':
@@ -149,16 +155,24 @@ def test_the_imagenet_recipes_data_path_and_loss_run_on_this_stack(toy_root):
 
     cfg = cached_config(osp.join(REPO, 'configs/cls/srvit-small_4xb256_in1k.py'))
     init_default_scope('mmpretrain')
-    dataset = DATASETS.build(dict(cfg.train_dataloader.dataset, data_root=str(toy_root / 'toy_cls'),
-                                  metainfo=dict(classes=TOY_CLS_CLASSES)))
+    dataset = DATASETS.build(
+        dict(cfg.train_dataloader.dataset, data_root=str(toy_root / 'toy_cls'), metainfo=dict(classes=TOY_CLS_CLASSES))
+    )
     sampler = DATA_SAMPLERS.build(dict(cfg.train_dataloader.sampler, dataset=dataset, seed=0))
     indices = list(sampler)
     assert len(indices) == len(dataset) and len(set(indices)) < len(indices)  # on 1 GPU: a third, each 3 times
     batch = pseudo_collate([dataset[i] for i in indices[:4]])
     assert batch['inputs'][0].shape == (3, 224, 224)
     model_cfg = dict(cfg.model, data_preprocessor=cfg.data_preprocessor)
-    model_cfg['backbone'] = dict(type='SRViT', arch='tiny', num_blocks=2, unit_sizes=(1, 1), num_recursions=2,
-                                 out_type='cls_token', drop_path_rate=0.1)  # a small twin of the recipe's model
+    model_cfg['backbone'] = dict(
+        type='SRViT',
+        arch='tiny',
+        num_blocks=2,
+        unit_sizes=(1, 1),
+        num_recursions=2,
+        out_type='cls_token',
+        drop_path_rate=0.1,
+    )  # a small twin of the recipe's model
     model_cfg['head'] = dict(cfg.model.head, in_channels=192)
     model = MODELS.build(model_cfg)
     data = model.data_preprocessor(batch, True)

@@ -6,6 +6,7 @@ data, schedule and size; per-method toy configs that set only `model.backbone`, 
 but at the method's toy size. mmengine forbids duplicate keys among several `_base_` files, so a toy
 cannot literally be "its twin + a toy fragment": the tests below hold the pairs together instead.
 """
+
 import ast
 import glob
 import os.path as osp
@@ -20,12 +21,23 @@ from mmrecvit.models import BACKBONES
 CONFIGS = sorted(p for task in ('det', 'seg') for p in glob.glob(f'{REPO}/configs/{task}/*.py'))
 REAL = [p for p in CONFIGS if '_toy-' not in p]
 TOY = [p for p in CONFIGS if '_toy-' in p]
-TOY_BASES = sorted(p for task in ('det', 'seg') for p in glob.glob(f'{REPO}/configs/{task}/_base_/*.py')
-                   if '_toy-' in p)
+TOY_BASES = sorted(
+    p for task in ('det', 'seg') for p in glob.glob(f'{REPO}/configs/{task}/_base_/*.py') if '_toy-' in p
+)
 # What a toy config may change in its real twin's backbone: the size (and with it the steps or units
 # read out), the pretrained weights a toy does not load, and the stochastic depth of a short run from scratch.
-SIZE_KEYS = {'arch', 'depth', 'num_blocks', 'unit_sizes', 'num_recursions', 'shared_init_block',
-             'out_indices', 'out_units', 'init_cfg', 'drop_path_rate'}
+SIZE_KEYS = {
+    'arch',
+    'depth',
+    'num_blocks',
+    'unit_sizes',
+    'num_recursions',
+    'shared_init_block',
+    'out_indices',
+    'out_units',
+    'init_cfg',
+    'drop_path_rate',
+}
 # What the toy base may change in the real base's backbone: ViT-Ti width, no pretrained weights, no
 # stochastic depth. Not `depth` (a per-method size: SRViT and MoRViT take none) and not the type.
 TOY_BASE_KEYS = {'arch', 'init_cfg', 'drop_path_rate'}
@@ -43,8 +55,11 @@ def rel(path):
 def base_of(path):
     """The one file a config's `_base_` names (the per-method configs and the toy bases inherit one)."""
     tree = ast.parse(open(path).read())
-    bases = [ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-             and any(getattr(t, 'id', None) == '_base_' for t in node.targets)]
+    bases = [
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(getattr(t, 'id', None) == '_base_' for t in node.targets)
+    ]
     assert len(bases) == 1 and isinstance(bases[0], str), f'{rel(path)}: expected one `_base_` file'
     return osp.normpath(osp.join(osp.dirname(path), bases[0]))
 
@@ -98,10 +113,13 @@ def test_toy_backbone_is_its_twins_at_toy_size(toy):
     twin = twin_of(toy)
     toy_backbone, twin_backbone = resolved(toy)['model']['backbone'], resolved(twin)['model']['backbone']
     changed = [k for k in differing_keys(toy_backbone, twin_backbone) if k not in SIZE_KEYS]
-    assert not changed, (f'{rel(toy)} and its twin {rel(twin)} differ in backbone arguments that are not sizes '
-                         f'{sorted(SIZE_KEYS)}: ' + ', '.join(
-                             f'{k}: toy {toy_backbone.get(k, "<unset>")!r}, twin {twin_backbone.get(k, "<unset>")!r}'
-                             for k in changed))
+    assert not changed, (
+        f'{rel(toy)} and its twin {rel(twin)} differ in backbone arguments that are not sizes '
+        f'{sorted(SIZE_KEYS)}: '
+        + ', '.join(
+            f'{k}: toy {toy_backbone.get(k, "<unset>")!r}, twin {twin_backbone.get(k, "<unset>")!r}' for k in changed
+        )
+    )
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=[rel(p) for p in CONFIGS])
@@ -119,8 +137,9 @@ def test_a_method_config_sets_only_its_backbone(path):
     cfg['model'].pop('backbone'), base_cfg['model'].pop('backbone')
     added = set(cfg.get('recipe', {}).get('intended', {})) - set(base_cfg.get('recipe', {}).get('intended', {}))
     assert all(k.startswith('model.backbone.') for k in added), f'{rel(path)} lists more than its backbone: {added}'
-    changed = ([k for k in differing_keys(cfg, base_cfg) if k not in ('model', 'recipe')]
-               + [f'model.{k}' for k in differing_keys(cfg['model'], base_cfg['model'])])
+    changed = [k for k in differing_keys(cfg, base_cfg) if k not in ('model', 'recipe')] + [
+        f'model.{k}' for k in differing_keys(cfg['model'], base_cfg['model'])
+    ]
     assert not changed, f'{rel(path)} changes more than model.backbone: {changed}'
     assert '_delete_' not in open(path).read(), f'{rel(path)}: merge into the base backbone, do not reset it'
 
@@ -132,8 +151,9 @@ def test_toy_base_changes_only_the_size_of_the_real_backbone(toy_base):
     toy_backbone = resolved(toy_base)['model']['backbone']
     real_backbone = resolved(real_base)['model']['backbone']
     changed = set(differing_keys(toy_backbone, real_backbone))
-    assert changed <= TOY_BASE_KEYS, (f'{rel(toy_base)} changes the real backbone beyond {sorted(TOY_BASE_KEYS)}: '
-                                      f'{sorted(changed - TOY_BASE_KEYS)}')
+    assert changed <= TOY_BASE_KEYS, (
+        f'{rel(toy_base)} changes the real backbone beyond {sorted(TOY_BASE_KEYS)}: {sorted(changed - TOY_BASE_KEYS)}'
+    )
 
 
 def test_toy_det_metainfo_matches_the_generator():

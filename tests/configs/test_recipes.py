@@ -10,6 +10,7 @@
   `tools/test.py --tta` end to end on toy configs.
 Configs only load and build here (CPU): the GPU recipes' AMP is not run.
 """
+
 import glob
 import os.path as osp
 import re
@@ -37,8 +38,10 @@ REAL = [p for p in DENSE if '_toy-' not in p]
 
 TOY = [p for p in DENSE if '_toy-' in p]
 
-DEIT = {'small': 'checkpoints/deit_small_patch16_224-cd65a155.pth',
-        'base': 'checkpoints/deit_base_patch16_224-b5f2ef4d.pth'}
+DEIT = {
+    'small': 'checkpoints/deit_small_patch16_224-cd65a155.pth',
+    'base': 'checkpoints/deit_base_patch16_224-b5f2ef4d.pth',
+}
 
 # The arguments that say how each method starts from DeiT (SPEC §6), and reViT's / MoR-ViT's training choices.
 INIT_ARGS = {
@@ -50,33 +53,85 @@ INIT_ARGS = {
     'MoRViT': {'timm_init': 'average', 'timm_gates': 'open', 'router_alpha': 1.0},
 }
 
-ViTDET = dict(window_size=14, with_cp=True, layer_decay_rate=0.7, lr=1e-4, weight_decay=0.1, drop_path_rate=0.1,
-              optim_wrapper='AmpOptimWrapper', batch=(16, 4), epochs=100)
+ViTDET = dict(
+    window_size=14,
+    with_cp=True,
+    layer_decay_rate=0.7,
+    lr=1e-4,
+    weight_decay=0.1,
+    drop_path_rate=0.1,
+    optim_wrapper='AmpOptimWrapper',
+    batch=(16, 4),
+    epochs=100,
+)
 
 # recipe base (file name) -> what its header promises
 RECIPES = {
-    'mask-rcnn_vit_fpn_1x_coco.py': dict(window_size=0, with_cp=False, layer_decay_rate=None, lr=1e-4,
-                                         weight_decay=0.05, drop_path_rate=0.1, optim_wrapper='OptimWrapper',
-                                         batch=(8, 2), epochs=12, arch='small'),
+    'mask-rcnn_vit_fpn_1x_coco.py': dict(
+        window_size=0,
+        with_cp=False,
+        layer_decay_rate=None,
+        lr=1e-4,
+        weight_decay=0.05,
+        drop_path_rate=0.1,
+        optim_wrapper='OptimWrapper',
+        batch=(8, 2),
+        epochs=12,
+        arch='small',
+    ),
     'mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py': dict(ViTDET, arch='small'),
     'mask-rcnn_vit-b_vitdet-fpn_16xb4-amp-lsj-100e_coco.py': dict(ViTDET, arch='base'),
     'cascade-mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py': dict(ViTDET, arch='small'),
-    'mask-rcnn_vit_fpn_8xb2-ms-crop-3x_coco.py': dict(window_size=14, with_cp=False, layer_decay_rate=1.0, lr=1e-4,
-                                                     weight_decay=0.05, drop_path_rate=0.1,
-                                                     optim_wrapper='OptimWrapper', batch=(8, 2), epochs=36,
-                                                     arch='small'),
-    'upernet_vit_8xb2-160k_ade20k-512x512.py': dict(window_size=0, with_cp=False, layer_decay_rate=None, lr=6e-5,
-                                                    weight_decay=0.01, drop_path_rate=0.1,
-                                                    optim_wrapper='OptimWrapper', batch=(8, 2), iters=160000,
-                                                    arch='small'),
-    'upernet_vit_8xb2-amp-ld0.95-160k_ade20k-512x512.py': dict(window_size=0, with_cp=False, layer_decay_rate=0.95,
-                                                               lr=6e-5, weight_decay=0.01, drop_path_rate=0.2,
-                                                               optim_wrapper='AmpOptimWrapper', batch=(8, 2),
-                                                               iters=160000, arch='small', slide=True),
-    'upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py': dict(window_size=0, with_cp=False, layer_decay_rate=0.95,
-                                                                 lr=6e-5, weight_decay=0.01, drop_path_rate=0.3,
-                                                                 optim_wrapper='AmpOptimWrapper', batch=(8, 2),
-                                                                 iters=160000, arch='base', slide=True),
+    'mask-rcnn_vit_fpn_8xb2-ms-crop-3x_coco.py': dict(
+        window_size=14,
+        with_cp=False,
+        layer_decay_rate=1.0,
+        lr=1e-4,
+        weight_decay=0.05,
+        drop_path_rate=0.1,
+        optim_wrapper='OptimWrapper',
+        batch=(8, 2),
+        epochs=36,
+        arch='small',
+    ),
+    'upernet_vit_8xb2-160k_ade20k-512x512.py': dict(
+        window_size=0,
+        with_cp=False,
+        layer_decay_rate=None,
+        lr=6e-5,
+        weight_decay=0.01,
+        drop_path_rate=0.1,
+        optim_wrapper='OptimWrapper',
+        batch=(8, 2),
+        iters=160000,
+        arch='small',
+    ),
+    'upernet_vit_8xb2-amp-ld0.95-160k_ade20k-512x512.py': dict(
+        window_size=0,
+        with_cp=False,
+        layer_decay_rate=0.95,
+        lr=6e-5,
+        weight_decay=0.01,
+        drop_path_rate=0.2,
+        optim_wrapper='AmpOptimWrapper',
+        batch=(8, 2),
+        iters=160000,
+        arch='small',
+        slide=True,
+    ),
+    'upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py': dict(
+        window_size=0,
+        with_cp=False,
+        layer_decay_rate=0.95,
+        lr=6e-5,
+        weight_decay=0.01,
+        drop_path_rate=0.3,
+        optim_wrapper='AmpOptimWrapper',
+        batch=(8, 2),
+        iters=160000,
+        arch='base',
+        slide=True,
+    ),
 }
 
 
@@ -178,8 +233,9 @@ def test_the_vitdet_recipe_has_layernorm_heads_and_tests_as_it_trains():
     assert cfg.model.roi_head.bbox_head.type == 'Shared4Conv1FCBBoxHead' and cfg.model.roi_head.bbox_head.norm_cfg == ln
     assert cfg.model.roi_head.mask_head.norm_cfg == ln and cfg.model.rpn_head.num_convs == 2
     assert cfg.optim_wrapper.paramwise_cfg.norm_decay_mult == 0.0 and 'clip_grad' not in cfg.optim_wrapper
-    assert cfg.model.data_preprocessor.batch_augments == [dict(type='BatchFixedSizePad', size=(1024, 1024),
-                                                               pad_mask=True)]
+    assert cfg.model.data_preprocessor.batch_augments == [
+        dict(type='BatchFixedSizePad', size=(1024, 1024), pad_mask=True)
+    ]
     for pipeline in (cfg.test_dataloader.dataset.pipeline, cfg.val_dataloader.dataset.pipeline):
         assert [t.type for t in pipeline][1:3] == ['Resize', 'Pad'] and pipeline[2].size == (1024, 1024)
     assert cfg.train_dataloader.dataset.dataset.pipeline[2].type == 'RandomResize'  # lsj-100e's jitter
@@ -189,11 +245,13 @@ def test_the_cascade_stages_are_mmdets_with_vitdet_box_heads():
     ours = load(f'{REPO}/configs/det/_base_/cascade-mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py').model
     import mmdet
 
-    mmdet = Config.fromfile(osp.join(osp.dirname(mmdet.__file__), '.mim/configs/_base_/models/'
-                                     'cascade-mask-rcnn_r50_fpn.py')).model
+    mmdet = Config.fromfile(
+        osp.join(osp.dirname(mmdet.__file__), '.mim/configs/_base_/models/cascade-mask-rcnn_r50_fpn.py')
+    ).model
     assert ours.type == mmdet.type == 'CascadeRCNN'
-    vitdet_box_head = dict(type='Shared4Conv1FCBBoxHead', conv_out_channels=256,
-                           norm_cfg=dict(type='LN2d', requires_grad=True))
+    vitdet_box_head = dict(
+        type='Shared4Conv1FCBBoxHead', conv_out_channels=256, norm_cfg=dict(type='LN2d', requires_grad=True)
+    )
     for key in mmdet.roi_head:
         if key == 'bbox_head':
             assert [{**h, **vitdet_box_head} for h in mmdet.roi_head.bbox_head] == ours.roi_head.bbox_head
@@ -218,8 +276,12 @@ def test_neck_and_head_widths_follow_the_backbone_width(path):
         assert cfg.model.auxiliary_head.in_channels == widths[cfg.model.auxiliary_head.in_index]
 
 
-RECIPE_BASES = sorted(f'{REPO}/configs/{task}/_base_/{name}' for name in RECIPES
-                      for task in ('det', 'seg') if osp.isfile(f'{REPO}/configs/{task}/_base_/{name}'))
+RECIPE_BASES = sorted(
+    f'{REPO}/configs/{task}/_base_/{name}'
+    for name in RECIPES
+    for task in ('det', 'seg')
+    if osp.isfile(f'{REPO}/configs/{task}/_base_/{name}')
+)
 
 
 @pytest.mark.slow
@@ -230,13 +292,19 @@ def test_the_whole_model_of_each_recipe_builds(path):
     scope = cfg.default_scope
     registry = __import__(f'{scope}.registry', fromlist=['MODELS']).MODELS
     from mmengine.registry import DefaultScope
+
     with DefaultScope.overwrite_default_scope(scope):
         model = registry.build(cfg.model)
     assert model.backbone.embed_dim == embed_dim_of(cfg.model.backbone)
 
 
-@pytest.mark.parametrize('name', ['mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py',
-                                  'cascade-mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py'])
+@pytest.mark.parametrize(
+    'name',
+    [
+        'mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py',
+        'cascade-mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py',
+    ],
+)
 @pytest.mark.slow
 def test_the_vitdet_detectors_train_a_step_with_layernorm_heads_windows_and_checkpointing(name):
     """One loss + backward at 128x128 (the data preprocessor's 1024x1024 padding is a training-batch augment:
@@ -251,8 +319,9 @@ def test_the_vitdet_detectors_train_a_step_with_layernorm_heads_windows_and_chec
     cfg.model.neck[1].in_channels = [48, 96, 192, 192]
     with DefaultScope.overwrite_default_scope('mmdet'):
         model = MODELS.build(cfg.model).train()
-        data = model.data_preprocessor(demo_mm_inputs(1, [(3, 128, 128)], num_items=[3], with_mask=True),
-                                       training=False)
+        data = model.data_preprocessor(
+            demo_mm_inputs(1, [(3, 128, 128)], num_items=[3], with_mask=True), training=False
+        )
         loss, _ = model.parse_losses(model.loss(data['inputs'], data['data_samples']))
     loss.backward()
     assert torch.isfinite(loss)
@@ -337,15 +406,18 @@ def test_mask_tta_model_keeps_each_boxs_own_mask_with_the_flip_undone():
         masks = torch.zeros(len(boxes), H, W, dtype=torch.bool)
         for i, (x1, y1, x2, y2) in enumerate(boxes):
             masks[i, y1:y2, x1:x2] = True
-        sample.pred_instances = InstanceData(bboxes=torch.tensor(boxes, dtype=torch.float32),
-                                             scores=torch.tensor(scores), labels=torch.tensor(labels), masks=masks)
+        sample.pred_instances = InstanceData(
+            bboxes=torch.tensor(boxes, dtype=torch.float32),
+            scores=torch.tensor(scores),
+            labels=torch.tensor(labels),
+            masks=masks,
+        )
         return sample
 
     # object A in both views (the plain one scores higher); object B only in the flipped one
     plain = view(False, [(2, 2, 10, 8)], [0.9], [0])
     flipped = view(True, [(W - 10, 2, W - 2, 8), (W - 35, 10, W - 25, 18)], [0.8, 0.7], [0, 1])
-    tta = MaskDetTTAModel(module=Dummy(),
-                          tta_cfg=ConfigDict(nms=dict(type='nms', iou_threshold=0.5), max_per_img=100))
+    tta = MaskDetTTAModel(module=Dummy(), tta_cfg=ConfigDict(nms=dict(type='nms', iou_threshold=0.5), max_per_img=100))
     merged = tta.merge_preds([[plain, flipped]])[0].pred_instances
     torch.testing.assert_close(merged.bboxes, torch.tensor([[2.0, 2, 10, 8], [25, 10, 35, 18]]))
     torch.testing.assert_close(merged.scores, torch.tensor([0.9, 0.7]))
@@ -385,9 +457,11 @@ def test_every_dense_recipe_checks_its_data(path):
 
 def test_every_shipped_config_saves_rng_states():
     """The recipe bases list the hook, and no config replaces their `custom_hooks`."""
-    bases = [f'{REPO}/configs/det/_base_/models/mask-rcnn_vit_fpn.py',
-             f'{REPO}/configs/seg/_base_/upernet_vit_8xb2-160k_ade20k-512x512.py',
-             f'{REPO}/configs/cls/_base_/recvit-small_4xb256_in1k.py']
+    bases = [
+        f'{REPO}/configs/det/_base_/models/mask-rcnn_vit_fpn.py',
+        f'{REPO}/configs/seg/_base_/upernet_vit_8xb2-160k_ade20k-512x512.py',
+        f'{REPO}/configs/cls/_base_/recvit-small_4xb256_in1k.py',
+    ]
     for path in bases:
         assert {'RecursionHook', 'RNGStateHook'} <= {h['type'] for h in load(path).custom_hooks}
     others = [p for p in glob.glob(f'{REPO}/configs/**/*.py', recursive=True) if p not in bases]

@@ -1,5 +1,6 @@
 """ViTDet's recipes have its relative position biases on (issue 28.2): every mm ViTDet config and every
 detectron2 ViTDet config builds its backbone with `use_rel_pos=True`; the other recipes keep them off."""
+
 import glob
 import os.path as osp
 

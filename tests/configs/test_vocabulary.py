@@ -4,6 +4,7 @@
 The shared words are `ViTBackbone`'s arguments plus the sizes (`arch`, `embed_dim`, `num_heads`, `depth`); a
 method's own arguments (SR-ViT's unit sizes, reViT's experts, ...) are the extras a swap drops.
 """
+
 import inspect
 import itertools
 
@@ -16,8 +17,14 @@ from mmengine.runner import Runner
 
 from mmrecvit.models import BACKBONES, ViTBackbone
 
-METHODS = {'PlainViT': 'plainvit', 'NaiveRecursiveViT': 'naiverecvit', 'SRViT': 'srvit', 'ReViT': 'revit',
-           'EdgeRecViT': 'edgerecvit', 'MoRViT': 'morvit'}
+METHODS = {
+    'PlainViT': 'plainvit',
+    'NaiveRecursiveViT': 'naiverecvit',
+    'SRViT': 'srvit',
+    'ReViT': 'revit',
+    'EdgeRecViT': 'edgerecvit',
+    'MoRViT': 'morvit',
+}
 SHARED = {'arch', 'embed_dim', 'num_heads'} | set(inspect.signature(ViTBackbone.__init__).parameters) - {'self'}
 TOY = f'{REPO}/configs/det/mask-rcnn_{{}}-ti_fpn_1xb2-800it_toy-coco.py'
 

@@ -2,6 +2,7 @@
 Backbone with the mm backbone's features, and checkpoints go strictly both ways (mm, classifier, timm).
 
 detectron2 is part of the set-up (scripts/setup.sh), so it is imported, not skipped."""
+
 import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
@@ -18,6 +19,7 @@ def mm_backbone(name, **kw):
     from mmdet.registry import MODELS
 
     import mmrecvit  # noqa: F401  (registers the backbones into mmdet)
+
     return MODELS.build(dict(type=name, **BACKBONE_CASES[name], **kw))
 
 
@@ -95,8 +97,14 @@ def test_timm_weights_load_through_the_same_filter(tmp_path):
     from timm.models.vision_transformer import VisionTransformer
 
     case = BACKBONE_CASES['PlainViT']
-    timm = VisionTransformer(img_size=case['img_size'], patch_size=16, embed_dim=case['embed_dim'],
-                             depth=case['depth'], num_heads=case['num_heads'], num_classes=10)
+    timm = VisionTransformer(
+        img_size=case['img_size'],
+        patch_size=16,
+        embed_dim=case['embed_dim'],
+        depth=case['depth'],
+        num_heads=case['num_heads'],
+        num_classes=10,
+    )
     path = save({'model': timm.state_dict()}, tmp_path)  # DeiT's layout
     d2 = D2_BACKBONES['PlainViT'](**case, pretrained=path)
     core = models.PlainViT(**case, pretrained=path)

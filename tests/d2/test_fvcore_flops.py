@@ -3,6 +3,7 @@
 on every toy config equals, for the backbone, our count of the same forward converted: 1 multiply-add = 1 flop
 (ours: 2), `scaled_dot_product_attention` not counted (no fvcore handle: q @ k^T and attn @ v left out) and
 layer norms counted (ours: matrix products only)."""
+
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,11 @@ TOYS = sorted(Path(REPO, 'configs/d2/toy').glob('*.py'))
 
 def attention_macs(work) -> float:
     """Multiply-adds of q @ k^T and attn @ v in our count (`BlockWork.macs`)."""
-    return sum(2 * (w.queries * w.keys if w.attn_pairs is None else w.attn_pairs) * w.dim
-               for w in work if isinstance(w, BlockWork))
+    return sum(
+        2 * (w.queries * w.keys if w.attn_pairs is None else w.attn_pairs) * w.dim
+        for w in work
+        if isinstance(w, BlockWork)
+    )
 
 
 @pytest.mark.parametrize('config', TOYS, ids=[c.stem for c in TOYS])
@@ -29,8 +33,9 @@ def test_analyze_models_backbone_flops_are_our_macs_without_attention_plus_norms
     cfg = LazyConfig.load(str(config))
     cfg.model.backbone.square_pad = size
     model = instantiate(cfg.model).eval()
-    inputs = [{'image': torch.randint(0, 255, (3, size, size), dtype=torch.uint8).float(),
-               'height': size, 'width': size}]
+    inputs = [
+        {'image': torch.randint(0, 255, (3, size, size), dtype=torch.uint8).float(), 'height': size, 'width': size}
+    ]
     flops = FlopCountAnalysis(model, inputs).unsupported_ops_warnings(False).uncalled_modules_warnings(False)
     name = 'model.backbone.net.net'  # detectron2's TracingAdapter wraps the model as `model`
     theirs = flops.by_module_and_operator()[name]

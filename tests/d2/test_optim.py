@@ -1,5 +1,6 @@
 """detectron2 adapter (mmrecvit/d2/optim.py): layer decay from the backbones' recursion-aware depths, ViTDet's
 own on a plain ViT."""
+
 import pytest
 from detectron2.config import LazyConfig, instantiate
 from detectron2.modeling.backbone.vit import get_vit_lr_decay_rate
@@ -21,7 +22,7 @@ def test_layer_decay_uses_the_backbones_recursion_aware_depths():
     factor = layer_decay_lr_factor(model, 0.7)
     for name, _ in model.named_parameters():
         if name.startswith('backbone.net.net.'):
-            own = name[len('backbone.net.net.'):]
+            own = name[len('backbone.net.net.') :]
             assert factor(name) == pytest.approx(0.7 ** (bb.num_layers - bb.layer_depth(own))), name
         else:
             assert factor(name) == 1.0, name

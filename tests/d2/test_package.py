@@ -1,4 +1,5 @@
 """The detectron2 adapter is the only part of the package that needs detectron2, and says how to install it."""
+
 import ast
 import importlib
 import subprocess
@@ -30,11 +31,13 @@ def test_nothing_else_in_the_package_needs_detectron2():
             names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
             names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
             assert not [n for n in names if n.split('.')[0] == 'detectron2'], path
-    code = ('import importlib, pathlib, sys\n'
-            'sys.modules["detectron2"] = None\n'
-            'for f in sorted(pathlib.Path("mmrecvit").rglob("*.py")):\n'
-            '    name = ".".join(f.with_suffix("").parts).removesuffix(".__init__")\n'
-            '    if not name.startswith("mmrecvit.d2"):\n'
-            '        importlib.import_module(name)\n')
+    code = (
+        'import importlib, pathlib, sys\n'
+        'sys.modules["detectron2"] = None\n'
+        'for f in sorted(pathlib.Path("mmrecvit").rglob("*.py")):\n'
+        '    name = ".".join(f.with_suffix("").parts).removesuffix(".__init__")\n'
+        '    if not name.startswith("mmrecvit.d2"):\n'
+        '        importlib.import_module(name)\n'
+    )
     res = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -1,5 +1,6 @@
 """detectron2 adapter (mmrecvit/d2/rcnn.py, the recipes): aux losses reach the loss dict and statistics the
 EventStorage; the COCO recipes' models (ViTDet heads, Cascade's stages) train a step at a tiny size."""
+
 import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
@@ -14,8 +15,15 @@ from mmrecvit.d2.checkpoint import recvit_backbone
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
-METHODS = {'PlainViT': 'plainvit', 'NaiveRecursiveViT': 'naiverecvit', 'SRViT': 'srvit', 'ReViT': 'revit',
-           'EdgeRecViT': 'edgerecvit', 'MoRViT': 'morvit'}
+METHODS = {
+    'PlainViT': 'plainvit',
+    'NaiveRecursiveViT': 'naiverecvit',
+    'SRViT': 'srvit',
+    'ReViT': 'revit',
+    'EdgeRecViT': 'edgerecvit',
+    'MoRViT': 'morvit',
+}
+
 
 def toy_batch(size=128):
     """Two images with two objects each, as detectron2's DatasetMapper gives them."""
@@ -54,8 +62,9 @@ def test_aux_losses_reach_the_loss_dict_and_statistics_the_event_storage(method,
         assert routers and all(p.grad is not None for p in routers)
 
 
-@pytest.mark.parametrize('path', [f'{REPO}/configs/d2/mask_rcnn_srvit_s_100ep.py',
-                                  f'{REPO}/configs/d2/cascade_mask_rcnn_morvit_s_100ep.py'])
+@pytest.mark.parametrize(
+    'path', [f'{REPO}/configs/d2/mask_rcnn_srvit_s_100ep.py', f'{REPO}/configs/d2/cascade_mask_rcnn_morvit_s_100ep.py']
+)
 def test_recipe_builds_and_trains_a_step_at_tiny_size(path):
     """The COCO recipes' models (the ViTDet heads, Cascade's three stages) at a tiny backbone, proposals and RoIs."""
     cfg = LazyConfig.load(path)

@@ -3,6 +3,7 @@
 Small sets are written once per session into a temporary folder; every test reads those.
 The mmdet / mmseg / mmpretrain tests run whenever those packages are installed (skipped only when absent).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -45,14 +46,37 @@ SIZE = 256
 COUNTS = dict(coco_train=10, coco_val=6, ade_train=8, ade_val=4, cls_train=15, cls_val=10)
 MIN_INSTANCES = 2  # make_toy_coco's default
 # ADE20K's first 21 class names (objectInfo150 order; value v in a label PNG is class v - 1 here).
-ADE20K_FIRST_CLASSES = ('wall', 'building', 'sky', 'floor', 'tree', 'ceiling', 'road', 'bed', 'windowpane', 'grass',
-                        'cabinet', 'sidewalk', 'person', 'earth', 'door', 'table', 'mountain', 'plant', 'curtain',
-                        'chair', 'car')
+ADE20K_FIRST_CLASSES = (
+    'wall',
+    'building',
+    'sky',
+    'floor',
+    'tree',
+    'ceiling',
+    'road',
+    'bed',
+    'windowpane',
+    'grass',
+    'cabinet',
+    'sidewalk',
+    'person',
+    'earth',
+    'door',
+    'table',
+    'mountain',
+    'plant',
+    'curtain',
+    'chair',
+    'car',
+)
 
 
 def tree_hashes(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob('*')) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob('*'))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope='session')
@@ -143,9 +167,16 @@ def test_refuses_to_overwrite_a_foreign_folder(tmp_path):
     assert not (tmp_path / 'train2017' / 'real.jpg').exists()
 
 
-@pytest.mark.parametrize('kwargs, name', [
-    (dict(num_train=-1), 'num_train'), (dict(size=16), 'size'), (dict(seed=-3), 'seed'),
-    (dict(min_instances=4, max_instances=3), 'min_instances'), (dict(radius_range=(0.3, 0.1)), 'radius_range')])
+@pytest.mark.parametrize(
+    'kwargs, name',
+    [
+        (dict(num_train=-1), 'num_train'),
+        (dict(size=16), 'size'),
+        (dict(seed=-3), 'seed'),
+        (dict(min_instances=4, max_instances=3), 'min_instances'),
+        (dict(radius_range=(0.3, 0.1)), 'radius_range'),
+    ],
+)
 def test_bad_arguments_name_the_argument(tmp_path, kwargs, name):
     with pytest.raises(ValueError, match=name):
         make_toy_coco(tmp_path, progress=False, **kwargs)
@@ -155,20 +186,40 @@ def test_bad_arguments_name_the_argument(tmp_path, kwargs, name):
 def test_cli_writes_skips_and_needs_no_torch(tmp_path):
     """The CLI end to end in a fresh interpreter: it must not import torch, mmdet or mmseg."""
     script = REPO / 'tools' / 'misc' / 'make_toy_data.py'
-    code = (f'import sys; sys.argv = ["make_toy_data.py"] + sys.argv[1:]; import runpy; '
-            f'runpy.run_path({str(script)!r}, run_name="__main__"); '
-            'bad = [m for m in ("torch", "mmdet", "mmseg", "mmrecvit") if m in sys.modules]; '
-            'assert not bad, bad')
-    args = ['--out', str(tmp_path), '--coco-train', '2', '--coco-val', '1', '--ade-train', '2', '--ade-val', '1',
-            '--cls-train', '5', '--cls-val', '5', '--size', '96', '--no-progress']
+    code = (
+        f'import sys; sys.argv = ["make_toy_data.py"] + sys.argv[1:]; import runpy; '
+        f'runpy.run_path({str(script)!r}, run_name="__main__"); '
+        'bad = [m for m in ("torch", "mmdet", "mmseg", "mmrecvit") if m in sys.modules]; '
+        'assert not bad, bad'
+    )
+    args = [
+        '--out',
+        str(tmp_path),
+        '--coco-train',
+        '2',
+        '--coco-val',
+        '1',
+        '--ade-train',
+        '2',
+        '--ade-val',
+        '1',
+        '--cls-train',
+        '5',
+        '--cls-val',
+        '5',
+        '--size',
+        '96',
+        '--no-progress',
+    ]
     env = {**os.environ, 'PYTHONPATH': ''}
     first = subprocess.run([sys.executable, '-c', code, *args], capture_output=True, text=True, env=env)
     assert first.returncode == 0, first.stderr
     assert 'written in' in first.stdout and str(tmp_path / 'toy_coco') in first.stdout
     assert str(tmp_path / 'toy_ade' / 'ADEChallengeData2016') in first.stdout
     assert str(tmp_path / 'toy_cls') in first.stdout
-    second = subprocess.run([sys.executable, '-c', code, *args, '--which', 'ade'], capture_output=True, text=True,
-                            env=env)
+    second = subprocess.run(
+        [sys.executable, '-c', code, *args, '--which', 'ade'], capture_output=True, text=True, env=env
+    )
     assert second.returncode == 0, second.stderr
     assert 'skipped' in second.stdout and 'toy COCO' not in second.stdout
     img = cv2.imread(str(tmp_path / 'toy_coco' / 'val2017' / '000001000001.jpg'))
@@ -214,7 +265,7 @@ def test_coco_annotations_are_the_visible_masks_and_occlusion_happens(coco_root)
         assert [a['category_id'] - 1 for a in anns] == sample.labels
         for k, (ann, full, vis) in enumerate(zip(anns, sample.full_masks, sample.visible_masks)):
             assert np.array_equal(coco.annToMask(ann).astype(bool), vis)
-            later = np.any(sample.full_masks[k + 1:], axis=0) if k + 1 < len(anns) else np.zeros_like(full)
+            later = np.any(sample.full_masks[k + 1 :], axis=0) if k + 1 < len(anns) else np.zeros_like(full)
             assert np.array_equal(vis, full & ~later)
             assert vis.sum() >= toy.MIN_VISIBLE_FRACTION * full.sum()
             occluded += int(vis.sum() < full.sum())
@@ -240,8 +291,16 @@ def test_coco_instances_have_their_class_colour(coco_root):
 def test_coco_ground_truth_scores_perfectly_in_cocoeval(coco_root):
     """pycocotools' evaluator reads the set; the ground truth as detections gives AP 1."""
     coco = COCO(str(coco_root / 'annotations' / 'instances_val2017.json'))
-    dets = [{'image_id': a['image_id'], 'category_id': a['category_id'], 'segmentation': a['segmentation'],
-             'bbox': a['bbox'], 'score': 1.0} for a in coco.loadAnns(coco.getAnnIds())]
+    dets = [
+        {
+            'image_id': a['image_id'],
+            'category_id': a['category_id'],
+            'segmentation': a['segmentation'],
+            'bbox': a['bbox'],
+            'score': 1.0,
+        }
+        for a in coco.loadAnns(coco.getAnnIds())
+    ]
     for iou_type in ('bbox', 'segm'):
         ev = COCOeval(coco, coco.loadRes(dets), iou_type)
         ev.params.areaRng, ev.params.areaRngLbl = [[0, 1e10]], ['all']
@@ -284,7 +343,7 @@ def test_ade_images_follow_their_labels(ade_root):
     means = {v: img[lab == v].mean(0) for v in np.unique(lab) if v and (lab == v).sum() > 200}
     assert len(means) >= 3
     vals = list(means.values())
-    assert min(np.abs(a - b).sum() for i, a in enumerate(vals) for b in vals[i + 1:]) > 10
+    assert min(np.abs(a - b).sum() for i, a in enumerate(vals) for b in vals[i + 1 :]) > 10
 
 
 def test_ade20k_default_size_arguments(tmp_path):
@@ -337,10 +396,13 @@ def test_mmdet_coco_dataset_loads_toy_coco(coco_root):
     from mmdet.datasets import CocoDataset
     from mmdet.datasets.transforms import LoadAnnotations
 
-    ds = CocoDataset(data_root=str(coco_root), ann_file='annotations/instances_val2017.json',
-                     data_prefix=dict(img='val2017/'),
-                     metainfo=dict(classes=TOY_COCO_CLASSES, palette=TOY_COCO_PALETTE),
-                     pipeline=[LoadImageFromFile(), LoadAnnotations(with_bbox=True, with_mask=True)])
+    ds = CocoDataset(
+        data_root=str(coco_root),
+        ann_file='annotations/instances_val2017.json',
+        data_prefix=dict(img='val2017/'),
+        metainfo=dict(classes=TOY_COCO_CLASSES, palette=TOY_COCO_PALETTE),
+        pipeline=[LoadImageFromFile(), LoadAnnotations(with_bbox=True, with_mask=True)],
+    )
     assert len(ds) == COUNTS['coco_val'] and ds.metainfo['classes'] == TOY_COCO_CLASSES
     coco = COCO(str(coco_root / 'annotations' / 'instances_val2017.json'))
     for i in range(len(ds)):
@@ -362,9 +424,11 @@ def test_mmseg_ade20k_dataset_loads_toy_ade(ade_root):
     from mmseg.datasets.transforms import LoadAnnotations
 
     for split, n in (('training', COUNTS['ade_train']), ('validation', COUNTS['ade_val'])):
-        ds = ADE20KDataset(data_root=str(ade_root),
-                           data_prefix=dict(img_path=f'images/{split}', seg_map_path=f'annotations/{split}'),
-                           pipeline=[LoadImageFromFile(), LoadAnnotations()])
+        ds = ADE20KDataset(
+            data_root=str(ade_root),
+            data_prefix=dict(img_path=f'images/{split}', seg_map_path=f'annotations/{split}'),
+            pipeline=[LoadImageFromFile(), LoadAnnotations()],
+        )
         assert len(ds) == n
         classes = ds.metainfo['classes']
         assert [classes[i].strip() for i in TOY_ADE_MMSEG_INDICES] == list(TOY_ADE_LABELS)

@@ -12,6 +12,7 @@ xdist worker asks first, and read by every test that needs a trained checkpoint 
   compared with one process and with a run whose rank 1 is killed.
 * `d2_toys(method)`: each method's detectron2 toy Mask R-CNN (mmrecvit.d2.train.do_train).
 """
+
 import contextlib
 import io
 import os.path as osp
@@ -46,13 +47,19 @@ import train as train_tool  # noqa: E402  (tools/train.py)
 @pytest.fixture(scope='session')
 def plainvit_toys(tmp_path_factory, toy_root):
     """`bash scripts/gpu_check.sh --smoke` with the tests' toy sets: its report and its demo's run folders."""
+
     def make(out):
-        res = run(['bash', 'scripts/gpu_check.sh', '--smoke'], env={**SUBPROCESS_ENV, 'OUT': str(out),
-                                                                     'DATA': str(toy_root)})
+        res = run(
+            ['bash', 'scripts/gpu_check.sh', '--smoke'], env={**SUBPROCESS_ENV, 'OUT': str(out), 'DATA': str(toy_root)}
+        )
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         work = out / 'gpu_check_work'
-        return dict(report=str(out / 'gpu.md'), demo_log=str(work / 'demo.log'),
-                    det=str(work / 'demo' / 'det_plainvit'), seg=str(work / 'demo' / 'seg_plainvit'))
+        return dict(
+            report=str(out / 'gpu.md'),
+            demo_log=str(work / 'demo.log'),
+            det=str(work / 'demo' / 'det_plainvit'),
+            seg=str(work / 'demo' / 'seg_plainvit'),
+        )
 
     return {k: Path(v) for k, v in once(tmp_path_factory, 'plainvit_toys', make).items()}
 
@@ -60,11 +67,24 @@ def plainvit_toys(tmp_path_factory, toy_root):
 @pytest.fixture(scope='session')
 def transfer_demo(tmp_path_factory, toy_root):
     """tools/demo.py --task transfer --model morvit for 2 iterations: its results, folder and printed report."""
+
     def make(work):
         printed = io.StringIO()
         with one_deterministic_thread(), contextlib.redirect_stdout(printed):
-            results = demo_tool.main(['--task', 'transfer', '--model', 'morvit', '--iters', str(ITERS),
-                                      '--data-root', str(toy_root), '--work-dir', str(work)])
+            results = demo_tool.main(
+                [
+                    '--task',
+                    'transfer',
+                    '--model',
+                    'morvit',
+                    '--iters',
+                    str(ITERS),
+                    '--data-root',
+                    str(toy_root),
+                    '--work-dir',
+                    str(work),
+                ]
+            )
         return dict(results=results, work=str(work / 'transfer_morvit'), output=printed.getvalue())
 
     return once(tmp_path_factory, 'transfer_demo', make)
@@ -73,6 +93,7 @@ def transfer_demo(tmp_path_factory, toy_root):
 @pytest.fixture(scope='session')
 def cls_runs(tmp_path_factory, toy_root):
     """method -> the work folder of its toy classifier after 2 iterations (trained on first use)."""
+
     def get(method):
         def make(work):
             with one_deterministic_thread():
@@ -88,11 +109,19 @@ def cls_runs(tmp_path_factory, toy_root):
 def revit_seg_reference(tmp_path_factory, toy_root):
     """The uninterrupted deterministic reViT toy UperNet: 4 iterations, validating after 2 and 4 (validation
     must not shift the training streams), a checkpoint after each (kept: the last); its final checkpoint."""
+
     def make(work):
         with one_deterministic_thread():
-            train_tool.main([REVIT_SEG, *toy_cfg_options('seg', toy_root, work, iters=REFERENCE_ITERS), *DETERMINISTIC,
-                             'train_cfg.val_interval=2', 'default_hooks.checkpoint.interval=1',
-                             'default_hooks.checkpoint.max_keep_ckpts=1'])
+            train_tool.main(
+                [
+                    REVIT_SEG,
+                    *toy_cfg_options('seg', toy_root, work, iters=REFERENCE_ITERS),
+                    *DETERMINISTIC,
+                    'train_cfg.val_interval=2',
+                    'default_hooks.checkpoint.interval=1',
+                    'default_hooks.checkpoint.max_keep_ckpts=1',
+                ]
+            )
         return str(work / f'iter_{REFERENCE_ITERS}.pth')
 
     return Path(once(tmp_path_factory, 'revit_seg_reference', make))
@@ -102,6 +131,7 @@ def revit_seg_reference(tmp_path_factory, toy_root):
 def two_rank_run(tmp_path_factory, toy_root):
     """`bash tools/dist_train.sh CONFIG 2` (gloo on CPU), 4 iterations of batch 1 per rank, a checkpoint after
     each: the config, the work folder and the launcher's output."""
+
     def make(folder):
         config = deterministic_seg_config(folder)
         env = {**SUBPROCESS_ENV, 'PYTHON': sys.executable, 'PORT': str(free_port())}
@@ -123,7 +153,8 @@ def d2_toys(tmp_path_factory, toy_root):
     def get(method, config=None):
         def make(out):
             args = default_argument_parser().parse_args(
-                ['--config-file', config or D2_TOY.format(method), *d2_toy_overrides(toy_root, out)])
+                ['--config-file', config or D2_TOY.format(method), *d2_toy_overrides(toy_root, out)]
+            )
             with one_deterministic_thread():
                 results = main(args)
             return dict(results=results, out=str(out))

@@ -1,6 +1,7 @@
 """The processes of tests/e2e/test_distributed.py: every backbone variant trained under DDP (gloo) by
 `torch.multiprocessing.spawn`, which imports its target by module name (test modules are not importable).
 """
+
 import os
 import os.path as osp
 
@@ -42,7 +43,7 @@ def train_backbone(variant, rank=0, world_size=1):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     images = torch.randn(GLOBAL_BATCH, 3, 48, 64, generator=torch.Generator().manual_seed(1))
     share = GLOBAL_BATCH // world_size
-    images = images[rank * share: (rank + 1) * share]
+    images = images[rank * share : (rank + 1) * share]
     for step in range(STEPS):
         torch.manual_seed(100 + step)
         outs = net(images)

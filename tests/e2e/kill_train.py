@@ -15,6 +15,7 @@ FAULT (K counts from 1):
 The faults patch mmengine's file write (`LocalBackend.put`), `os.replace` and `os.remove` in this
 process only; nothing is read from the environment.
 """
+
 import os
 import os.path as osp
 import signal
@@ -32,7 +33,7 @@ def die() -> None:
 
 def install(fault: str) -> None:
     if fault.startswith('rank'):
-        rank, fault = fault[len('rank'):].split('/', 1)
+        rank, fault = fault[len('rank') :].split('/', 1)
         if int(os.environ.get('RANK', '0')) != int(rank):
             return
     if fault == 'none':

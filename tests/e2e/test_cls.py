@@ -1,6 +1,7 @@
 """Classification end to end through tools/: every method trains on the toy classification set with its
 auxiliary losses in the log, tools/test.py evaluates a checkpoint, and the transfer demo pretrains a classifier
 and starts the toy Mask R-CNN from it."""
+
 import glob
 import json
 import os.path as osp
@@ -24,10 +25,10 @@ from mmrecvit.datasets import TOY_CLS_CLASSES  # noqa: E402
 LOGGED = {
     'plainvit': [],
     'naiverecvit': [],
-    'srvit': ['recursions/u0'],                                   # mixture statistics, no aux loss
+    'srvit': ['recursions/u0'],  # mixture statistics, no aux loss
     'revit': ['loss_revit_balance', 'loss_revit_z', 'loss_revit_diversity'],  # E = 4 > 1
     'edgerecvit': ['loss_stb', 'loss_du'],
-    'morvit': ['loss_router_bce'],                                # expert-choice routing
+    'morvit': ['loss_router_bce'],  # expert-choice routing
 }
 
 
@@ -50,9 +51,17 @@ def test_every_method_trains_with_its_aux_losses_in_the_log(method, cls_runs):
 
 def test_test_tool_prints_accuracy_and_writes_predictions_and_drawings(cls_runs, toy_root, tmp_path):
     cls_run = cls_runs('plainvit')
-    metrics = test_tool.main([demo_tool.toy_config('cls', 'plainvit'), str(cls_run / 'iter_2.pth'),
-                              *toy_cfg_options('cls', toy_root, tmp_path), '--out', str(tmp_path / 'preds.pkl'),
-                              '--show-dir', str(tmp_path / 'vis')])
+    metrics = test_tool.main(
+        [
+            demo_tool.toy_config('cls', 'plainvit'),
+            str(cls_run / 'iter_2.pth'),
+            *toy_cfg_options('cls', toy_root, tmp_path),
+            '--out',
+            str(tmp_path / 'preds.pkl'),
+            '--show-dir',
+            str(tmp_path / 'vis'),
+        ]
+    )
     assert set(metrics) == {'accuracy/top1'} and 0 <= metrics['accuracy/top1'] <= 100
     assert 'accuracy/top1' in train_log(tmp_path)
     with open(tmp_path / 'preds.pkl', 'rb') as f:
@@ -72,8 +81,7 @@ def test_transfer_demo_pretrains_then_detects_from_the_classifier(transfer_demo)
     assert len(pretrain['pngs']) == 4 and len(det['pngs']) == 4
     work = Path(transfer_demo['work'])
     with open(work / 'scores.json') as f:  # both runs, as returned
-        assert json.load(f) == json.loads(json.dumps(dict(task='transfer', model='morvit', pretrain=pretrain,
-                                                           det=det)))
+        assert json.load(f) == json.loads(json.dumps(dict(task='transfer', model='morvit', pretrain=pretrain, det=det)))
     # the detector's backbone started from the classifier: its head and final norm dropped and logged
     text = train_log(work / 'det')
     assert pretrain['checkpoint'] in text and "['head']" in text and 'norm.weight' in text

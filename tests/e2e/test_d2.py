@@ -1,6 +1,7 @@
 """detectron2 end to end: every method's toy Mask R-CNN and the Cascade toy train 2 iterations and
 COCOEvaluator scores them (mmrecvit.d2.train.do_train); tools/d2_train_net.py trains and evaluates from the
 command line, gives the in-process run's losses (the toy is seeded) and loads its checkpoint for --eval-only."""
+
 import json
 import sys
 from pathlib import Path
@@ -12,8 +13,11 @@ METHODS = ['plainvit', 'naiverecvit', 'srvit', 'revit', 'edgerecvit', 'morvit']
 
 
 def losses(out):
-    return [json.loads(line)['total_loss'] for line in (out / 'metrics.json').read_text().splitlines()
-            if 'total_loss' in line]
+    return [
+        json.loads(line)['total_loss']
+        for line in (out / 'metrics.json').read_text().splitlines()
+        if 'total_loss' in line
+    ]
 
 
 @pytest.mark.parametrize('method', METHODS)
@@ -45,7 +49,14 @@ def test_the_entry_point_trains_evaluates_and_reloads_as_in_process(d2_toys, toy
     check_coco_scored(json.loads((tmp_path / 'eval.json').read_text()))
     in_process = losses(Path(d2_toys('plainvit')['out']))
     assert len(in_process) == 2 and losses(tmp_path) == in_process
-    res = run([*command, '--eval-only', *d2_toy_overrides(toy_root, tmp_path / 'eval'),
-               f'train.init_checkpoint={tmp_path}/model_final.pth'], env=env)
+    res = run(
+        [
+            *command,
+            '--eval-only',
+            *d2_toy_overrides(toy_root, tmp_path / 'eval'),
+            f'train.init_checkpoint={tmp_path}/model_final.pth',
+        ],
+        env=env,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     check_coco_scored(json.loads((tmp_path / 'eval' / 'eval.json').read_text()))

@@ -4,6 +4,7 @@ detectron2 source that scripts/setup.sh builds detectron2 from (`setup.sh --d2-s
 
 Its training writes through detectron2's `default_writers`, whose tensorboard writer needs the `tensorboard`
 package (requirements.txt); without it the run dies after the first iteration."""
+
 import hashlib
 import json
 import subprocess
@@ -28,8 +29,9 @@ for argv in json.loads(sys.argv[1]):
 
 
 def d2_source() -> str:
-    return subprocess.run(['bash', 'scripts/setup.sh', '--d2-source'], cwd=REPO, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ['bash', 'scripts/setup.sh', '--d2-source'], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 @pytest.fixture(scope='module')
@@ -38,8 +40,10 @@ def d2_tools(tmp_path_factory) -> Path:
     SHA256SUMS beside it, as setup.sh does, or a directory)."""
     src = Path(d2_source())
     if str(src).startswith('git+'):
-        pytest.skip(f'no detectron2 source on this machine (setup.sh would build {src}): set MMRECVIT_D2_SOURCE '
-                    'to a tarball or directory of detectron2 source to run its tools')
+        pytest.skip(
+            f'no detectron2 source on this machine (setup.sh would build {src}): set MMRECVIT_D2_SOURCE '
+            'to a tarball or directory of detectron2 source to run its tools'
+        )
     if src.is_dir():
         return src / 'tools'
     sums = src.parent / 'SHA256SUMS'
@@ -54,20 +58,41 @@ def d2_tools(tmp_path_factory) -> Path:
 
 
 def test_lazyconfig_train_net_trains_the_srvit_toy_writes_tensorboard_and_evaluates_its_checkpoint(
-        d2_tools, toy_root, tmp_path):
+    d2_tools, toy_root, tmp_path
+):
     """The issue's command, each tool a fresh `python FILE`."""
     out = tmp_path / 'train'
     config = ['--config-file', D2_TOY.format('srvit')]
-    res = run([sys.executable, str(d2_tools / 'lazyconfig_train_net.py'), *config, 'train.max_iter=2',
-               f'dataloader.train.dataset.names.root={toy_root}/toy_coco', f'train.output_dir={out}',
-               f'dataloader.test.dataset.names.root={toy_root}/toy_coco', 'dataloader.train.num_workers=0',
-               'dataloader.test.num_workers=0'])
+    res = run(
+        [
+            sys.executable,
+            str(d2_tools / 'lazyconfig_train_net.py'),
+            *config,
+            'train.max_iter=2',
+            f'dataloader.train.dataset.names.root={toy_root}/toy_coco',
+            f'train.output_dir={out}',
+            f'dataloader.test.dataset.names.root={toy_root}/toy_coco',
+            'dataloader.train.num_workers=0',
+            'dataloader.test.num_workers=0',
+        ]
+    )
     assert res.returncode == 0, res.stderr[-3000:]
-    assert [json.loads(line)['iteration'] for line in (out / 'metrics.json').read_text().splitlines()
-            if 'total_loss' in line] == [1]  # log_period 20: the last iteration
+    assert [
+        json.loads(line)['iteration']
+        for line in (out / 'metrics.json').read_text().splitlines()
+        if 'total_loss' in line
+    ] == [1]  # log_period 20: the last iteration
     assert list(out.glob('events.out.tfevents.*')), 'no tensorboard events: default_writers did not write'
-    res = run([sys.executable, str(d2_tools / 'lazyconfig_train_net.py'), *config, '--eval-only',
-               f'train.init_checkpoint={out}/model_final.pth', *d2_toy_overrides(toy_root, tmp_path / 'eval')])
+    res = run(
+        [
+            sys.executable,
+            str(d2_tools / 'lazyconfig_train_net.py'),
+            *config,
+            '--eval-only',
+            f'train.init_checkpoint={out}/model_final.pth',
+            *d2_toy_overrides(toy_root, tmp_path / 'eval'),
+        ]
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert "('bbox', {'AP'" in res.stdout and "('segm', {'AP'" in res.stdout, res.stdout[-3000:]
 
@@ -79,11 +104,27 @@ def test_every_toy_trains_evaluates_and_is_analyzed_by_detectron2s_tools(d2_tool
     for config in TOYS:
         out = tmp_path / config.stem
         common = ['--config-file', str(config)]
-        runs += [[str(d2_tools / 'lazyconfig_train_net.py'), *common, *d2_toy_overrides(toy_root, out)],
-                 [str(d2_tools / 'lazyconfig_train_net.py'), *common, '--eval-only',
-                  f'train.init_checkpoint={out}/model_final.pth', *d2_toy_overrides(toy_root, out / 'eval')],
-                 [str(d2_tools / 'analyze_model.py'), *common, '--tasks', 'flop', 'parameter', '-n', '1',
-                  f'train.init_checkpoint={out}/model_final.pth', *d2_toy_overrides(toy_root, out / 'analyze')]]
+        runs += [
+            [str(d2_tools / 'lazyconfig_train_net.py'), *common, *d2_toy_overrides(toy_root, out)],
+            [
+                str(d2_tools / 'lazyconfig_train_net.py'),
+                *common,
+                '--eval-only',
+                f'train.init_checkpoint={out}/model_final.pth',
+                *d2_toy_overrides(toy_root, out / 'eval'),
+            ],
+            [
+                str(d2_tools / 'analyze_model.py'),
+                *common,
+                '--tasks',
+                'flop',
+                'parameter',
+                '-n',
+                '1',
+                f'train.init_checkpoint={out}/model_final.pth',
+                *d2_toy_overrides(toy_root, out / 'analyze'),
+            ],
+        ]
     res = run([sys.executable, '-c', DRIVER, json.dumps(runs)])
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     outputs = [part.split('@@ end')[0] for part in res.stdout.split('@@ start')[1:]]

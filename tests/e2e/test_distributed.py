@@ -29,6 +29,7 @@ shipped config's backbone for it).
 The bare backbones run under `torch.multiprocessing` + gloo; through the tools, the session's `two_rank_run`
 (`tools/dist_train.sh` with 2 processes, toy UperNet + MoR-ViT) is compared with `tools/train.py` in one.
 """
+
 import os.path as osp
 import sys
 import time
@@ -99,10 +100,13 @@ def test_dist_train_launches_two_gloo_ranks(two_rank_run):
 @pytest.mark.subprocess
 def test_dist_train_with_two_processes_equals_one_process(two_rank_run, toy_root, tmp_path, deterministic_torch):
     """2 ranks x batch 1 (the shared run) == 1 process x batch 2, after 4 AdamW steps (module docstring)."""
-    train_tool.main([two_rank_run['config'],
-                     *toy_cfg_options('seg', toy_root, tmp_path, iters=REFERENCE_ITERS, batch=2)])
-    one, two = (torch.load(Path(d) / f'iter_{REFERENCE_ITERS}.pth', map_location='cpu', weights_only=True)
-                for d in (tmp_path, two_rank_run['work']))
+    train_tool.main(
+        [two_rank_run['config'], *toy_cfg_options('seg', toy_root, tmp_path, iters=REFERENCE_ITERS, batch=2)]
+    )
+    one, two = (
+        torch.load(Path(d) / f'iter_{REFERENCE_ITERS}.pth', map_location='cpu', weights_only=True)
+        for d in (tmp_path, two_rank_run['work'])
+    )
     diff = max_abs_diff(one['state_dict'], two['state_dict'])
     print(f'seg MoRViT, {REFERENCE_ITERS} iterations: max |w_2proc - w_1proc| = {diff:.2e}')
     assert diff <= TOLERANCE

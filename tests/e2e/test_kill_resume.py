@@ -21,6 +21,7 @@ uninterrupted run, bit for bit.
 The uninterrupted reViT run is the session's `revit_seg_reference`, the uninterrupted 2-rank run its
 `two_rank_run` (tests/e2e/conftest.py).
 """
+
 import os
 import os.path as osp
 import re
@@ -83,8 +84,9 @@ def test_interrupted_and_resumed_det_run_is_bit_identical_and_not_without_the_rn
     for k, v in full['state_dict'].items():
         assert torch.equal(v, resumed['state_dict'][k]), k
     # the control: the same resume without the hook is not exact
-    no_hook = train(write_config_without_rng_hook(EDGE_DET, tmp_path), 'det', toy_root, tmp_path / 'control', N,
-                    '--resume')
+    no_hook = train(
+        write_config_without_rng_hook(EDGE_DET, tmp_path), 'det', toy_root, tmp_path / 'control', N, '--resume'
+    )
     control_diff = max_abs_diff(full['state_dict'], no_hook['state_dict'])
     print(f'det without RNGStateHook: max |w_full - w_resumed| = {control_diff}')
     assert control_diff > 0
@@ -104,8 +106,18 @@ def test_interrupted_and_resumed_seg_run_is_bit_identical(revit_seg_reference, t
 # ---- killed ----------------------------------------------------------------------------------------------
 def run_killed(fault, root, work, *args, config=REVIT_SEG):
     """tools/train.py in a subprocess that SIGKILLs itself at `fault` (tests/e2e/kill_train.py)."""
-    return run([sys.executable, KILL, fault, '--', config, *args, *toy_cfg_options('seg', root, work, iters=N),
-                *KILLED_OPTIONS])
+    return run(
+        [
+            sys.executable,
+            KILL,
+            fault,
+            '--',
+            config,
+            *args,
+            *toy_cfg_options('seg', root, work, iters=N),
+            *KILLED_OPTIONS,
+        ]
+    )
 
 
 def resume_in_process(root, work, config=REVIT_SEG):
@@ -148,8 +160,21 @@ def test_control_mmengine_checkpoint_hook_loses_the_run_when_killed_mid_save(toy
 def run_two(fault, root, work, config, *args):
     """torchrun with 2 ranks of tests/e2e/kill_train.py (the shared run's options); its result and seconds."""
     env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONWARNINGS': 'ignore', 'PYTHONPATH': REPO}
-    cmd = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node=2', f'--master_port={free_port()}',
-           KILL, fault, '--', config, '--launcher', 'pytorch', *args, *two_rank_options(root, work)]
+    cmd = [
+        sys.executable,
+        '-m',
+        'torch.distributed.run',
+        '--nproc_per_node=2',
+        f'--master_port={free_port()}',
+        KILL,
+        fault,
+        '--',
+        config,
+        '--launcher',
+        'pytorch',
+        *args,
+        *two_rank_options(root, work),
+    ]
     start = time.monotonic()
     res = run(cmd, env=env)
     return res, time.monotonic() - start

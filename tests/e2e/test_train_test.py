@@ -1,5 +1,6 @@
 """End to end through tools/ with the PlainViT toys: the demo (README command 1) and the GPU check's smoke run
 that contains it, tools/test.py (also --tta) on the demo's checkpoints, --resume from them, the inference APIs."""
+
 import glob
 import json
 import os.path as osp
@@ -53,8 +54,17 @@ def test_demo_trains_evaluates_and_draws_both_tasks(plainvit_toys):
 
 
 def test_det_checkpoint_evaluates_with_tools_test(plainvit_toys, toy_root, tmp_path):
-    metrics = test_tool.main([DET, checkpoint(plainvit_toys, 'det'), *toy_cfg_options('det', toy_root, tmp_path),
-                              '--out', str(tmp_path / 'preds.pkl'), '--show-dir', 'vis'])
+    metrics = test_tool.main(
+        [
+            DET,
+            checkpoint(plainvit_toys, 'det'),
+            *toy_cfg_options('det', toy_root, tmp_path),
+            '--out',
+            str(tmp_path / 'preds.pkl'),
+            '--show-dir',
+            'vis',
+        ]
+    )
     assert METRICS['det'] <= set(metrics)
     assert (tmp_path / 'preds.pkl').is_file()
     assert glob.glob(str(tmp_path / '*' / 'vis' / '*.jpg')) + glob.glob(str(tmp_path / '*' / 'vis' / '*.png'))

@@ -11,6 +11,7 @@
 * No backbone keeps state outside its `state_dict` (no buffers; reViT's eval cache of merged FFNs is
   derived and invalidated by a load), so a checkpoint is the whole model.
 """
+
 import logging
 import os.path as osp
 import sys
@@ -39,8 +40,6 @@ def backbone_kwargs(cfg):
     return cfg.model.backbone.type, kwargs
 
 
-
-
 def backbone_state(path, **overrides):
     name, kwargs = backbone_kwargs(Config.fromfile(path))
     torch.manual_seed(1)
@@ -50,8 +49,6 @@ def backbone_state(path, **overrides):
 def save(obj, tmp_path, name='ckpt.pth'):
     torch.save(obj, tmp_path / name)
     return str(tmp_path / name)
-
-
 
 
 CASES = [(DET, 'init_cfg'), (SEG, 'init_cfg'), (SEG, 'pretrained')]
@@ -70,8 +67,11 @@ def test_mismatched_keys_through_a_config_are_one_error_listing_them(tmp_path, c
     with pytest.raises(CheckpointError) as info:
         model.init_weights()
     message = str(info.value)
-    for text in [f'missing keys (1): {missing}', 'unexpected keys (1): blocks.9.norm1.weight',
-                 'wrong shapes (1): blocks.0.mlp.fc1.weight: checkpoint (7, 7) vs model (768, 192)']:
+    for text in [
+        f'missing keys (1): {missing}',
+        'unexpected keys (1): blocks.9.norm1.weight',
+        'wrong shapes (1): blocks.0.mlp.fc1.weight: checkpoint (7, 7) vs model (768, 192)',
+    ]:
         assert text in message, message
     for k, v in model.backbone.state_dict().items():  # nothing was half-loaded
         assert torch.equal(v, before[k]), k
@@ -139,9 +139,9 @@ def test_tools_stop_with_one_line_naming_a_bad_checkpoint(tmp_path, kind, how):
 
 def test_resume_from_a_weights_only_file_is_refused_clearly(tmp_path):
     path = save(backbone_state(DET), tmp_path, 'weights.pth')
-    with pytest.raises(SystemExit, match="not a training checkpoint written by mmengine .* use load_from"):
+    with pytest.raises(SystemExit, match='not a training checkpoint written by mmengine .* use load_from'):
         train_tool.main([DET, '--resume', path, '--work-dir', str(tmp_path)])
-    with pytest.raises(SystemExit, match="cannot resume from .*missing.pth.*does not exist"):
+    with pytest.raises(SystemExit, match='cannot resume from .*missing.pth.*does not exist'):
         train_tool.main([DET, '--resume', str(tmp_path / 'missing.pth'), '--work-dir', str(tmp_path)])
 
 

@@ -1,4 +1,5 @@
 """The tools' Runner construction (mmrecvit/mm/cli.py)."""
+
 import os.path as osp
 import sys
 

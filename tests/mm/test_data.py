@@ -2,6 +2,7 @@
 then the toy configs' train (and for the images, val) datasets built by mmdet's/mmseg's registries and
 every sample drawn through the pipeline. What happens for each fault, and why, is in mmrecvit/mm/data.py.
 """
+
 import json
 import logging
 import os
@@ -61,11 +62,14 @@ def coco(toy_root, tmp_path):
     return tmp_path, ann, data, image, first
 
 
-@pytest.mark.parametrize('fault, expected', [
-    ('zero-width', 'a box of zero width or height'),
-    ('empty-mask', 'an empty mask'),
-    ('bad-category', 'category id 99 is not one of the 5 classes'),
-])
+@pytest.mark.parametrize(
+    'fault, expected',
+    [
+        ('zero-width', 'a box of zero width or height'),
+        ('empty-mask', 'an empty mask'),
+        ('bad-category', 'category id 99 is not one of the 5 classes'),
+    ],
+)
 def test_coco_bad_annotation_is_dropped_with_a_warning_naming_the_file(coco, warnings, fault, expected):
     root, ann, data, image, first = coco
     n = sum(a['image_id'] == image['id'] for a in data['annotations'])
@@ -77,7 +81,7 @@ def test_coco_bad_annotation_is_dropped_with_a_warning_naming_the_file(coco, war
         first['category_id'] = 99
     ann.write_text(json.dumps(data))
     samples = draw_all(build('det', root))
-    assert any(f"{image['file_name']}: dropped annotation {first['id']} ({expected}" in w for w in warnings), warnings
+    assert any(f'{image["file_name"]}: dropped annotation {first["id"]} ({expected}' in w for w in warnings), warnings
     sample = next(s for s in samples if s['data_samples'].img_path.endswith(image['file_name']))
     assert len(sample['data_samples'].gt_instances) == n - 1
 
@@ -121,16 +125,20 @@ def test_ade_labels_outside_the_classes_are_ignored_with_a_warning(ade, warnings
     for sample in draw_all(build('seg', root)):
         labels = np.unique(sample['data_samples'].gt_sem_seg.data.numpy())
         assert ((labels < 150) | (labels == 255)).all(), labels
-    assert any(f'{seg}: 100 pixels with labels [199] outside the 150 classes: set to ignore_index=255' in w
-               for w in warnings), warnings
+    assert any(
+        f'{seg}: 100 pixels with labels [199] outside the 150 classes: set to ignore_index=255' in w for w in warnings
+    ), warnings
 
 
 def test_ade_seg_map_of_another_size_is_a_clear_error(ade):
     root, image, seg = ade
     m = cv2.imread(str(seg), cv2.IMREAD_UNCHANGED)
     cv2.imwrite(str(seg), m[: m.shape[0] // 2])
-    with pytest.raises(ValueError, match=f"segmentation map '{seg}' is {m.shape[0] // 2}x{m.shape[1]}, its image "
-                                         f"'{image}' is {m.shape[0]}x{m.shape[1]}"):
+    with pytest.raises(
+        ValueError,
+        match=f"segmentation map '{seg}' is {m.shape[0] // 2}x{m.shape[1]}, its image "
+        f"'{image}' is {m.shape[0]}x{m.shape[1]}",
+    ):
         draw_all(build('seg', root))
 
 

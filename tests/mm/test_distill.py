@@ -1,4 +1,5 @@
 """Distillation from a frozen teacher (mmrecvit.mm.distill): one training loop, losses in the loss dict."""
+
 import pytest
 import timm
 import torch
@@ -13,8 +14,7 @@ pytestmark = pytest.mark.usefixtures('one_thread')
 @pytest.fixture(scope='module')
 def teacher_file(tmp_path_factory):
     torch.manual_seed(0)
-    teacher = timm.create_model('vit_tiny_patch16_224', num_classes=5, img_size=64, depth=2, embed_dim=48,
-                                num_heads=3)
+    teacher = timm.create_model('vit_tiny_patch16_224', num_classes=5, img_size=64, depth=2, embed_dim=48, num_heads=3)
     path = tmp_path_factory.mktemp('teacher') / 'teacher.pth'
     torch.save({'model': teacher.state_dict()}, path)  # DeiT's layout
     return str(path)
@@ -25,15 +25,29 @@ def student(teacher_file, **kwargs):
     from mmpretrain.registry import MODELS
 
     torch.manual_seed(0)
-    teacher = dict(source='timm', model='vit_tiny_patch16_224', checkpoint=teacher_file,
-                   model_kwargs=dict(num_classes=5, img_size=64, depth=2, embed_dim=48, num_heads=3))
+    teacher = dict(
+        source='timm',
+        model='vit_tiny_patch16_224',
+        checkpoint=teacher_file,
+        model_kwargs=dict(num_classes=5, img_size=64, depth=2, embed_dim=48, num_heads=3),
+    )
     with DefaultScope.overwrite_default_scope('mmpretrain'):  # other tests leave mmdet's or mmseg's set
-        return MODELS.build(dict(
-            type='DistillImageClassifier',
-            backbone=dict(type='MoRViT', arch='tiny', embed_dim=32, num_heads=2, num_recursions=3, img_size=64,
-                          out_type='cls_token'),
-            head=dict(type='VisionTransformerClsHead', num_classes=5, in_channels=32),
-            **{'teacher': teacher, **kwargs}))
+        return MODELS.build(
+            dict(
+                type='DistillImageClassifier',
+                backbone=dict(
+                    type='MoRViT',
+                    arch='tiny',
+                    embed_dim=32,
+                    num_heads=2,
+                    num_recursions=3,
+                    img_size=64,
+                    out_type='cls_token',
+                ),
+                head=dict(type='VisionTransformerClsHead', num_classes=5, in_channels=32),
+                **{'teacher': teacher, **kwargs},
+            )
+        )
 
 
 def batch():
@@ -75,7 +89,9 @@ def test_bad_teachers_are_named(teacher_file, tmp_path):
         student(teacher_file, teacher=dict(source='timm', checkpoint=teacher_file))
     (tmp_path / 'bad.pth').write_bytes(b'not a checkpoint')
     with pytest.raises(CheckpointError, match='bad.pth'):
-        student(teacher_file, teacher=dict(source='timm', model='vit_tiny_patch16_224',
-                                           checkpoint=str(tmp_path / 'bad.pth')))
+        student(
+            teacher_file,
+            teacher=dict(source='timm', model='vit_tiny_patch16_224', checkpoint=str(tmp_path / 'bad.pth')),
+        )
     with pytest.raises(ValueError, match='teacher source'):
         student(teacher_file, teacher=dict(source='hub', checkpoint=teacher_file))

@@ -1,5 +1,6 @@
 """The hooks (mmrecvit/mm/hooks/, one file per hook): RecursionHook's aux losses and iteration,
 TemperatureScheduleHook's annealing, RNGStateHook's states through a weights-only checkpoint."""
+
 import math
 import os.path as osp
 import random
@@ -50,7 +51,6 @@ def test_temperature_schedule_hook_anneals_gumbel_tau():
     runner.model = torch.nn.Sequential(BACKBONES['PlainViT'](**TINY, depth=2))
     with pytest.raises(AttributeError, match="no mmrecvit backbone of the model has 'gumbel_tau'"):
         hook.before_train_iter(runner, 0)
-
 
 
 def test_recursion_hook_adds_the_training_iteration():

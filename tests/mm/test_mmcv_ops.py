@@ -1,5 +1,6 @@
 """mmcv's compiled ops, as our set-up builds them (C++20 against current torch), compute what
 torchvision's independent implementations compute: the ops Mask R-CNN depends on."""
+
 import pytest
 import torch
 import torchvision
@@ -62,8 +63,9 @@ def test_roi_align_reads_its_input_as_nchw_contiguous():
     assert (misread - ref).abs().max() > 0.1, 'mmcv RoIAlign now handles channels-last input: the copies may go'
 
 
-@pytest.mark.parametrize('config', ['mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py',
-                                    'mask-rcnn_morvit-ti_fpn_1xb2-800it_toy-coco.py'])
+@pytest.mark.parametrize(
+    'config', ['mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py', 'mask-rcnn_morvit-ti_fpn_1xb2-800it_toy-coco.py']
+)
 def test_detector_roi_features_are_the_features_at_the_boxes(config):
     """End to end through our backbone, SimplePyramid and mmdet's FPN: the RoI head's features equal
     torchvision's RoIAlign of the right FPN level at each box (this caught the channels-last bug,
@@ -78,7 +80,7 @@ def test_detector_roi_features_are_the_features_at_the_boxes(config):
         xy = torch.rand(60, 2, generator=g) * 120
         wh = torch.exp(torch.empty(60, 2).uniform_(2, 7, generator=g))  # 7..1100 px: every FPN level
         rois = torch.cat([torch.randint(0, 2, (60, 1), generator=g).float(), xy, xy + wh], 1)
-        ours = extractor(feats[:extractor.num_inputs], rois)
+        ours = extractor(feats[: extractor.num_inputs], rois)
         levels = extractor.map_roi_levels(rois, extractor.num_inputs)
         ref = torch.zeros_like(ours)
         for i, stride in enumerate(extractor.featmap_strides):

@@ -5,6 +5,7 @@ embeddings 0; a module run at layer positions p_1..p_k gets their mean; everythi
 rankers, step transforms, final norms) `num_layers`. Each parameter group's lr must then be
 base_lr * [custom lr_mult] * rate ** (num_layers - depth), and the neck's base_lr.
 """
+
 import math
 
 import pytest
@@ -92,7 +93,8 @@ def expected_depth(name: str, model: nn.Module) -> tuple[int, float]:
 
 def build_groups(model: nn.Module, paramwise_cfg: dict) -> list[dict]:
     constructor = LayerDecayOptimWrapperConstructor(
-        dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=BASE_LR, weight_decay=BASE_WD)), paramwise_cfg)
+        dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=BASE_LR, weight_decay=BASE_WD)), paramwise_cfg
+    )
     return constructor(model).optimizer.param_groups
 
 
@@ -117,7 +119,7 @@ def test_every_parameter_group_gets_its_lr_scale_and_weight_decay(name):
         full = names[id(param)]
         seen.add(full)
         if full.startswith('backbone.'):
-            num_layers, depth = expected_depth(full[len('backbone.'):], model.backbone)
+            num_layers, depth = expected_depth(full[len('backbone.') :], model.backbone)
             scale = RATE ** (num_layers - depth)
         else:
             scale = 1.0
@@ -144,7 +146,7 @@ def test_custom_lr_mult_multiplies_with_the_layer_scale():
     model = Detector(BACKBONES['PlainViT'](**BACKBONE_CASES['PlainViT']))
     groups = build_groups(model, dict(layer_decay_rate=RATE, custom_keys={'backbone.blocks.0.': dict(lr_mult=0.1)}))
     (group,) = [g for g in groups if g['params'][0] is model.backbone.blocks[0].mlp.fc1.weight]
-    assert group['lr'] == pytest.approx(BASE_LR * 0.1 * RATE ** 4)
+    assert group['lr'] == pytest.approx(BASE_LR * 0.1 * RATE**4)
 
 
 def test_srvit_layer_scale_does_not_depend_on_the_recursion_steps():
@@ -173,15 +175,20 @@ def test_bad_arguments_are_named():
 def test_registered_for_mmdet_and_mmseg(scope):
     init_default_scope(scope)
     model = Detector(BACKBONES['EdgeRecViT'](**BACKBONE_CASES['EdgeRecViT']))
-    wrapper = build_optim_wrapper(model, dict(
-        type='OptimWrapper', constructor='LayerDecayOptimWrapperConstructor',
-        optimizer=dict(type='AdamW', lr=BASE_LR, weight_decay=BASE_WD),
-        paramwise_cfg=dict(layer_decay_rate=RATE, custom_keys=CUSTOM_KEYS)))
+    wrapper = build_optim_wrapper(
+        model,
+        dict(
+            type='OptimWrapper',
+            constructor='LayerDecayOptimWrapperConstructor',
+            optimizer=dict(type='AdamW', lr=BASE_LR, weight_decay=BASE_WD),
+            paramwise_cfg=dict(layer_decay_rate=RATE, custom_keys=CUSTOM_KEYS),
+        ),
+    )
     groups = wrapper.optimizer.param_groups
     assert len(groups) == len(list(model.parameters()))
     (ranker,) = [g for g in groups if g['params'][0] is model.backbone.ranker.fc1.weight]
     assert ranker['lr_scale'] == 1.0  # fresh ranker: scale 1
-    assert min(g['lr_scale'] for g in groups) == pytest.approx(RATE ** 6)  # embeddings
+    assert min(g['lr_scale'] for g in groups) == pytest.approx(RATE**6)  # embeddings
     # One optimizer step runs.
     model.backbone(torch.randn(1, 3, 32, 32))[-1].sum().backward()
     wrapper.step()
@@ -194,13 +201,17 @@ def test_toy_detector_config_trains_with_the_constructor():
     from mmrecvit.mm.tooling import build_model
 
     cfg = Config.fromfile(f'{REPO}/configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py')
-    cfg.merge_from_dict({'optim_wrapper.constructor': 'LayerDecayOptimWrapperConstructor',
-                         'optim_wrapper.paramwise_cfg.layer_decay_rate': 0.75})
+    cfg.merge_from_dict(
+        {
+            'optim_wrapper.constructor': 'LayerDecayOptimWrapperConstructor',
+            'optim_wrapper.paramwise_cfg.layer_decay_rate': 0.75,
+        }
+    )
     model, _ = build_model(cfg)  # selects the mmdet scope
     wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     base_lr = cfg.optim_wrapper.optimizer.lr
     by_param = {id(g['params'][0]): g for g in wrapper.optimizer.param_groups}
-    assert by_param[id(model.backbone.pos_embed)]['lr'] == pytest.approx(base_lr * 0.75 ** 7)  # depth 0 of 7
+    assert by_param[id(model.backbone.pos_embed)]['lr'] == pytest.approx(base_lr * 0.75**7)  # depth 0 of 7
     assert by_param[id(model.backbone.pos_embed)]['weight_decay'] == 0.0  # custom_keys kept
     assert by_param[id(model.backbone.blocks[5].mlp.fc1.weight)]['lr'] == pytest.approx(base_lr * 0.75)
     assert all(by_param[id(p)]['lr'] == pytest.approx(base_lr) for p in model.roi_head.parameters())

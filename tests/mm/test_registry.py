@@ -1,4 +1,5 @@
 """`import mmrecvit` registers into mmdet, mmseg and mmpretrain; the core needs none of them."""
+
 import importlib
 import inspect
 import pkgutil
@@ -42,8 +43,11 @@ def test_one_file_per_hook_each_registered_and_re_exported():
     defined = {}
     for name in files:
         module = importlib.import_module(f'{hooks.__name__}.{name}')
-        own = {k: v for k, v in vars(module).items()
-               if not k.startswith('_') and getattr(v, '__module__', None) == module.__name__}
+        own = {
+            k: v
+            for k, v in vars(module).items()
+            if not k.startswith('_') and getattr(v, '__module__', None) == module.__name__
+        }
         hook_classes = [v for v in own.values() if inspect.isclass(v) and issubclass(v, Hook)]
         assert len(hook_classes) == 1, (name, hook_classes)
         snake = re.sub(r'(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])', '_', hook_classes[0].__name__).lower()
@@ -61,32 +65,40 @@ def run_python(code):
 
 @pytest.mark.subprocess
 def test_core_imports_without_the_frameworks():
-    code = ("import sys; sys.modules['mmdet'] = sys.modules['mmseg'] = sys.modules['mmpretrain'] = None\n"
-            "import torch, mmrecvit\n"
-            "from mmrecvit.models import PlainViT\n"
-            "assert mmrecvit.register_all() == []\n"
-            "print(PlainViT('tiny', depth=2)(torch.randn(1, 3, 32, 32))[0].shape)")
+    code = (
+        "import sys; sys.modules['mmdet'] = sys.modules['mmseg'] = sys.modules['mmpretrain'] = None\n"
+        'import torch, mmrecvit\n'
+        'from mmrecvit.models import PlainViT\n'
+        'assert mmrecvit.register_all() == []\n'
+        "print(PlainViT('tiny', depth=2)(torch.randn(1, 3, 32, 32))[0].shape)"
+    )
     res = run_python(code)
     assert res.returncode == 0, res.stderr
     assert 'torch.Size([1, 192, 2, 2])' in res.stdout
 
 
-@pytest.mark.parametrize('config, scope, built', [
-    ('configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py', 'mmdet', 'PlainViT SimplePyramid'),
-    ('configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py', 'mmseg', 'PlainViT SimplePyramid'),
-    ('configs/cls/plainvit-ti_1xb32-200it_toy-cls.py', 'mmpretrain', 'PlainViT VisionTransformerClsHead')])
+@pytest.mark.parametrize(
+    'config, scope, built',
+    [
+        ('configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py', 'mmdet', 'PlainViT SimplePyramid'),
+        ('configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py', 'mmseg', 'PlainViT SimplePyramid'),
+        ('configs/cls/plainvit-ti_1xb32-200it_toy-cls.py', 'mmpretrain', 'PlainViT VisionTransformerClsHead'),
+    ],
+)
 @pytest.mark.subprocess
 def test_custom_imports_in_a_config_is_enough(config, scope, built):
     # A fresh interpreter that never imports mmrecvit itself: the config's custom_imports does it.
-    code = ("from mmengine.config import Config\n"
-            "from mmengine.registry import init_default_scope\n"
-            f"from {scope}.registry import MODELS\n"
-            f"cfg = Config.fromfile({config!r})\n"
-            f"init_default_scope({scope!r})\n"
-            "model = MODELS.build(cfg.model)\n"
-            "after = model.neck if model.neck is not None else model.head\n"
-            "after = after[0] if hasattr(after, '__getitem__') else after\n"
-            "print(type(model.backbone).__name__, type(after).__name__)")
+    code = (
+        'from mmengine.config import Config\n'
+        'from mmengine.registry import init_default_scope\n'
+        f'from {scope}.registry import MODELS\n'
+        f'cfg = Config.fromfile({config!r})\n'
+        f'init_default_scope({scope!r})\n'
+        'model = MODELS.build(cfg.model)\n'
+        'after = model.neck if model.neck is not None else model.head\n'
+        "after = after[0] if hasattr(after, '__getitem__') else after\n"
+        'print(type(model.backbone).__name__, type(after).__name__)'
+    )
     res = run_python(code)
     assert res.returncode == 0, res.stderr
     assert built in res.stdout

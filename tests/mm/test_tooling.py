@@ -1,5 +1,6 @@
 """The tools' plumbing (mmrecvit/mm/tooling.py) takes its paths from the caller: the default toy image goes
 under the data root the tool passes, never into a repository the package guesses from where it is installed."""
+
 import inspect
 
 import pytest

@@ -3,6 +3,7 @@ the mm, detectron2 and timm registrations and ONNX export with no further code (
 
 The method and the checks run in a fresh process: a registered backbone stays registered, and the suite's other
 tests enumerate the six."""
+
 import re
 import sys
 from pathlib import Path
@@ -38,7 +39,7 @@ class HalvesViT(ViTBackbone):
         return rest
 '''
 
-CHECKS = '''
+CHECKS = """
 import sys, tempfile
 import torch
 sys.path.insert(0, sys.argv[1])
@@ -69,7 +70,7 @@ assert timm.create_model('halvesvit_tiny_patch16_224', num_classes=3)(torch.rand
 path = deploy.export_onnx(model, torch.randn(1, 3, 64, 64), tempfile.mkdtemp() + '/halves.onnx', 16, dynamic=True)
 assert deploy.parity_ok(deploy.onnx_parity(model, path, [(64, 64), (96, 128)]))
 print('seventh method: ok')
-'''
+"""
 
 
 @pytest.mark.subprocess

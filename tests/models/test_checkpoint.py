@@ -1,4 +1,5 @@
 """Loading weights: timm parity, strictness, file formats, bad files (issue 2 §3, STYLE 6)."""
+
 import logging
 
 import pytest
@@ -13,13 +14,19 @@ SMALL = dict(embed_dim=64, depth=4, num_heads=2, img_size=64)
 
 def timm_vit(**kw):
     kw = {**SMALL, **kw}
-    return VisionTransformer(img_size=kw['img_size'], patch_size=16, embed_dim=kw['embed_dim'], depth=kw['depth'],
-                             num_heads=kw['num_heads'], num_classes=10, dynamic_img_size=True).eval()
+    return VisionTransformer(
+        img_size=kw['img_size'],
+        patch_size=16,
+        embed_dim=kw['embed_dim'],
+        depth=kw['depth'],
+        num_heads=kw['num_heads'],
+        num_classes=10,
+        dynamic_img_size=True,
+    ).eval()
 
 
 def timm_block_outputs(model, x, indices):
-    return model.forward_intermediates(x, indices=list(indices), norm=False, intermediates_only=True,
-                                       output_fmt='NCHW')
+    return model.forward_intermediates(x, indices=list(indices), norm=False, intermediates_only=True, output_fmt='NCHW')
 
 
 def save(obj, tmp_path, name='ckpt.pth'):
@@ -44,8 +51,12 @@ def test_plainvit_s_reproduces_timm_vit_s_block_outputs(tmp_path):
 def test_checkpoint_layouts_load_through_init_cfg(tmp_path, wrap):
     ref = timm_vit()
     sd = ref.state_dict()
-    obj = {'raw': sd, 'model': {'model': sd, 'epoch': 3}, 'state_dict': {'state_dict': sd, 'meta': {}},
-           'ddp': {'state_dict': {f'module.{k}': v for k, v in sd.items()}}}[wrap]
+    obj = {
+        'raw': sd,
+        'model': {'model': sd, 'epoch': 3},
+        'state_dict': {'state_dict': sd, 'meta': {}},
+        'ddp': {'state_dict': {f'module.{k}': v for k, v in sd.items()}},
+    }[wrap]
     model = PlainViT(**SMALL, init_cfg=dict(type='Pretrained', checkpoint=save(obj, tmp_path))).eval()
     model.init_weights()
     x = torch.randn(2, 3, 80, 48)  # another grid: pos_embed resampled on the fly like timm's dynamic size
@@ -58,8 +69,9 @@ def test_backbone_prefix_from_a_detector_checkpoint(tmp_path):
     donor = PlainViT(**SMALL)
     sd = {f'backbone.{k}': v for k, v in donor.state_dict().items()}
     sd['neck.conv.weight'] = torch.zeros(1)
-    model = PlainViT(**SMALL, init_cfg=dict(type='Pretrained', checkpoint=save({'state_dict': sd}, tmp_path),
-                                             prefix='backbone.'))
+    model = PlainViT(
+        **SMALL, init_cfg=dict(type='Pretrained', checkpoint=save({'state_dict': sd}, tmp_path), prefix='backbone.')
+    )
     model.init_weights()
     for k, v in donor.state_dict().items():
         assert torch.equal(model.state_dict()[k], v)
@@ -76,8 +88,11 @@ def test_mismatched_keys_are_listed(tmp_path):
     with pytest.raises(CheckpointError) as info:
         load_pretrained(model, save(sd, tmp_path))
     msg = str(info.value)
-    for text in ['missing keys (1): blocks.1.attn.qkv.weight', 'unexpected keys (1): blocks.7.norm1.weight',
-                 'wrong shapes (1): blocks.0.mlp.fc1.weight: checkpoint (3, 3) vs model (256, 64)']:
+    for text in [
+        'missing keys (1): blocks.1.attn.qkv.weight',
+        'unexpected keys (1): blocks.7.norm1.weight',
+        'wrong shapes (1): blocks.0.mlp.fc1.weight: checkpoint (3, 3) vs model (256, 64)',
+    ]:
         assert text in msg
 
 
@@ -133,9 +148,13 @@ def test_deit3_and_distilled_layouts(tmp_path, caplog):
     assert 'DeiT III layout' in caplog.text
     assert torch.equal(model.pos_embed[:, 0], torch.zeros_like(model.pos_embed[:, 0]))
     # Distilled DeiT: an extra token and position row, dropped.
-    dist = {**sd, 'dist_token': torch.zeros(1, 1, 64),
-            'pos_embed': torch.cat([sd['pos_embed'][:, :1], torch.ones(1, 1, 64), sd['pos_embed'][:, 1:]], 1),
-            'head_dist.weight': torch.zeros(10, 64), 'head_dist.bias': torch.zeros(10)}
+    dist = {
+        **sd,
+        'dist_token': torch.zeros(1, 1, 64),
+        'pos_embed': torch.cat([sd['pos_embed'][:, :1], torch.ones(1, 1, 64), sd['pos_embed'][:, 1:]], 1),
+        'head_dist.weight': torch.zeros(10, 64),
+        'head_dist.bias': torch.zeros(10),
+    }
     model = PlainViT(**SMALL, pretrained=save(dist, tmp_path, 'dist.pth'))
     model.init_weights()
     torch.testing.assert_close(model.pos_embed, sd['pos_embed'])

@@ -7,6 +7,7 @@ complete: a new constructor argument without rows fails it. Inference knobs that
 attributes (changed on a built model, e.g. by `--cfg-options` at test time) are validated at the
 next forward; their rows are in `KNOBS`.
 """
+
 import inspect
 import math
 
@@ -56,8 +57,12 @@ COMMON = [
     ('init_cfg', 'deit.pth', TypeError, ['init_cfg', "dict(type='Pretrained', checkpoint=PATH) or None"]),
     ('init_cfg', dict(type='Kaiming'), ValueError, ["init_cfg['type']", "['Pretrained']"]),
     ('init_cfg', dict(type='Pretrained'), ValueError, ["init_cfg['checkpoint']", 'checkpoint path']),
-    ('init_cfg', dict(type='Pretrained', checkpoint='a.pth', strict=False), ValueError,
-     ['init_cfg has unknown keys', "['type', 'checkpoint', 'prefix', 'map_location']"]),
+    (
+        'init_cfg',
+        dict(type='Pretrained', checkpoint='a.pth', strict=False),
+        ValueError,
+        ['init_cfg has unknown keys', "['type', 'checkpoint', 'prefix', 'map_location']"],
+    ),
     ('out_type', 'raw', ValueError, ['out_type', "['featmap', 'cls_token', 'avg_featmap']"]),
     ('window_size', -1, ValueError, ['window_size', '[0, inf]']),
     ('window_size', 14.0, TypeError, ['window_size', INT]),
@@ -74,8 +79,11 @@ COMMON = [
     ('compute', '0.5', TypeError, ['compute', '(0, 1]']),
     ('compute', True, TypeError, ['compute', '(0, 1]']),
 ]
-BOTH_PRETRAINED = (dict(pretrained='a.pth', init_cfg=dict(type='Pretrained', checkpoint='b.pth')), ValueError,
-                   ['pretrained', 'init_cfg', 'not both'])
+BOTH_PRETRAINED = (
+    dict(pretrained='a.pth', init_cfg=dict(type='Pretrained', checkpoint='b.pth')),
+    ValueError,
+    ['pretrained', 'init_cfg', 'not both'],
+)
 
 OUT_INDICES = [
     ('out_indices', [99], ValueError, ['out_indices entry', 'in [']),
@@ -90,7 +98,8 @@ DEPTH = [
 SPECIFIC = {
     'PlainViT': [*DEPTH, *OUT_INDICES],
     'NaiveRecursiveViT': [
-        *DEPTH, *OUT_INDICES,
+        *DEPTH,
+        *OUT_INDICES,
         ('num_blocks', 0, ValueError, ['num_blocks', '[1, 6]']),
         ('num_blocks', 7, ValueError, ['num_blocks', '[1, 6]']),
         ('num_blocks', '2', TypeError, ['num_blocks', INT]),
@@ -99,7 +108,8 @@ SPECIFIC = {
     'SRViT': [
         ('step_transform', 'mlp', ValueError, ['step_transform', "['linear', 'shift', 'none']"]),
         ('timm_init', 'zero', ValueError, ['timm_init', "['function', 'fresh']"]),
-        *DEPTH, *OUT_INDICES,
+        *DEPTH,
+        *OUT_INDICES,
         ('num_blocks', 0, ValueError, ['num_blocks', '[1, inf]']),  # deprecated spellings are checked as given
         ('num_blocks', 4.0, TypeError, ['num_blocks', INT]),
         ('out_units', [4], ValueError, ['out_units entry', '[-4, 3]']),
@@ -195,22 +205,66 @@ SPECIFIC = {
 }
 # Arguments of another argument's mode: (backbone, base kwargs, argument, value, exception, words).
 COMBINATIONS = [
-    *((name, dict(window_size=2), 'global_steps', [10_000], ValueError, ['global_steps entry (an application step)'])
-      for name in sorted(BACKBONES)),
-    *((name, dict(out_type='cls_token'), 'with_cls_token', False, ValueError,
-       ["out_type='cls_token' needs with_cls_token=True"]) for name in sorted(BACKBONES)),
-    *((name, dict(out_type='avg_featmap'), 'final_norm', False, ValueError,
-       ["out_type='avg_featmap'", 'final_norm must be True']) for name in sorted(BACKBONES)),
-    ('MoRViT', dict(routing='token_choice'), 'capacities', [1.0, 0.5, 0.2], ValueError,
-     ["capacities apply to routing='expert_choice' only", 'capacities=None']),
-    ('MoRViT', dict(routing='token_choice'), 'compute', 0.5, ValueError,
-     ['compute', "routing='expert_choice'", 'compute=None']),
-    ('SRViT', dict(depth=5), 'unit_sizes', None, ValueError,
-     ['unit_sizes has no default for depth=5', 'multiples of 6']),
+    *(
+        (name, dict(window_size=2), 'global_steps', [10_000], ValueError, ['global_steps entry (an application step)'])
+        for name in sorted(BACKBONES)
+    ),
+    *(
+        (
+            name,
+            dict(out_type='cls_token'),
+            'with_cls_token',
+            False,
+            ValueError,
+            ["out_type='cls_token' needs with_cls_token=True"],
+        )
+        for name in sorted(BACKBONES)
+    ),
+    *(
+        (
+            name,
+            dict(out_type='avg_featmap'),
+            'final_norm',
+            False,
+            ValueError,
+            ["out_type='avg_featmap'", 'final_norm must be True'],
+        )
+        for name in sorted(BACKBONES)
+    ),
+    (
+        'MoRViT',
+        dict(routing='token_choice'),
+        'capacities',
+        [1.0, 0.5, 0.2],
+        ValueError,
+        ["capacities apply to routing='expert_choice' only", 'capacities=None'],
+    ),
+    (
+        'MoRViT',
+        dict(routing='token_choice'),
+        'compute',
+        0.5,
+        ValueError,
+        ['compute', "routing='expert_choice'", 'compute=None'],
+    ),
+    (
+        'SRViT',
+        dict(depth=5),
+        'unit_sizes',
+        None,
+        ValueError,
+        ['unit_sizes has no default for depth=5', 'multiples of 6'],
+    ),
     ('SRViT', dict(num_blocks=6), 'depth', 12, ValueError, ['num_blocks=6 (deprecated) and depth=12 disagree']),
     ('MoRViT', dict(num_recursions=3), 'depth', 12, ValueError, ['depth=12 and num_recursions=3 disagree']),
-    ('MoRViT', dict(unit_size=2, num_recursions=None), 'depth', 7, ValueError,
-     ['depth=7 is not 2 + unit_size * num_recursions', 'allowed']),
+    (
+        'MoRViT',
+        dict(unit_size=2, num_recursions=None),
+        'depth',
+        7,
+        ValueError,
+        ['depth=7 is not 2 + unit_size * num_recursions', 'allowed'],
+    ),
 ]
 # Old spellings: an error naming the new argument (nothing silently changes meaning).
 RENAMED = [
@@ -274,7 +328,7 @@ def expect_error(build, exc, words):
 def constructor_arguments(cls):
     """Named parameters of `cls.__init__` and, through `**kwargs`, of `ViTBackbone.__init__`."""
     names = set()
-    for c in ((cls, ViTBackbone) if issubclass(cls, ViTBackbone) else (cls,)):
+    for c in (cls, ViTBackbone) if issubclass(cls, ViTBackbone) else (cls,):
         params = inspect.signature(c.__init__).parameters.values()
         names |= {p.name for p in params if p.name != 'self' and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
     return names
@@ -298,8 +352,9 @@ def test_the_neck_table_covers_every_argument():
 BACKBONE_ROWS = [(name, *row) for name in sorted(BACKBONES) for row in rows_of(name)]
 
 
-@pytest.mark.parametrize('name, arg, value, exc, words', BACKBONE_ROWS,
-                         ids=[f'{r[0]}-{r[1]}={r[2]!r}' for r in BACKBONE_ROWS])
+@pytest.mark.parametrize(
+    'name, arg, value, exc, words', BACKBONE_ROWS, ids=[f'{r[0]}-{r[1]}={r[2]!r}' for r in BACKBONE_ROWS]
+)
 def test_bad_backbone_arguments_name_the_argument_and_what_is_allowed(name, arg, value, exc, words):
     expect_error(lambda: BACKBONES[name](**{**BACKBONE_CASES[name], arg: value}), exc, words)
 
@@ -310,16 +365,18 @@ def test_pretrained_and_init_cfg_together(name):
     expect_error(lambda: BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs}), exc, words)
 
 
-@pytest.mark.parametrize('name, base, arg, value, exc, words', COMBINATIONS,
-                         ids=[f'{c[0]}-{c[2]}' for c in COMBINATIONS])
+@pytest.mark.parametrize(
+    'name, base, arg, value, exc, words', COMBINATIONS, ids=[f'{c[0]}-{c[2]}' for c in COMBINATIONS]
+)
 def test_arguments_that_depend_on_others(name, base, arg, value, exc, words):
     expect_error(lambda: BACKBONES[name](**{**BACKBONE_CASES[name], **base, arg: value}), exc, words)
 
 
 @pytest.mark.parametrize('name, old, value, new', RENAMED, ids=[f'{r[0]}-{r[1]}' for r in RENAMED])
 def test_old_argument_spellings_name_the_new_one(name, old, value, new):
-    expect_error(lambda: BACKBONES[name](**{**BACKBONE_CASES[name], old: value}), TypeError,
-                 [name, repr(old), f'use {new}'])
+    expect_error(
+        lambda: BACKBONES[name](**{**BACKBONE_CASES[name], old: value}), TypeError, [name, repr(old), f'use {new}']
+    )
 
 
 @pytest.mark.parametrize('name, old, new, word', DEPRECATED, ids=[f'{d[0]}-{next(iter(d[1]))}' for d in DEPRECATED])

@@ -1,4 +1,5 @@
 """Every backbone as an image classifier's backbone (`out_type`) and the transfer of its weights."""
+
 import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
@@ -27,7 +28,7 @@ def test_classification_output_is_the_normalised_final_state(name, out_type):
         (feat,) = model(x := torch.randn(1, 3, 64, 48))
         states, _ = model.get_intermediate_states(x, [model.depth - 1])
     tokens = states[0]  # normalised by get_intermediate_states
-    expected = tokens[:, 0] if out_type == 'cls_token' else tokens[:, model.num_prefix_tokens:].mean(1)
+    expected = tokens[:, 0] if out_type == 'cls_token' else tokens[:, model.num_prefix_tokens :].mean(1)
     torch.testing.assert_close(feat, expected)
     torch.testing.assert_close(tokens.mean(-1), torch.zeros_like(tokens.mean(-1)), atol=1e-4, rtol=0)  # LayerNorm'd
 

@@ -1,4 +1,5 @@
 """The shared suite: every registered backbone, tiny sizes, CPU (STYLE 9, issue 2 §4)."""
+
 import math
 
 import pytest
@@ -89,17 +90,23 @@ def test_with_cp_keeps_outputs_and_gradients(name):
 
 
 @pytest.mark.parametrize('name', NAMES)
-@pytest.mark.parametrize('kwargs, exc, words', [
-    (dict(embed_dim=30, num_heads=4), ValueError, ['embed_dim', 'num_heads']),
-    (dict(arch='huge'), ValueError, ['arch', 'tiny', 'small', 'base']),
-    (dict(drop_path_rate=1.5), ValueError, ['drop_path_rate']),
-    (dict(patch_size=0), ValueError, ['patch_size']),
-    (dict(with_cp='yes'), TypeError, ['with_cp']),
-    (dict(init_cfg=dict(type='Kaiming')), ValueError, ["init_cfg['type']", 'Pretrained']),
-    (dict(pretrained='a.pth', init_cfg=dict(type='Pretrained', checkpoint='b.pth')), ValueError,
-     ['pretrained', 'init_cfg']),
-    (dict(out_indices=[99]), ValueError, ['out_indices']),
-])
+@pytest.mark.parametrize(
+    'kwargs, exc, words',
+    [
+        (dict(embed_dim=30, num_heads=4), ValueError, ['embed_dim', 'num_heads']),
+        (dict(arch='huge'), ValueError, ['arch', 'tiny', 'small', 'base']),
+        (dict(drop_path_rate=1.5), ValueError, ['drop_path_rate']),
+        (dict(patch_size=0), ValueError, ['patch_size']),
+        (dict(with_cp='yes'), TypeError, ['with_cp']),
+        (dict(init_cfg=dict(type='Kaiming')), ValueError, ["init_cfg['type']", 'Pretrained']),
+        (
+            dict(pretrained='a.pth', init_cfg=dict(type='Pretrained', checkpoint='b.pth')),
+            ValueError,
+            ['pretrained', 'init_cfg'],
+        ),
+        (dict(out_indices=[99]), ValueError, ['out_indices']),
+    ],
+)
 def test_bad_arguments_name_the_argument(name, kwargs, exc, words):
     with pytest.raises(exc) as info:
         build(name, **kwargs)
@@ -141,8 +148,10 @@ FEWER_BLOCKS = {
 def models():
     torch.set_num_threads(1)
     assert sorted(FEWER_BLOCKS) == sorted(BACKBONES)
-    return {name: BACKBONES[name](**{**BACKBONE_CASES[name], **FEWER_BLOCKS[name], 'drop_path_rate': 0.1})
-            for name in sorted(BACKBONES)}
+    return {
+        name: BACKBONES[name](**{**BACKBONE_CASES[name], **FEWER_BLOCKS[name], 'drop_path_rate': 0.1})
+        for name in sorted(BACKBONES)
+    }
 
 
 @st.composite
@@ -165,8 +174,13 @@ def test_every_backbone_and_the_neck_on_random_image_sizes(models):
     dim = next(iter(models.values())).embed_dim
     neck = SimplePyramid(dim).eval()
 
-    @settings(max_examples=NUM_EXAMPLES, derandomize=True, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow])
+    @settings(
+        max_examples=NUM_EXAMPLES,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     @given(image_batches())
     @example((MAX_SIDE, MAX_SIDE, 1))
     @example((PATCH, MAX_SIDE, 3))
@@ -192,8 +206,12 @@ def test_every_backbone_and_the_neck_on_random_image_sizes(models):
                 four_maps = outs if len(outs) == 4 else four_maps
         with torch.no_grad():
             pyramid = neck(four_maps)
-        expect = [(dim // 4, 4 * grid[0], 4 * grid[1]), (dim // 2, 2 * grid[0], 2 * grid[1]), (dim, *grid),
-                  (dim, math.ceil(grid[0] / 2), math.ceil(grid[1] / 2))]
+        expect = [
+            (dim // 4, 4 * grid[0], 4 * grid[1]),
+            (dim // 2, 2 * grid[0], 2 * grid[1]),
+            (dim, *grid),
+            (dim, math.ceil(grid[0] / 2), math.ceil(grid[1] / 2)),
+        ]
         assert [tuple(p.shape) for p in pyramid] == [(batch, *e) for e in expect], f'neck at {h}x{w}'
         assert all(torch.isfinite(p).all() for p in pyramid)
 
@@ -204,8 +222,13 @@ def test_every_backbone_and_the_neck_on_random_image_sizes(models):
     assert min(sides) == PATCH and max(sides) == MAX_SIDE
 
 
-@settings(max_examples=60, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # the autouse seed fixture: harmless
+@settings(
+    max_examples=60,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)  # the autouse seed fixture: harmless
 @given(h=st.integers(1, MAX_SIDE), w=st.integers(1, PATCH - 1), transpose=st.booleans(), batch=st.integers(1, 3))
 def test_smaller_than_a_patch_is_a_value_error_for_every_backbone(models, h, w, transpose, batch):
     h, w = (w, h) if transpose else (h, w)

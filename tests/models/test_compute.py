@@ -1,4 +1,5 @@
 """The test-time compute knob (issue 20): one `compute` fraction for every backbone, and its curve tool."""
+
 import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
@@ -84,8 +85,17 @@ def test_compute_is_settable_on_a_built_model_and_from_the_constructor(name):
 
 
 @pytest.mark.parametrize('name', NAMES)
-@pytest.mark.parametrize('value, exc', [(0.0, ValueError), (-0.5, ValueError), (1.01, ValueError),
-                                        (float('inf'), ValueError), ('0.5', TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    'value, exc',
+    [
+        (0.0, ValueError),
+        (-0.5, ValueError),
+        (1.01, ValueError),
+        (float('inf'), ValueError),
+        ('0.5', TypeError),
+        (True, TypeError),
+    ],
+)
 def test_bad_compute_names_the_argument_and_the_range(name, value, exc):
     with pytest.raises(exc, match=r'compute.*\(0, 1\]'):
         build(name, compute=value)
@@ -184,7 +194,8 @@ def engine_work(module, monkeypatch):
 
 def same_work(planned: BlockWork, ran: BlockWork) -> bool:
     return (planned.queries, planned.keys, planned.attn_pairs or planned.queries * planned.keys) == pytest.approx(
-        (ran.queries, ran.keys, ran.attn_pairs or ran.queries * ran.keys), rel=1e-12)
+        (ran.queries, ran.keys, ran.attn_pairs or ran.queries * ran.keys), rel=1e-12
+    )
 
 
 def test_edge_recvit_plan_is_what_its_engine_ran():

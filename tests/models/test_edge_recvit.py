@@ -1,4 +1,5 @@
 """Edge-RecViT (SPEC §3): sizes, fast path == masked reference, gates, losses, knobs, timm map."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -45,13 +46,16 @@ def test_parameter_counts_match_the_paper(arch, millions):
     assert len(model.blocks) == 3 and model.schedule == [0] + [1] * 10 + [2]
 
 
-@pytest.mark.parametrize('case', [
-    dict(forced_mean_depth=8.3, forced_depth_seed=0),
-    dict(forced_mean_depth=3.5, forced_depth_seed=1),
-    dict(forced_mean_depth=6.0, forced_depth_seed=2, with_cls_token=False),
-    dict(ranker_scale=60.0),  # the ranker's own (spread) choices
-    dict(ranker_scale=60.0, max_depth=7, depth_shift=-1),
-])
+@pytest.mark.parametrize(
+    'case',
+    [
+        dict(forced_mean_depth=8.3, forced_depth_seed=0),
+        dict(forced_mean_depth=3.5, forced_depth_seed=1),
+        dict(forced_mean_depth=6.0, forced_depth_seed=2, with_cls_token=False),
+        dict(ranker_scale=60.0),  # the ranker's own (spread) choices
+        dict(ranker_scale=60.0, max_depth=7, depth_shift=-1),
+    ],
+)
 def test_fast_path_equals_masked_reference(case):
     case = dict(case)
     scale = case.pop('ranker_scale', None)
@@ -70,8 +74,7 @@ def test_fast_path_equals_masked_reference(case):
     # the engine really skipped work: queries per step are the active tokens, not N
     N = 35 + model.num_prefix_tokens
     queries = [s.queries for s in stats.blocks]
-    expected = [((depth > s).sum().item() + 3 * model.num_prefix_tokens * (s < model.cls_depth)) / 3
-                for s in range(12)]
+    expected = [((depth > s).sum().item() + 3 * model.num_prefix_tokens * (s < model.cls_depth)) / 3 for s in range(12)]
     assert queries == pytest.approx(expected) and sum(queries) < 12 * N
 
 
@@ -133,8 +136,9 @@ def test_aux_losses_are_finite_and_weighted():
 def test_inference_knobs_change_processed_tokens():
     images = torch.randn(2, 3, 64, 64)
     work = {}
-    for name, kw in dict(default={}, capped=dict(max_depth=4), shifted=dict(depth_shift=-3),
-                         forced=dict(forced_mean_depth=8.3)).items():
+    for name, kw in dict(
+        default={}, capped=dict(max_depth=4), shifted=dict(depth_shift=-3), forced=dict(forced_mean_depth=8.3)
+    ).items():
         model = build(**kw)
         with torch.no_grad():
             model(images)
@@ -193,18 +197,21 @@ def test_timm_key_map(tmp_path):
         load_pretrained(build(shared_init_block=20), path)
 
 
-@pytest.mark.parametrize('kwargs, exc, words', [
-    (dict(depth=2), ValueError, ['depth', 'at least 3']),
-    (dict(max_depth=13), ValueError, ['max_depth', '12']),
-    (dict(max_depth=2.5), TypeError, ['max_depth']),
-    (dict(depth_shift=12), ValueError, ['depth_shift']),
-    (dict(execution='fast'), ValueError, ['execution', 'adaptive', 'masked']),
-    (dict(shared_init_block=-1), ValueError, ['shared_init_block']),
-    (dict(gumbel_tau=0.0), ValueError, ['gumbel_tau']),
-    (dict(stb_loss_weight=-1.0), ValueError, ['stb_loss_weight']),
-    (dict(du_loss_weight='0.1'), TypeError, ['du_loss_weight']),
-    (dict(final_norm=1), TypeError, ['final_norm']),
-])
+@pytest.mark.parametrize(
+    'kwargs, exc, words',
+    [
+        (dict(depth=2), ValueError, ['depth', 'at least 3']),
+        (dict(max_depth=13), ValueError, ['max_depth', '12']),
+        (dict(max_depth=2.5), TypeError, ['max_depth']),
+        (dict(depth_shift=12), ValueError, ['depth_shift']),
+        (dict(execution='fast'), ValueError, ['execution', 'adaptive', 'masked']),
+        (dict(shared_init_block=-1), ValueError, ['shared_init_block']),
+        (dict(gumbel_tau=0.0), ValueError, ['gumbel_tau']),
+        (dict(stb_loss_weight=-1.0), ValueError, ['stb_loss_weight']),
+        (dict(du_loss_weight='0.1'), TypeError, ['du_loss_weight']),
+        (dict(final_norm=1), TypeError, ['final_norm']),
+    ],
+)
 def test_bad_arguments(kwargs, exc, words):
     with pytest.raises(exc) as info:
         build(**kwargs)
@@ -272,8 +279,9 @@ def test_edge_ranker_and_noise_are_fp32_under_autocast():
     assert outs[-1].dtype == torch.bfloat16 or outs[-1].dtype == torch.float32
 
 
-@pytest.mark.parametrize('options', [dict(frozen_kv=False), dict(tail_on_all=True),
-                                     dict(frozen_kv=False, tail_on_all=True)])
+@pytest.mark.parametrize(
+    'options', [dict(frozen_kv=False), dict(tail_on_all=True), dict(frozen_kv=False, tail_on_all=True)]
+)
 def test_edge_switches_engine_equals_masked_reference(options):
     model = EdgeRecViT(**TINY, **options).eval()
     force_mean_depth(model, 5.0, 3)

@@ -1,4 +1,5 @@
 """The one analytic FLOP model (mmrecvit/models/flops.py) against mmengine's counter and a hand count."""
+
 import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
@@ -67,12 +68,14 @@ def test_hand_count_of_a_token_adaptive_forward():
     def block(q, k, new_kv=0):  # 2 x MACs: qkv + k/v of cached tokens + q.k and attn.v + proj + MLP
         return 2 * (3 * D * D * q + 2 * D * D * new_kv + 2 * q * k * D + D * D * q + 2 * D * H * q)
 
-    expected = (2 * 3 * 16 * 16 * D * 16                 # patch embedding, 16 patches
-                + 2 * 16 * (D * 2 * D + 2 * D * L)       # ranker on the patch tokens
-                + 2 * block(N, N)                        # steps 0, 1: every token
-                + block(9, N, new_kv=8)                  # step 2: shared block, 8 tokens enter the cache
-                + block(9, N)                            # step 3: same block, cached keys reused
-                + block(9, N, new_kv=8))                 # step 4: the tail, the cache is re-projected
+    expected = (
+        2 * 3 * 16 * 16 * D * 16  # patch embedding, 16 patches
+        + 2 * 16 * (D * 2 * D + 2 * D * L)  # ranker on the patch tokens
+        + 2 * block(N, N)  # steps 0, 1: every token
+        + block(9, N, new_kv=8)  # step 2: shared block, 8 tokens enter the cache
+        + block(9, N)  # step 3: same block, cached keys reused
+        + block(9, N, new_kv=8)
+    )  # step 4: the tail, the cache is re-projected
     assert model.stats.flops == expected
     blocks = model.stats.blocks
     assert [b.queries for b in blocks] == [17, 17, 9, 9, 9] and [b.new_kv for b in blocks] == [0, 0, 8, 0, 8]

@@ -1,4 +1,5 @@
 """MoR-ViT (SPEC §4): routing against a masked dense reference, hierarchy, gates, losses, knobs, timm map."""
+
 import math
 
 import pytest
@@ -110,14 +111,17 @@ def test_structure_and_sizes():
     assert model.layer_depth('routers.3.weight') == model.num_layers == 13
 
 
-@pytest.mark.parametrize('case', [
-    dict(),
-    dict(capacities=HALF, grad=True),  # the out-of-place (autograd) path of the engine
-    dict(capacities=[0.7] * 4 + [0.3] * 6, with_cls_token=False),
-    dict(num_recursions=3, unit_size=2, capacities=[0.8, 0.5, 0.5], router_alpha=0.4),
-    dict(routing='token_choice'),
-    dict(routing='token_choice', num_recursions=4, unit_size=2, grad=True),
-])
+@pytest.mark.parametrize(
+    'case',
+    [
+        dict(),
+        dict(capacities=HALF, grad=True),  # the out-of-place (autograd) path of the engine
+        dict(capacities=[0.7] * 4 + [0.3] * 6, with_cls_token=False),
+        dict(num_recursions=3, unit_size=2, capacities=[0.8, 0.5, 0.5], router_alpha=0.4),
+        dict(routing='token_choice'),
+        dict(routing='token_choice', num_recursions=4, unit_size=2, grad=True),
+    ],
+)
 def test_engine_equals_masked_dense_reference(case, monkeypatch):
     """Attention really runs among the chosen tokens only, unchosen tokens keep their state, and the
     engine computes only the chosen rows: states after every step equal the masked dense reference."""
@@ -136,7 +140,7 @@ def test_engine_equals_masked_dense_reference(case, monkeypatch):
     u = model.unit_size
     assert len(seen) == u * model.num_recursions
     for r, mask in enumerate(masks):
-        assert all(torch.equal(m, mask) for m in seen[r * u: (r + 1) * u])  # the engine ran those rows
+        assert all(torch.equal(m, mask) for m in seen[r * u : (r + 1) * u])  # the engine ran those rows
     # StepWork: the first and last block see every token, recursion steps only the chosen ones
     N = tokens.shape[1]
     queries = [s.queries for s in model.stats.blocks]
@@ -245,9 +249,11 @@ def test_token_choice_depths_losses_and_gradients():
     torch.testing.assert_close(stats.aux_losses['loss_balance'], 0.2 * 10 * (z.softmax(-1).mean((0, 1)) * f).sum())
     torch.testing.assert_close(stats.aux_losses['loss_z'], 1e-3 * torch.logsumexp(z, -1).square().mean())
     assert [stats.scalars[f'sel/r{r}'].item() for r in range(10)] == pytest.approx(
-        [(depth > r).float().mean().item() for r in range(10)])
+        [(depth > r).float().mean().item() for r in range(10)]
+    )
     assert [s.queries for s in stats.blocks[1:-1]] == pytest.approx(
-        [((depth > r).sum().item() + 2) / 2 for r in range(10)])  # + CLS of each image
+        [((depth > r).sum().item() + 2) / 2 for r in range(10)]
+    )  # + CLS of each image
     # training: every parameter gets a gradient, the router through the gate alone as well
     model.train()
     outs = model(images)
@@ -308,25 +314,28 @@ def test_timm_init_average_and_pick(tmp_path, unit_size):
         load_pretrained(MoRViT(**TINY, unit_size=2, num_recursions=5, timm_init='pick', shared_init_block=11), path)
 
 
-@pytest.mark.parametrize('kwargs, exc, words', [
-    (dict(capacities=[0.0] + [0.5] * 9), ValueError, ['capacities', '(0.0, 1.0]']),
-    (dict(capacities=[1.5] + [0.5] * 9), ValueError, ['capacities', '(0.0, 1.0]']),
-    (dict(capacities=[0.5] * 9 + [0.6]), ValueError, ['capacities', 'non-increasing', 'expert-choice']),
-    (dict(capacities=[1.0] * 3), ValueError, ['capacities', 'num_recursions=10']),
-    (dict(capacities=0.5), TypeError, ['capacities', 'list or tuple']),
-    (dict(capacities=['1'] * 10), TypeError, ['capacities']),
-    (dict(num_recursions=0), ValueError, ['num_recursions', '[1, inf]']),
-    (dict(unit_size=0), ValueError, ['unit_size']),
-    (dict(routing='soft'), ValueError, ['routing', 'expert_choice', 'token_choice']),
-    (dict(routing='token_choice', capacities=[1.0] * 10), ValueError, ['capacities', 'expert_choice']),
-    (dict(router_alpha=0.0), ValueError, ['router_alpha']),
-    (dict(bce_loss_weight=-1.0), ValueError, ['bce_loss_weight']),
-    (dict(balance_loss_weight='0.1'), TypeError, ['balance_loss_weight']),
-    (dict(z_loss_weight=-1e-5), ValueError, ['z_loss_weight']),
-    (dict(timm_init='middle'), ValueError, ['timm_init', 'average', 'pick']),
-    (dict(shared_init_block=-1), ValueError, ['shared_init_block']),
-    (dict(out_indices=[12]), ValueError, ['out_indices']),
-])
+@pytest.mark.parametrize(
+    'kwargs, exc, words',
+    [
+        (dict(capacities=[0.0] + [0.5] * 9), ValueError, ['capacities', '(0.0, 1.0]']),
+        (dict(capacities=[1.5] + [0.5] * 9), ValueError, ['capacities', '(0.0, 1.0]']),
+        (dict(capacities=[0.5] * 9 + [0.6]), ValueError, ['capacities', 'non-increasing', 'expert-choice']),
+        (dict(capacities=[1.0] * 3), ValueError, ['capacities', 'num_recursions=10']),
+        (dict(capacities=0.5), TypeError, ['capacities', 'list or tuple']),
+        (dict(capacities=['1'] * 10), TypeError, ['capacities']),
+        (dict(num_recursions=0), ValueError, ['num_recursions', '[1, inf]']),
+        (dict(unit_size=0), ValueError, ['unit_size']),
+        (dict(routing='soft'), ValueError, ['routing', 'expert_choice', 'token_choice']),
+        (dict(routing='token_choice', capacities=[1.0] * 10), ValueError, ['capacities', 'expert_choice']),
+        (dict(router_alpha=0.0), ValueError, ['router_alpha']),
+        (dict(bce_loss_weight=-1.0), ValueError, ['bce_loss_weight']),
+        (dict(balance_loss_weight='0.1'), TypeError, ['balance_loss_weight']),
+        (dict(z_loss_weight=-1e-5), ValueError, ['z_loss_weight']),
+        (dict(timm_init='middle'), ValueError, ['timm_init', 'average', 'pick']),
+        (dict(shared_init_block=-1), ValueError, ['shared_init_block']),
+        (dict(out_indices=[12]), ValueError, ['out_indices']),
+    ],
+)
 def test_bad_arguments(kwargs, exc, words):
     with pytest.raises(exc) as info:
         MoRViT(**{**TINY, **kwargs})
@@ -339,10 +348,6 @@ def test_bad_capacities_set_on_a_built_model_are_caught_at_forward():
     model.capacities = [0.2] + [0.5] * 9
     with pytest.raises(ValueError, match='non-increasing'):
         model(torch.randn(1, 3, 32, 32))
-
-
-
-
 
 
 def test_mor_open_gates_apply_whole_blocks(deit):

@@ -25,15 +25,35 @@ NAN, INF = float('nan'), float('inf')
 # (case id, backbone, extra kwargs, parameter to poison, words the error must contain)
 ROUTER_CASES = [
     ('SRViT', 'SRViT', {}, 'routers.1.proj.weight', ['SRViT:', 'routers.1 logits at unit 1, recursion 1']),
-    ('SRViT-recursion_states', 'SRViT', dict(router_input='recursion_states'), 'routers.2.proj.weight',
-     ['routers.2 logits at unit 2, recursion 1', 'unit 2, recursion 2']),
-    ('ReViT', 'ReViT', dict(step_drop_rate=0.0), 'router.fc2.weight', ['ReViT:', 'router logits at step 0 (s=0)',
-                                                                      'step 3 (s=1)']),
-    ('EdgeRecViT', 'EdgeRecViT', {}, 'ranker.fc2.weight',
-     ['EdgeRecViT:', 'ranker logits at the depth assignment (before step 0)']),
+    (
+        'SRViT-recursion_states',
+        'SRViT',
+        dict(router_input='recursion_states'),
+        'routers.2.proj.weight',
+        ['routers.2 logits at unit 2, recursion 1', 'unit 2, recursion 2'],
+    ),
+    (
+        'ReViT',
+        'ReViT',
+        dict(step_drop_rate=0.0),
+        'router.fc2.weight',
+        ['ReViT:', 'router logits at step 0 (s=0)', 'step 3 (s=1)'],
+    ),
+    (
+        'EdgeRecViT',
+        'EdgeRecViT',
+        {},
+        'ranker.fc2.weight',
+        ['EdgeRecViT:', 'ranker logits at the depth assignment (before step 0)'],
+    ),
     ('MoRViT', 'MoRViT', {}, 'routers.2.weight', ['MoRViT:', 'routers.2 logits at recursion 2 (token selection)']),
-    ('MoRViT-token_choice', 'MoRViT', dict(routing='token_choice'), 'router.weight',
-     ['MoRViT:', 'router logits at the depth assignment (before recursion 0)']),
+    (
+        'MoRViT-token_choice',
+        'MoRViT',
+        dict(routing='token_choice'),
+        'router.weight',
+        ['MoRViT:', 'router logits at the depth assignment (before recursion 0)'],
+    ),
 ]
 
 # Finite logits whose aux loss overflows: (case id, backbone, extra kwargs, parameter, value, loss name)
@@ -43,21 +63,26 @@ AUX_CASES = [
     ('MoRViT-token_choice', 'MoRViT', dict(routing='token_choice'), 'router.bias', 1e30, 'loss_z'),
 ]
 
+
 def build(name, **kwargs):
     torch.manual_seed(0)
     return BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs})
+
 
 def poison(model, param, value):
     with torch.no_grad():
         model.get_parameter(param).fill_(value)
 
+
 def images(batch=2):
     return torch.randn(batch, 3, 48, 64, generator=torch.Generator().manual_seed(3))
+
 
 def run(model, train):
     model.train(train)
     with torch.set_grad_enabled(train):
         return model(images())
+
 
 @pytest.mark.parametrize('value', [NAN, INF], ids=['nan', 'inf'])
 @pytest.mark.parametrize('train', [True, False], ids=['train', 'eval'])
@@ -71,12 +96,14 @@ def test_non_finite_router_logits_raise_naming_module_and_step(case, name, kwarg
     for w in words:
         assert w in str(info.value), str(info.value)
 
+
 @pytest.mark.parametrize('case, name, kwargs, param, value, loss', AUX_CASES, ids=[c[0] for c in AUX_CASES])
 def test_non_finite_aux_losses_raise_naming_the_loss(case, name, kwargs, param, value, loss):
     model = build(name, **kwargs)
     poison(model, param, value)
     with pytest.raises(NonFiniteError, match=f'auxiliary loss {loss} at the end of the forward'):
         run(model, True)
+
 
 @pytest.mark.parametrize('case, name, kwargs, param, words', ROUTER_CASES, ids=[c[0] for c in ROUTER_CASES])
 def test_warn_mode_skips_the_bad_values_and_keeps_training_finite(case, name, kwargs, param, words, caplog):
@@ -91,6 +118,7 @@ def test_warn_mode_skips_the_bad_values_and_keeps_training_finite(case, name, kw
     bad = [n for n, p in model.named_parameters() if p.grad is not None and not torch.isfinite(p.grad).all()]
     assert not bad, f'non-finite gradients: {bad}'
 
+
 @pytest.mark.parametrize('case, name, kwargs, param, value, loss', AUX_CASES, ids=[c[0] for c in AUX_CASES])
 def test_warn_mode_zeroes_an_overflowing_aux_loss(case, name, kwargs, param, value, loss, caplog):
     model = build(name, nonfinite='warn', **kwargs)
@@ -99,6 +127,7 @@ def test_warn_mode_zeroes_an_overflowing_aux_loss(case, name, kwargs, param, val
         run(model, True)
     assert f'auxiliary loss {loss}' in caplog.text
     assert model.stats.aux_losses[loss].item() == 0.0
+
 
 def test_finite_models_check_silently_and_the_default_is_raise(caplog):
     for name in sorted(BACKBONES):
@@ -109,15 +138,24 @@ def test_finite_models_check_silently_and_the_default_is_raise(caplog):
                 run(model, train)
     assert not caplog.records
 
-# ---- bf16 autocast on CPU -----------------------------------------------------------------------------
-BF16_CASES = [(name, {}) for name in sorted(BACKBONES)] + [
-    ('SRViT', dict(readout='hard')), ('SRViT', dict(router_input='recursion_states')),
-    ('EdgeRecViT', dict(execution='masked')), ('MoRViT', dict(routing='token_choice')),
-    ('ReViT', dict(num_experts=1)),
-] + [(name, dict(window_size=3, global_steps=(0,))) for name in sorted(BACKBONES)]  # windows, padded grid
 
-@pytest.mark.parametrize('name, kwargs', BF16_CASES, ids=[f'{n}{"-" if k else ""}{"-".join(map(str, k.values()))}'
-                                                          for n, k in BF16_CASES])
+# ---- bf16 autocast on CPU -----------------------------------------------------------------------------
+BF16_CASES = (
+    [(name, {}) for name in sorted(BACKBONES)]
+    + [
+        ('SRViT', dict(readout='hard')),
+        ('SRViT', dict(router_input='recursion_states')),
+        ('EdgeRecViT', dict(execution='masked')),
+        ('MoRViT', dict(routing='token_choice')),
+        ('ReViT', dict(num_experts=1)),
+    ]
+    + [(name, dict(window_size=3, global_steps=(0,))) for name in sorted(BACKBONES)]
+)  # windows, padded grid
+
+
+@pytest.mark.parametrize(
+    'name, kwargs', BF16_CASES, ids=[f'{n}{"-" if k else ""}{"-".join(map(str, k.values()))}' for n, k in BF16_CASES]
+)
 def test_bf16_autocast_forward_and_backward_on_cpu(name, kwargs):
     model = build(name, drop_path_rate=0.1, **kwargs)
     x = images()
@@ -139,12 +177,17 @@ def test_bf16_autocast_forward_and_backward_on_cpu(name, kwargs):
         for o in model.eval()(x):
             assert torch.isfinite(o).all()
 
+
 # ---- nonfinite='warn' keeps every parameter in the graph -------------------------------------------------------
 @pytest.mark.parametrize('name', ['SRViT', 'ReViT', 'EdgeRecViT', 'MoRViT'])
 def test_warn_mode_keeps_the_routers_in_the_graph(name):
     model = BACKBONES[name](**BACKBONE_CASES[name], nonfinite='warn').train()
-    router = {'SRViT': 'routers.0.proj.bias', 'ReViT': 'router.fc2.bias', 'EdgeRecViT': 'ranker.fc2.weight',
-              'MoRViT': 'routers.0.bias'}[name]
+    router = {
+        'SRViT': 'routers.0.proj.bias',
+        'ReViT': 'router.fc2.bias',
+        'EdgeRecViT': 'ranker.fc2.weight',
+        'MoRViT': 'routers.0.bias',
+    }[name]
     with torch.no_grad():
         model.get_parameter(router).fill_(float('nan'))
     outs = model(torch.randn(2, 3, 64, 64))
@@ -154,6 +197,7 @@ def test_warn_mode_keeps_the_routers_in_the_graph(name):
     missing = [n for n, p in model.named_parameters() if p.grad is None]
     assert not missing, f'parameters that left the graph: {missing}'
     assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
 
 def test_finite_guard_warn_returns_a_zero_attached_to_the_source():
     source = torch.nn.Linear(3, 2)

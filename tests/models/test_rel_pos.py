@@ -1,6 +1,7 @@
 """ViTDet's decomposed relative position biases (mmrecvit/models/rel_pos.py, issue 28.2): parity with detectron2's
 ViTDet attention and with a reference written from the formula, on every backbone's global, windowed and
 token-subset paths; zero at a DeiT start; counted in the FLOP model; loaded strictly."""
+
 import logging
 
 import pytest
@@ -63,7 +64,7 @@ def reference_attention(q, k, v, num_heads, bias, allowed):
     """Explicit-logit attention of q (nq, D) over k, v (nk, D): softmax(q k^T / sqrt(d) + bias, masked)."""
     H, d = num_heads, q.shape[-1] // num_heads
     qh, kh, vh = (t.reshape(t.shape[0], H, d).transpose(0, 1) for t in (q, k, v))  # (H, n, d)
-    logits = (qh * d ** -0.5) @ kh.transpose(1, 2) + bias
+    logits = (qh * d**-0.5) @ kh.transpose(1, 2) + bias
     attn = logits.masked_fill(~allowed, float('-inf')).softmax(-1)
     return (attn @ vh).transpose(0, 1).reshape(q.shape[0], H * d)
 
@@ -97,15 +98,17 @@ def reference_dense(q, k, v, grid, num_prefix, num_heads, tables, size=None, key
 def reference_windows_attend(self, attn, x, attn_mask=None):
     q, k, v = attn.project_qkv(x).chunk(3, dim=-1)
     valid = None if attn_mask is None else attn_mask[:, 0, 0, :]
-    return attn.proj(reference_dense(q, k, v, self.grid, self.num_prefix, attn.num_heads, attn.rel_pos,
-                                     self.size, valid))
+    return attn.proj(
+        reference_dense(q, k, v, self.grid, self.num_prefix, attn.num_heads, attn.rel_pos, self.size, valid)
+    )
 
 
 def reference_global_attend(self, attn, x, attn_mask=None):
     q, k, v = attn.project_qkv(x).chunk(3, dim=-1)
     valid = None if attn_mask is None else attn_mask[:, 0, 0, :]
-    return attn.proj(reference_dense(q, k, v, self.grid, self.num_prefix, attn.num_heads, attn.rel_pos,
-                                     key_valid=valid))
+    return attn.proj(
+        reference_dense(q, k, v, self.grid, self.num_prefix, attn.num_heads, attn.rel_pos, key_valid=valid)
+    )
 
 
 def reference_window_attention(q, k, v, grid, size, num_prefix, num_heads, key_valid=None, rel_pos=None):
@@ -116,13 +119,14 @@ def reference_attend_rows(self, q, k, v, q_counts, k_counts, layout=None, q_toke
     """Image by image, explicit logits with the formula's bias at the rows' token positions."""
     outs, qo, ko = [], 0, 0
     for nq, nk in zip(q_counts, k_counts):
-        qt = q_tokens[qo: qo + nq]
-        kt = torch.arange(nk) if k_tokens is None else k_tokens[ko: ko + nk]
-        qh = q[qo: qo + nq].reshape(nq, self.num_heads, -1).transpose(0, 1)
+        qt = q_tokens[qo : qo + nq]
+        kt = torch.arange(nk) if k_tokens is None else k_tokens[ko : ko + nk]
+        qh = q[qo : qo + nq].reshape(nq, self.num_heads, -1).transpose(0, 1)
         bias = reference_bias(qh, qt, kt, layout.grid, layout.num_prefix, self.rel_pos, layout.grid)
         allowed = torch.ones(nq, nk, dtype=torch.bool)
-        outs.append(reference_attention(q[qo: qo + nq], k[ko: ko + nk], v[ko: ko + nk], self.num_heads, bias,
-                                        allowed))
+        outs.append(
+            reference_attention(q[qo : qo + nq], k[ko : ko + nk], v[ko : ko + nk], self.num_heads, bias, allowed)
+        )
         qo, ko = qo + nq, ko + nk
     return self.proj(torch.cat(outs))
 
@@ -132,15 +136,19 @@ def detectron2_attention(table_size, seed=0):
     """detectron2's ViTDet `Attention` with trained-scale tables (std 0.5) and ours holding the same weights."""
     d2_vit = pytest.importorskip('detectron2.modeling.backbone.vit')
     torch.manual_seed(seed)
-    ref = randomise_tables(d2_vit.Attention(32, num_heads=2, qkv_bias=True, use_rel_pos=True,
-                                            input_size=table_size).eval(), seed)
+    ref = randomise_tables(
+        d2_vit.Attention(32, num_heads=2, qkv_bias=True, use_rel_pos=True, input_size=table_size).eval(), seed
+    )
     ours = Attention(32, 2, rel_pos_size=table_size).eval()
     ours.load_state_dict(ref.state_dict(), strict=True)  # the same names: qkv, proj, rel_pos_h, rel_pos_w
     return ref, ours
 
 
-@pytest.mark.parametrize('table, grid', [((5, 6), (5, 6)), ((7, 7), (5, 6)), ((3, 4), (6, 9))],
-                         ids=['table = grid', 'tables shrunk', 'tables grown'])
+@pytest.mark.parametrize(
+    'table, grid',
+    [((5, 6), (5, 6)), ((7, 7), (5, 6)), ((3, 4), (6, 9))],
+    ids=['table = grid', 'tables shrunk', 'tables grown'],
+)
 def test_global_attention_equals_detectron2_vitdet(table, grid):
     """Our global layout against detectron2's `Attention(use_rel_pos=True)` with the same weights, tables
     resized by its get_rel_pos when the grid differs from their size (non-square grids)."""
@@ -184,8 +192,9 @@ def test_layouts_equal_the_formula_with_prefix_padding_and_masks(layout, mask):
     fast = Global(grid, P) if layout == 'global' else Windows(grid, 2, P)
     reference = reference_global_attend if layout == 'global' else reference_windows_attend
     with torch.no_grad():
-        torch.testing.assert_close(fast.attend(attn, x, attn_mask), reference(fast, attn, x, attn_mask),
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            fast.attend(attn, x, attn_mask), reference(fast, attn, x, attn_mask), atol=1e-5, rtol=1e-5
+        )
 
 
 def test_attention_with_tables_needs_a_layout():
@@ -241,8 +250,9 @@ def test_output_shapes_and_backward_reach_the_tables(name, hw):
     assert [tuple(o.shape) for o in outs] == [(2, 32, *grid)] * len(model.out_indices)
     sum(o.square().mean() for o in outs).backward()
     tables = {n: p for n, p in model.named_parameters() if 'rel_pos' in n}
-    assert tables and all(p.grad is not None and p.grad.abs().sum() > 0 for p in tables.values()), \
-        [n for n, p in tables.items() if p.grad is None or p.grad.abs().sum() == 0]
+    assert tables and all(p.grad is not None and p.grad.abs().sum() > 0 for p in tables.values()), [
+        n for n, p in tables.items() if p.grad is None or p.grad.abs().sum() == 0
+    ]
 
 
 @pytest.mark.parametrize('name', NAMES)
@@ -266,14 +276,16 @@ def test_state_dict_round_trip_is_strict_and_exact(name):
 # Every backbone with windows of 2 on a 5 x 3 grid (padded) and global steps, trained-looking tables; the
 # token-adaptive ones on varied active tokens in both executions (cached keys, attention among the active).
 CASES = [(name, {}) for name in NAMES] + [
-    ('EdgeRecViT', dict(execution='masked')), ('EdgeRecViT', dict(frozen_kv=False)),
+    ('EdgeRecViT', dict(execution='masked')),
+    ('EdgeRecViT', dict(frozen_kv=False)),
     ('MoRViT', dict(routing='token_choice')),
 ]
 
 
 @pytest.mark.parametrize('windowed', [False, True], ids=['global', 'windows'])
-@pytest.mark.parametrize('name, kwargs', CASES, ids=[f'{n}{"-" + "-".join(map(str, k.values())) if k else ""}'
-                                                      for n, k in CASES])
+@pytest.mark.parametrize(
+    'name, kwargs', CASES, ids=[f'{n}{"-" + "-".join(map(str, k.values())) if k else ""}' for n, k in CASES]
+)
 def test_every_path_equals_the_formula_reference(name, kwargs, windowed, monkeypatch):
     extra = dict(window_size=2) if windowed else {}
     model = randomise_tables(build(name, **extra, **kwargs)).eval()
@@ -312,10 +324,18 @@ def test_token_subsets_use_their_rows_positions():
 
 
 # ---- FLOPs, the DeiT start, checkpoints, recipes -------------------------------------------------------
-@pytest.mark.parametrize('name, extra', [
-    ('PlainViT', {}), ('PlainViT', dict(window_size=2, global_steps=(3,))), ('NaiveRecursiveViT', dict(window_size=3)),
-    ('SRViT', dict(window_size=3)), ('ReViT', {}), ('EdgeRecViT', dict(execution='masked')),
-    ('MoRViT', dict(capacities=[1.0, 1.0, 1.0], window_size=2))])
+@pytest.mark.parametrize(
+    'name, extra',
+    [
+        ('PlainViT', {}),
+        ('PlainViT', dict(window_size=2, global_steps=(3,))),
+        ('NaiveRecursiveViT', dict(window_size=3)),
+        ('SRViT', dict(window_size=3)),
+        ('ReViT', {}),
+        ('EdgeRecViT', dict(execution='masked')),
+        ('MoRViT', dict(capacities=[1.0, 1.0, 1.0], window_size=2)),
+    ],
+)
 def test_analytic_count_equals_mmengine_with_rel_pos(name, extra):
     """The q . R products (dim x (h_k + w_k) MACs per query) as mmengine's trace counts them."""
     plain = BACKBONES[name](**{**BACKBONE_CASES[name], **extra}).eval()
@@ -330,8 +350,9 @@ def test_analytic_count_equals_mmengine_with_rel_pos(name, extra):
 
 def test_hand_count_of_the_terms():
     """PlainViT, 4 layers, 5 x 4 patches + CLS, windows of 3 at layers 0-2 (2 x 2 windows, padded), global 3."""
-    model = BACKBONES['PlainViT'](**BACKBONE_CASES['PlainViT'], use_rel_pos=True, window_size=3,
-                                  global_steps=(3,)).eval()
+    model = BACKBONES['PlainViT'](
+        **BACKBONE_CASES['PlainViT'], use_rel_pos=True, window_size=3, global_steps=(3,)
+    ).eval()
     with torch.no_grad():
         model(torch.randn(1, 3, 80, 64))
     blocks = [w for w in model.stats.work if hasattr(w, 'rel_pos_keys')]
@@ -342,8 +363,14 @@ def test_hand_count_of_the_terms():
     assert model.stats.flops - plain.stats.flops == 2 * 32 * (3 * 4 * 9 * 6 + 21 * 9)
 
 
-@pytest.mark.parametrize('name, kwargs', [('PlainViT', dict(depth=12)), ('SRViT', dict(num_recursions=4)),
-                                          ('MoRViT', dict(num_recursions=10, router_alpha=1.0))])
+@pytest.mark.parametrize(
+    'name, kwargs',
+    [
+        ('PlainViT', dict(depth=12)),
+        ('SRViT', dict(num_recursions=4)),
+        ('MoRViT', dict(num_recursions=10, router_alpha=1.0)),
+    ],
+)
 def test_deit_start_is_unchanged(deit, name, kwargs, caplog):
     """A DeiT checkpoint loads strictly into a rel-pos model (tables kept at zero and listed) and starts exactly
     where the model without them starts (docs/init_distance.md holds for both)."""

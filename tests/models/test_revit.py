@@ -1,4 +1,5 @@
 """reViT's defining properties (SPEC §2, issue 5); shapes/gradients/round trip are in test_common.py."""
+
 import math
 from unittest import mock
 
@@ -14,10 +15,6 @@ from mmrecvit.models.revit import fold_to_plainvit
 TINY = dict(arch='tiny', embed_dim=32, num_heads=2, img_size=64)
 
 pytestmark = pytest.mark.usefixtures('one_thread')
-
-
-
-
 
 
 def reference_final_state(model, img):
@@ -78,9 +75,9 @@ def test_one_expert_is_plain_weight_tying():
     sd = {}
     for k, v in revit.state_dict().items():
         if k.startswith('block.mlp.'):
-            sd['blocks.0.' + k[len('block.'):]] = v[0]
+            sd['blocks.0.' + k[len('block.') :]] = v[0]
         elif k.startswith('block.'):
-            sd['blocks.0.' + k[len('block.'):]] = v
+            sd['blocks.0.' + k[len('block.') :]] = v
         elif not k.startswith('router.'):
             sd[k] = v
     tied.load_state_dict(sd, strict=True)
@@ -147,8 +144,8 @@ def test_step_dropout_runs_each_image_as_a_shorter_revit():
     with torch.no_grad():
         for b in range(6):
             model.depth = int(K[b])
-            for got, want in zip(outs, model(img[b: b + 1])):
-                torch.testing.assert_close(got[b: b + 1], want, rtol=1e-5, atol=1e-5)
+            for got, want in zip(outs, model(img[b : b + 1])):
+                torch.testing.assert_close(got[b : b + 1], want, rtol=1e-5, atol=1e-5)
 
 
 def test_step_dropout_rate_and_at_least_two_steps():
@@ -180,8 +177,10 @@ def test_depth_is_elastic_at_inference():
             torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize('depth, steps', [(12, (2, 5, 8, 11)), (8, (1, 3, 5, 7)), (10, (1, 4, 6, 9)),
-                                          (16, (3, 7, 11, 15)), (2, (0, 0, 0, 1))])
+@pytest.mark.parametrize(
+    'depth, steps',
+    [(12, (2, 5, 8, 11)), (8, (1, 3, 5, 7)), (10, (1, 4, 6, 9)), (16, (3, 7, 11, 15)), (2, (0, 0, 0, 1))],
+)
 def test_outputs_are_named_by_normalised_depth(depth, steps):
     model = tiny_revit(depth=depth)
     assert model.out_indices == steps
@@ -189,17 +188,20 @@ def test_outputs_are_named_by_normalised_depth(depth, steps):
     assert tiny_revit(depth=depth, out_depths=[0.5, 1.0]).out_indices == (steps[1], steps[3])
 
 
-@pytest.mark.parametrize('kwargs, exc, words', [
-    (dict(num_experts=0), ValueError, ['num_experts', '[1, inf]']),
-    (dict(depth=1), ValueError, ['depth', '[2, inf]']),
-    (dict(out_depths=[0.0, 1.0]), ValueError, ['out_depths', '(0.0, 1.0]']),
-    (dict(out_depths=[0.5, 1.5]), ValueError, ['out_depths', '(0.0, 1.0]']),
-    (dict(out_depths=0.5), TypeError, ['out_depths', 'list or tuple']),
-    (dict(step_drop_rate=1.0), ValueError, ['step_drop_rate', '[0.0, 1.0)']),
-    (dict(timm_init='first'), ValueError, ['timm_init', 'average', 'middle']),
-    (dict(z_loss_weight=-1.0), ValueError, ['z_loss_weight']),
-    (dict(router_temperature=0), ValueError, ['router_temperature']),
-])
+@pytest.mark.parametrize(
+    'kwargs, exc, words',
+    [
+        (dict(num_experts=0), ValueError, ['num_experts', '[1, inf]']),
+        (dict(depth=1), ValueError, ['depth', '[2, inf]']),
+        (dict(out_depths=[0.0, 1.0]), ValueError, ['out_depths', '(0.0, 1.0]']),
+        (dict(out_depths=[0.5, 1.5]), ValueError, ['out_depths', '(0.0, 1.0]']),
+        (dict(out_depths=0.5), TypeError, ['out_depths', 'list or tuple']),
+        (dict(step_drop_rate=1.0), ValueError, ['step_drop_rate', '[0.0, 1.0)']),
+        (dict(timm_init='first'), ValueError, ['timm_init', 'average', 'middle']),
+        (dict(z_loss_weight=-1.0), ValueError, ['z_loss_weight']),
+        (dict(router_temperature=0), ValueError, ['router_temperature']),
+    ],
+)
 def test_bad_arguments_name_the_argument(kwargs, exc, words):
     with pytest.raises(exc) as info:
         tiny_revit(**kwargs)
@@ -285,8 +287,13 @@ def test_eval_cache_merges_once_and_follows_parameter_changes():
 # ---- checkpoints -------------------------------------------------------------------------------
 def timm_checkpoint(path, depth=4):
     src = PlainViT(**TINY, depth=depth)
-    sd = {**src.state_dict(), 'norm.weight': torch.ones(32), 'norm.bias': torch.zeros(32),
-          'head.weight': torch.randn(10, 32), 'head.bias': torch.zeros(10)}
+    sd = {
+        **src.state_dict(),
+        'norm.weight': torch.ones(32),
+        'norm.bias': torch.zeros(32),
+        'head.weight': torch.randn(10, 32),
+        'head.bias': torch.zeros(10),
+    }
     torch.save({'model': sd}, path)
     return sd
 
@@ -309,8 +316,6 @@ def test_timm_initialisation(tmp_path, timm_init):
             torch.testing.assert_close(own[f'block.mlp.{key}'][e], mean(f'mlp.{key}', group))
     assert (own['router.fc2.weight'] == 0).all()  # 'uniform': SPEC §2's zero output layer
     torch.testing.assert_close(own['pos_embed'], sd['pos_embed'])
-
-
 
 
 def test_revit_programmed_gates_select_the_expert_of_their_depth(deit):

@@ -1,5 +1,6 @@
 """SR-ViT's defining properties (SPEC §1, issue 4). Shapes, gradients, strict round trips and
 with_cp run in the shared suite (`test_common.py`)."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -52,15 +53,15 @@ def reference(model, img, steps=None):
             proj = model.routers[str(u)].proj
             W, bias = proj.weight[: steps[u]], proj.bias[: steps[u]]
             if model.router_input == 'unit_input':
-                z = F.linear(x, W, bias)                               # (B, N, T')
+                z = F.linear(x, W, bias)  # (B, N, T')
             else:
-                z = torch.einsum('bntd,td->bnt', H, W) + bias          # row t scores state t
+                z = torch.einsum('bntd,td->bnt', H, W) + bias  # row t scores state t
             w = F.one_hot(z.argmax(-1), steps[u]).float() if model.readout == 'hard' else z.softmax(-1)
         x = (w.unsqueeze(-1) * H).sum(2)
         outs.append(x)
         weights.append(w)
     to_grid = [t[:, 1:].transpose(1, 2).reshape(t.shape[0], t.shape[2], *grid) for t in outs + weights]
-    return to_grid[: len(outs)], to_grid[len(outs):]
+    return to_grid[: len(outs)], to_grid[len(outs) :]
 
 
 # ---- T = 1 is DeiT, through the real pretrained-loading path ---------------------------------------------------
@@ -90,8 +91,11 @@ def test_t1_reproduces_timm_block_outputs_at_unit_ends(tmp_path):
     model4 = SRViT(**TINY, num_recursions=4, pretrained=str(path))
     model4.init_weights()
     torch.testing.assert_close(model4.blocks[7].mlp.fc1.weight, vit.blocks[7].mlp.fc1.weight, rtol=0, atol=0)
-    assert all(not p.any() for n, p in model4.named_parameters()
-               if n.startswith('step_transforms') or (n.startswith('routers') and n.endswith('weight')))
+    assert all(
+        not p.any()
+        for n, p in model4.named_parameters()
+        if n.startswith('step_transforms') or (n.startswith('routers') and n.endswith('weight'))
+    )
     for router in model4.routers.values():
         torch.testing.assert_close(router.proj.bias.softmax(0)[0], torch.tensor(0.99))
 
@@ -132,10 +136,16 @@ def test_parameters_depend_on_t_only_not_on_how_the_model_runs():
 
 
 # ---- the readouts against the naive reference --------------------------------------------------------------------
-@pytest.mark.parametrize('readout, router_input', [
-    ('soft', 'unit_input'), ('soft', 'recursion_states'), ('hard', 'unit_input'), ('hard', 'recursion_states'),
-    ('final', 'unit_input'),
-])
+@pytest.mark.parametrize(
+    'readout, router_input',
+    [
+        ('soft', 'unit_input'),
+        ('soft', 'recursion_states'),
+        ('hard', 'unit_input'),
+        ('hard', 'recursion_states'),
+        ('final', 'unit_input'),
+    ],
+)
 def test_outputs_and_weights_match_the_naive_reference(readout, router_input):
     model = randomize_method_parameters(build(num_recursions=[3, 2, 4, 1], readout=readout, router_input=router_input))
     model.eval()
@@ -295,21 +305,24 @@ def test_eval_memory_stays_flat_in_the_number_of_steps(kwargs):
 
 
 # ---- bad arguments -----------------------------------------------------------------------------------------------
-@pytest.mark.parametrize('kwargs, exc, words', [
-    (dict(unit_sizes=[4, 4, 2]), ValueError, ['unit_sizes', 'sum', '12', '10']),
-    (dict(unit_sizes=[4, 4, 0, 4]), ValueError, ['unit_sizes[2]']),
-    (dict(unit_sizes=4), TypeError, ['unit_sizes', 'list']),
-    (dict(depth=8), ValueError, ['unit_sizes', 'depth=8']),
-    (dict(num_recursions=0), ValueError, ['num_recursions', '[1, inf]']),
-    (dict(num_recursions=[4, 4]), ValueError, ['num_recursions', '4 ints']),
-    (dict(num_recursions=2.0), TypeError, ['num_recursions', 'an int or a list of 4 ints']),
-    (dict(num_recursions=[2, 2, 0, 2]), ValueError, ['num_recursions[2]']),
-    (dict(num_recursions=2, eval_recursions=3), ValueError, ['eval_recursions', '[1, 2]']),
-    (dict(eval_recursions=0), ValueError, ['eval_recursions']),
-    (dict(readout='mean'), ValueError, ['readout', 'soft', 'final', 'hard']),
-    (dict(router_input='x'), ValueError, ['router_input', 'unit_input', 'recursion_states']),
-    (dict(out_units=[4]), ValueError, ['out_units', '[-4, 3]']),
-])
+@pytest.mark.parametrize(
+    'kwargs, exc, words',
+    [
+        (dict(unit_sizes=[4, 4, 2]), ValueError, ['unit_sizes', 'sum', '12', '10']),
+        (dict(unit_sizes=[4, 4, 0, 4]), ValueError, ['unit_sizes[2]']),
+        (dict(unit_sizes=4), TypeError, ['unit_sizes', 'list']),
+        (dict(depth=8), ValueError, ['unit_sizes', 'depth=8']),
+        (dict(num_recursions=0), ValueError, ['num_recursions', '[1, inf]']),
+        (dict(num_recursions=[4, 4]), ValueError, ['num_recursions', '4 ints']),
+        (dict(num_recursions=2.0), TypeError, ['num_recursions', 'an int or a list of 4 ints']),
+        (dict(num_recursions=[2, 2, 0, 2]), ValueError, ['num_recursions[2]']),
+        (dict(num_recursions=2, eval_recursions=3), ValueError, ['eval_recursions', '[1, 2]']),
+        (dict(eval_recursions=0), ValueError, ['eval_recursions']),
+        (dict(readout='mean'), ValueError, ['readout', 'soft', 'final', 'hard']),
+        (dict(router_input='x'), ValueError, ['router_input', 'unit_input', 'recursion_states']),
+        (dict(out_units=[4]), ValueError, ['out_units', '[-4, 3]']),
+    ],
+)
 def test_bad_arguments(kwargs, exc, words):
     with pytest.raises(exc) as info:
         SRViT(**TINY, **kwargs)
@@ -336,8 +349,12 @@ def test_srvit_function_init_starts_as_deit_for_any_T(deit, T):
 
 # ---- the ablation switches and sizes ----------------------------------------------------------------------
 def test_srvit_step_transform_kinds():
-    params = {k: sum(p.numel() for n, p in SRViT(**TINY, step_transform=k).named_parameters()
-                     if n.startswith('step_transforms')) for k in ('linear', 'shift', 'none')}
+    params = {
+        k: sum(
+            p.numel() for n, p in SRViT(**TINY, step_transform=k).named_parameters() if n.startswith('step_transforms')
+        )
+        for k in ('linear', 'shift', 'none')
+    }
     assert params == {'linear': 12 * (32 * 32 + 32), 'shift': 12 * 32, 'none': 0}
     model = SRViT(**TINY, step_transform='none')
     model(torch.randn(1, 3, 64, 64))

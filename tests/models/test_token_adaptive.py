@@ -1,4 +1,5 @@
 """The token-adaptive engine (mmrecvit/models/token_adaptive.py) against dense references."""
+
 import pytest
 import torch
 from backbone_cases import masked_attention
@@ -118,16 +119,25 @@ def test_varying_active_counts_equal_one_image_at_a_time(cached):
     depth = torch.tensor([[3] * 9 + [1] * 4, [3] * 4 + [1] * 9, [3] * 9 + [1] * 4])[:, torch.randperm(N)]
     mask = depth > 1
     with torch.no_grad():
-        batched, _ = run_subset(block, x, TokenSubset.from_mask(mask),
-                                kv_cache=frozen_cache(block, x, mask) if cached else None)
+        batched, _ = run_subset(
+            block, x, TokenSubset.from_mask(mask), kv_cache=frozen_cache(block, x, mask) if cached else None
+        )
         for b in range(3):
-            one, _ = run_subset(block, x[b:b + 1], TokenSubset.from_mask(mask[b:b + 1]),
-                                kv_cache=frozen_cache(block, x[b:b + 1], mask[b:b + 1]) if cached else None)
+            one, _ = run_subset(
+                block,
+                x[b : b + 1],
+                TokenSubset.from_mask(mask[b : b + 1]),
+                kv_cache=frozen_cache(block, x[b : b + 1], mask[b : b + 1]) if cached else None,
+            )
             torch.testing.assert_close(batched[b], one[0], atol=1e-6, rtol=1e-6)
         # images 0 and 2 have equal counts: the batched SDPA path
         pair = [0, 2]
-        both, _ = run_subset(block, x[pair], TokenSubset.from_mask(mask[pair]),
-                             kv_cache=frozen_cache(block, x[pair], mask[pair]) if cached else None)
+        both, _ = run_subset(
+            block,
+            x[pair],
+            TokenSubset.from_mask(mask[pair]),
+            kv_cache=frozen_cache(block, x[pair], mask[pair]) if cached else None,
+        )
     torch.testing.assert_close(both, batched[pair], atol=1e-6, rtol=1e-6)
 
 
@@ -162,8 +172,9 @@ def test_kv_cache_projects_each_frozen_token_once_per_weight_set():
             torch.testing.assert_close(x, ref, atol=1e-5, rtol=1e-5)
         # the cache holds the tail's keys/values of the final frozen states
         frozen = plan.frozen(L - 1)
-        torch.testing.assert_close(frozen.gather(cache.kv.view(B, N, 2 * D)),
-                                   tail.project_kv(frozen.gather(x)), atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(
+            frozen.gather(cache.kv.view(B, N, 2 * D)), tail.project_kv(frozen.gather(x)), atol=1e-6, rtol=1e-6
+        )
     shared_exits = int(((depth >= 1) & (depth <= L - 2)).sum())  # frozen during the shared steps
     tail_frozen = int((depth <= L - 1).sum())
     assert cache.projected == shared_exits + tail_frozen

@@ -1,5 +1,6 @@
 """PlainViT and NaiveRecursiveViT (mmrecvit/models/vit.py): NaiveRecursiveViT's starts from a timm/DeiT
 checkpoint (SPEC §0, §6); the shared properties are in test_common.py."""
+
 import pytest
 import torch
 from backbone_cases import distance_to_deit
@@ -11,10 +12,6 @@ from mmrecvit.models.checkpoint import load_state_dict_into
 pytestmark = pytest.mark.usefixtures('one_thread')
 
 TINY = dict(embed_dim=32, num_heads=2, img_size=64)
-
-
-
-
 
 
 def test_naive_cycle_init_is_deit_when_every_step_has_its_block(deit):
@@ -32,8 +29,15 @@ SMALL = dict(embed_dim=64, depth=4, num_heads=2, img_size=64)
 
 def timm_vit(**kw):
     kw = {**SMALL, **kw}
-    return VisionTransformer(img_size=kw['img_size'], patch_size=16, embed_dim=kw['embed_dim'], depth=kw['depth'],
-                             num_heads=kw['num_heads'], num_classes=10, dynamic_img_size=True).eval()
+    return VisionTransformer(
+        img_size=kw['img_size'],
+        patch_size=16,
+        embed_dim=kw['embed_dim'],
+        depth=kw['depth'],
+        num_heads=kw['num_heads'],
+        num_classes=10,
+        dynamic_img_size=True,
+    ).eval()
 
 
 def save(obj, tmp_path, name='ckpt.pth'):
@@ -46,15 +50,20 @@ def save(obj, tmp_path, name='ckpt.pth'):
 def test_naive_recursive_timm_init(tmp_path, mode):
     """'cycle': unique block j <- the mean of the checkpoint blocks at the steps it runs (j, j + k, ...)."""
     ref = timm_vit(depth=6)
-    model = NaiveRecursiveViT(**{**SMALL, 'depth': 6}, num_blocks=2, timm_init=mode,
-                              pretrained=save(ref.state_dict(), tmp_path))
+    model = NaiveRecursiveViT(
+        **{**SMALL, 'depth': 6}, num_blocks=2, timm_init=mode, pretrained=save(ref.state_dict(), tmp_path)
+    )
     model.init_weights()
     w = [ref.blocks[i].attn.qkv.weight for i in range(6)]
-    expect = {'cycle': [(w[0] + w[2] + w[4]) / 3, (w[1] + w[3] + w[5]) / 3], 'pick': [w[0], w[3]],
-              'average': [sum(w[:3]) / 3, sum(w[3:]) / 3]}[mode]
+    expect = {
+        'cycle': [(w[0] + w[2] + w[4]) / 3, (w[1] + w[3] + w[5]) / 3],
+        'pick': [w[0], w[3]],
+        'average': [sum(w[:3]) / 3, sum(w[3:]) / 3],
+    }[mode]
     for j in range(2):
         torch.testing.assert_close(model.blocks[j].attn.qkv.weight, expect[j])
     if mode != 'cycle':
         with pytest.raises(ValueError, match='must be a multiple of 4'):
-            NaiveRecursiveViT(**{**SMALL, 'depth': 6}, num_blocks=4, timm_init=mode,
-                              pretrained=save(ref.state_dict(), tmp_path)).init_weights()
+            NaiveRecursiveViT(
+                **{**SMALL, 'depth': 6}, num_blocks=4, timm_init=mode, pretrained=save(ref.state_dict(), tmp_path)
+            ).init_weights()

@@ -1,4 +1,5 @@
 """Window attention (ViTDet) as a per-application schedule, for every backbone and execution path."""
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -43,8 +44,10 @@ def reference_attend(self, attn, x, attn_mask=None):
 # Every backbone with windows of 2 on a 5 x 3 grid (padded windows) and one global step; token-adaptive
 # ones on varied active tokens, in both executions.
 CASES = [(name, {}) for name in sorted(BACKBONES)] + [
-    ('EdgeRecViT', dict(execution='masked')), ('EdgeRecViT', dict(frozen_kv=False)),
-    ('MoRViT', dict(routing='token_choice')), ('SRViT', dict(readout='hard')),
+    ('EdgeRecViT', dict(execution='masked')),
+    ('EdgeRecViT', dict(frozen_kv=False)),
+    ('MoRViT', dict(routing='token_choice')),
+    ('SRViT', dict(readout='hard')),
 ]
 
 
@@ -59,8 +62,9 @@ def build(name, **kwargs):
 
 
 @pytest.mark.parametrize('train', [False, True], ids=['eval', 'train'])
-@pytest.mark.parametrize('name, kwargs', CASES, ids=[f'{n}{"-" + "-".join(map(str, k.values())) if k else ""}'
-                                                      for n, k in CASES])
+@pytest.mark.parametrize(
+    'name, kwargs', CASES, ids=[f'{n}{"-" + "-".join(map(str, k.values())) if k else ""}' for n, k in CASES]
+)
 def test_window_attention_equals_the_masked_dense_reference(name, kwargs, train, monkeypatch):
     model = build(name, **kwargs).train(train)
     x = torch.randn(2, 3, 80, 48)  # 5 x 3 patches: windows of 2 need padding
@@ -84,8 +88,10 @@ def test_the_schedule_decides_which_steps_are_windowed():
     srvit = BACKBONES['SRViT'](**BACKBONE_CASES['SRViT'], window_size=2)
     # the units' outputs: the last application of each output layer's block
     assert [srvit.schedule[s] for s in srvit.default_global_steps()] == list(srvit.out_indices)
-    assert all(s == max(t for t, b in enumerate(srvit.schedule) if b == srvit.schedule[s])
-               for s in srvit.default_global_steps())
+    assert all(
+        s == max(t for t, b in enumerate(srvit.schedule) if b == srvit.schedule[s])
+        for s in srvit.default_global_steps()
+    )
 
 
 @pytest.mark.parametrize('name', ['PlainViT', 'SRViT', 'ReViT', 'NaiveRecursiveViT'])

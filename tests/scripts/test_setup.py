@@ -1,5 +1,6 @@
 """scripts/setup.sh picks mmcv's ops variant from the toolchain it finds (faked here) and refuses a
 GPU machine whose mmcv has CPU-only ops."""
+
 import os
 import shutil
 import subprocess
@@ -43,19 +44,28 @@ def run(fake_root, arg, torch_probe, installed='cpu', nvcc=True, **env):
     elif nvcc_path.exists():
         nvcc_path.unlink()
     path = f'{bin_dir}:/usr/bin:/bin'  # no other nvcc (this machine has one in /usr/local/bin)
-    full_env = {'PATH': path, 'HOME': os.environ.get('HOME', '/tmp'), 'FAKE_TORCH': torch_probe,
-                'FAKE_INSTALLED': installed, **env}
-    return subprocess.run(['bash', str(root / 'scripts' / 'setup.sh'), arg], capture_output=True, text=True,
-                          env=full_env, timeout=60)
+    full_env = {
+        'PATH': path,
+        'HOME': os.environ.get('HOME', '/tmp'),
+        'FAKE_TORCH': torch_probe,
+        'FAKE_INSTALLED': installed,
+        **env,
+    }
+    return subprocess.run(
+        ['bash', str(root / 'scripts' / 'setup.sh'), arg], capture_output=True, text=True, env=full_env, timeout=60
+    )
 
 
-@pytest.mark.parametrize('probe, env, expected', [
-    ('|0|', {}, 'cpu'),                                   # a CPU build of torch
-    ('13.0|0|', {}, 'cpu'),                               # a CUDA build, no GPU visible (this machine)
-    ('13.0|1|90', {}, 'cu130-sm90'),                      # one H100-class GPU
-    ('12.1|2|80+86', {}, 'cu121-sm80+86'),                # two architectures
-    ('13.0|0|', {'FORCE_CUDA': '1', 'TORCH_CUDA_ARCH_LIST': '8.0;9.0'}, 'cu130-sm80+90'),
-])
+@pytest.mark.parametrize(
+    'probe, env, expected',
+    [
+        ('|0|', {}, 'cpu'),  # a CPU build of torch
+        ('13.0|0|', {}, 'cpu'),  # a CUDA build, no GPU visible (this machine)
+        ('13.0|1|90', {}, 'cu130-sm90'),  # one H100-class GPU
+        ('12.1|2|80+86', {}, 'cu121-sm80+86'),  # two architectures
+        ('13.0|0|', {'FORCE_CUDA': '1', 'TORCH_CUDA_ARCH_LIST': '8.0;9.0'}, 'cu130-sm80+90'),
+    ],
+)
 def test_ops_variant(fake_root, probe, env, expected):
     res = run(fake_root, '--ops-variant', probe, **env)
     assert res.returncode == 0, res.stderr
@@ -72,8 +82,10 @@ def test_forced_cuda_needs_an_architecture(fake_root):
     assert res.returncode != 0 and 'TORCH_CUDA_ARCH_LIST' in res.stderr
 
 
-@pytest.mark.parametrize('probe, installed, ok', [('13.0|1|90', 'cpu', False), ('13.0|1|90', 'cuda', True),
-                                                  ('13.0|0|', 'cpu', True), ('13.0|0|', 'cuda', False)])
+@pytest.mark.parametrize(
+    'probe, installed, ok',
+    [('13.0|1|90', 'cpu', False), ('13.0|1|90', 'cuda', True), ('13.0|0|', 'cpu', True), ('13.0|0|', 'cuda', False)],
+)
 def test_the_install_check_fails_loudly_on_the_wrong_ops(fake_root, probe, installed, ok):
     res = run(fake_root, '--check-ops', probe, installed=installed)
     assert (res.returncode == 0) == ok, res.stderr

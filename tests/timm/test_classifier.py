@@ -1,5 +1,6 @@
 """Every backbone as a timm model (mmrecvit/timm/): registered names, timm's training API, checkpoints
 to and from the dense backbone; and only mmrecvit/timm/ registers into timm (not the networks)."""
+
 import ast
 from pathlib import Path
 
@@ -91,5 +92,6 @@ def test_the_networks_use_timm_layers_but_not_its_model_registry():
                 assert not bare, f'{path.name}: import {bare}'
             elif isinstance(node, ast.ImportFrom) and (node.module or '').split('.')[0] == 'timm':
                 names = {a.name for a in node.names}
-                assert '_registry' not in node.module and not names & REGISTRY_FUNCTIONS, \
+                assert '_registry' not in node.module and not names & REGISTRY_FUNCTIONS, (
                     f'{path.name}: from {node.module} import {sorted(names)}'
+                )

@@ -3,6 +3,7 @@
 Every registered backbone (tests/backbone_cases.py) goes through get_flops, visualize_depth and
 timm2mmrecvit with no tool change: a tiny UperNet config is written per backbone.
 """
+
 import csv
 import importlib.util
 import json
@@ -50,8 +51,9 @@ def tiny_configs(tmp_path_factory):
         paths[name].write_text(
             f"_base_ = '{SEG_TOY}'\n"
             f"model = dict(backbone=dict(_delete_=True, type='{name}', **{kwargs!r}), neck=dict(in_channels=32),\n"
-            "             decode_head=dict(in_channels=[8, 16, 32, 32], channels=32),\n"
-            "             auxiliary_head=dict(in_channels=32, channels=32))\n")
+            '             decode_head=dict(in_channels=[8, 16, 32, 32], channels=32),\n'
+            '             auxiliary_head=dict(in_channels=32, channels=32))\n'
+        )
     return paths
 
 
@@ -136,10 +138,14 @@ def test_gen_metafile_writes_a_valid_model_index(tiny_configs, tmp_path, capsys)
     out = tmp_path / 'metafile.yml'
     configs = [str(tiny_configs['PlainViT']), str(tiny_configs['EdgeRecViT'])]
     (tmp_path / 'demo' / 'seg_plain').mkdir(parents=True)  # a saved demo score for the PlainViT config only
-    (tmp_path / 'demo' / 'seg_plain' / 'scores.json').write_text(json.dumps(
-        {'config': configs[0], 'iters': 150, 'trained': {'mIoU': 31.25, 'aAcc': 80.0}, 'untrained': {'mIoU': 0.1}}))
-    entries = gen_metafile.main(['--configs', *configs, '--out', str(out), '--scores', str(tmp_path / 'demo'),
-                                 '--latency-repeats', '2'])
+    (tmp_path / 'demo' / 'seg_plain' / 'scores.json').write_text(
+        json.dumps(
+            {'config': configs[0], 'iters': 150, 'trained': {'mIoU': 31.25, 'aAcc': 80.0}, 'untrained': {'mIoU': 0.1}}
+        )
+    )
+    entries = gen_metafile.main(
+        ['--configs', *configs, '--out', str(out), '--scores', str(tmp_path / 'demo'), '--latency-repeats', '2']
+    )
     printed = capsys.readouterr().out
     assert "Papers' numbers" in printed and 'Measured here' in printed
     text = out.read_text()
@@ -162,8 +168,9 @@ def test_gen_metafile_writes_a_valid_model_index(tiny_configs, tmp_path, capsys)
 
 def test_gen_metafile_refuses_a_scores_folder_without_scores(tiny_configs, tmp_path):
     with pytest.raises(FileNotFoundError, match='--scores .*no \\*/scores.json'):
-        gen_metafile.main(['--configs', str(tiny_configs['PlainViT']), '--out', str(tmp_path / 'm.yml'),
-                           '--scores', str(tmp_path)])
+        gen_metafile.main(
+            ['--configs', str(tiny_configs['PlainViT']), '--out', str(tmp_path / 'm.yml'), '--scores', str(tmp_path)]
+        )
 
 
 def test_every_config_is_indexed_with_a_known_collection():
@@ -178,8 +185,9 @@ def test_every_config_is_indexed_with_a_known_collection():
 
 def test_gen_metafile_refuses_negative_latency_repeats(tiny_configs, tmp_path, capsys):
     with pytest.raises(SystemExit):
-        gen_metafile.main(['--configs', str(tiny_configs['PlainViT']), '--out', str(tmp_path / 'm.yml'),
-                           '--latency-repeats', '-1'])
+        gen_metafile.main(
+            ['--configs', str(tiny_configs['PlainViT']), '--out', str(tmp_path / 'm.yml'), '--latency-repeats', '-1']
+        )
     assert '--latency-repeats must be >= 0' in capsys.readouterr().err
 
 
@@ -208,14 +216,35 @@ def test_compute_curve_runs_end_to_end_on_a_toy_config(tmp_path, toy_root):
 
     config = os.path.join(REPO, 'configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py')
     options = [f'{k}={v}' for k, v in toy_data_cfg('seg', toy_root).items()]
-    options += ['test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False',
-                'test_dataloader.dataset.indices=1', 'model.backbone.depth=4']
+    options += [
+        'test_dataloader.num_workers=0',
+        'test_dataloader.persistent_workers=False',
+        'test_dataloader.dataset.indices=1',
+        'model.backbone.depth=4',
+    ]
     out = tmp_path / 'curve'
     spec = importlib.util.spec_from_file_location('compute_curve', os.path.join(REPO, TOOL))
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    tool.main([config, 'none', '--compute', '0.5', '1.0', '--out-dir', str(out), '--work-dir', str(tmp_path / 'work'),
-               '--latency-runs', '1', '--flops-images', '1', '--cfg-options', *options])
+    tool.main(
+        [
+            config,
+            'none',
+            '--compute',
+            '0.5',
+            '1.0',
+            '--out-dir',
+            str(out),
+            '--work-dir',
+            str(tmp_path / 'work'),
+            '--latency-runs',
+            '1',
+            '--flops-images',
+            '1',
+            '--cfg-options',
+            *options,
+        ]
+    )
     rows = list(csv.DictReader(open(out / 'compute_curve.csv')))
     assert [float(r['compute']) for r in rows] == [0.5, 1.0]
     assert float(rows[0]['backbone_gflops']) < float(rows[1]['backbone_gflops'])

@@ -11,6 +11,7 @@ and backbones call it, and `mmrecvit.compat` (fix 3) makes it mmengine's loader 
 refused by the strict loaders (init_cfg, converters) or, where mmengine loads non-strictly, by
 `mmrecvit.mm.checkpoint.check_checkpoint_matches_model`.
 """
+
 import os.path as osp
 import sys
 
@@ -57,23 +58,34 @@ def make(fault, tmp_path):
         cv2.imwrite(str(tmp_path / 'image.jpg'), np.zeros((8, 8, 3), np.uint8))
         path.write_bytes((tmp_path / 'image.jpg').read_bytes())
     elif fault == 'other-model':  # a training checkpoint, of a small CNN
-        torch.save({'meta': meta, 'state_dict': {'conv1.weight': torch.zeros(8, 3, 3, 3), 'fc.weight': torch.zeros(
-            10, 8)}, 'message_hub': {}}, path)
+        torch.save(
+            {
+                'meta': meta,
+                'state_dict': {'conv1.weight': torch.zeros(8, 3, 3, 3), 'fc.weight': torch.zeros(10, 8)},
+                'message_hub': {},
+            },
+            path,
+        )
     elif fault in ('nan', 'inf'):
         w = torch.zeros(4, 4)
         w[1, 2] = float(fault)
         torch.save({'meta': meta, 'state_dict': {'backbone.pos_embed': w}}, path)
     elif fault == 'pickle-object':
-        torch.save({'meta': meta, 'state_dict': {'w': torch.zeros(2)}, 'extra': Payload(str(tmp_path / 'ran'))},
-                   path)
+        torch.save({'meta': meta, 'state_dict': {'w': torch.zeros(2)}, 'extra': Payload(str(tmp_path / 'ran'))}, path)
     return str(path)
 
 
-EXPECTED = {'truncated': CORRUPT, 'empty': CORRUPT, 'text': CORRUPT, 'jpeg': CORRUPT,
-            'other-model': r'(does not match|shares no key|not a timm/DeiT ViT checkpoint|not a reViT)',
-            'nan': 'has NaN/inf weights in 1 tensor', 'inf': 'has NaN/inf weights in 1 tensor',
-            'pickle-object': 'refusing checkpoint .*: it carries a pickled object outside the allowed types '
-                             r'\(Unsupported global: GLOBAL io.open\); nothing in it was run'}
+EXPECTED = {
+    'truncated': CORRUPT,
+    'empty': CORRUPT,
+    'text': CORRUPT,
+    'jpeg': CORRUPT,
+    'other-model': r'(does not match|shares no key|not a timm/DeiT ViT checkpoint|not a reViT)',
+    'nan': 'has NaN/inf weights in 1 tensor',
+    'inf': 'has NaN/inf weights in 1 tensor',
+    'pickle-object': 'refusing checkpoint .*: it carries a pickled object outside the allowed types '
+    r'\(Unsupported global: GLOBAL io.open\); nothing in it was run',
+}
 
 
 def run_entry(entry, path, tmp_path):

@@ -1,5 +1,6 @@
 """The tools on classification configs: tools/test.py's scopes, get_flops, visualize_depth, the default image
 and the benchmark (training and evaluating a classifier end to end: tests/e2e/test_cls.py)."""
+
 import os.path as osp
 import sys
 
@@ -38,14 +39,16 @@ def test_get_flops_counts_the_whole_classifier(cls_image, capsys):
     assert bb.name == 'MoRViT' and bb.grid == (4, 4) and 0 < bb.flops < bb.dense_flops  # routed tokens
     assert set(report.rest) == {'head'} and report.rest['head'] == pytest.approx(2 * 192 * len(TOY_CLS_CLASSES))
     assert 'whole model (ImageClassifier)' in capsys.readouterr().out
-    assert get_flops.main([demo_tool.toy_config('cls', 'plainvit'), '--image', cls_image, '--shape', '96']
-                          ).input_shape == (1, 3, 96, 96)
+    assert get_flops.main(
+        [demo_tool.toy_config('cls', 'plainvit'), '--image', cls_image, '--shape', '96']
+    ).input_shape == (1, 3, 96, 96)
 
 
 @pytest.mark.usefixtures('one_thread')
 def test_visualize_depth_draws_a_classifiers_routing(cls_image, tmp_path):
-    pngs = visualize_depth.main([demo_tool.toy_config('cls', 'edgerecvit'), 'none', cls_image,
-                                 '--out-dir', str(tmp_path)])
+    pngs = visualize_depth.main(
+        [demo_tool.toy_config('cls', 'edgerecvit'), 'none', cls_image, '--out-dir', str(tmp_path)]
+    )
     assert pngs and all(p.suffix == '.png' and p.is_file() for p in pngs)
     assert any('depth' in p.name for p in pngs)
 

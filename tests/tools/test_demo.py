@@ -1,4 +1,5 @@
 """tools/demo.py's arguments and schedule (the demo end to end: tests/e2e/test_train_test.py)."""
+
 import os.path as osp
 import sys
 
@@ -13,6 +14,7 @@ import demo as demo_tool  # noqa: E402  (tools/demo.py)
 def test_demo_iters_stretches_the_schedule_to_its_end(iters):
     """--iters N: the decay that ended at the config's last iteration ends at N (the warm-up stays)."""
     from mmengine.config import Config
+
     cfg = Config.fromfile(osp.join(REPO, 'configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py'))
     warmup, decay = (dict(p) for p in cfg.param_scheduler)
     interval = cfg.default_hooks.logger.interval

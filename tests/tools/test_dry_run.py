@@ -9,6 +9,7 @@ more than twice the backbone's forward).
 detectron2 LazyConfigs (configs/d2/) run through detectron2's own mappers, model and trainer step
 (mmrecvit/d2/dry_run.py): their two families are among the real ones, a toy LazyConfig among the quick ones.
 """
+
 import os.path as osp
 import sys
 
@@ -30,9 +31,11 @@ TOY_D2 = osp.join(REPO, 'configs', 'd2', 'toy', 'mask_rcnn_srvit_ti_toy_coco.py'
 def check(result, train_hw=None, test_hw=None, backbone_check=True):
     """What every dry run must satisfy; prints the measured numbers."""
     tr, te = result.train, result.test
-    print(f'\n{osp.basename(result.config)}: train {result.train_shape} peak {tr.peak_bytes / 2**20:.0f} MiB, '
-          f'saved {tr.saved_bytes / 2**20:.0f} MiB, {tr.flops / 1e9:.1f} GFLOPs; test {result.test_shape} '
-          f'peak {te.peak_bytes / 2**20:.0f} MiB, {te.flops / 1e9:.1f} GFLOPs')
+    print(
+        f'\n{osp.basename(result.config)}: train {result.train_shape} peak {tr.peak_bytes / 2**20:.0f} MiB, '
+        f'saved {tr.saved_bytes / 2**20:.0f} MiB, {tr.flops / 1e9:.1f} GFLOPs; test {result.test_shape} '
+        f'peak {te.peak_bytes / 2**20:.0f} MiB, {te.flops / 1e9:.1f} GFLOPs'
+    )
     bn = any('BatchNorm' in n for n in result.notes)  # UPerHead: BatchNorm cannot train on one image
     assert result.train_shape[0] == result.batch == (2 if bn else 1)
     if train_hw:
@@ -61,8 +64,11 @@ def test_every_paper_recipe_is_listed_once_with_a_family():
 
 def test_a_config_that_is_not_a_recipe_is_refused_naming_it(tmp_path):
     part = osp.join(DET, '_base_', 'models', 'mask-rcnn_vit_fpn.py')
-    with pytest.raises(RecipeError, match=r"mask-rcnn_vit_fpn.py is not a recipe: default_scope=None, allowed: "
-                                          r"\['mmdet', 'mmseg', 'mmpretrain'\]"):
+    with pytest.raises(
+        RecipeError,
+        match=r'mask-rcnn_vit_fpn.py is not a recipe: default_scope=None, allowed: '
+        r"\['mmdet', 'mmseg', 'mmpretrain'\]",
+    ):
         dry_run(part)
     no_optim = tmp_path / 'no_optim.py'
     no_optim.write_text("default_scope = 'mmdet'\nmodel = dict(type='MaskRCNN')\n")
@@ -75,8 +81,11 @@ def test_a_config_that_is_not_a_recipe_is_refused_naming_it(tmp_path):
 def test_a_lazy_config_that_is_not_a_recipe_is_refused_naming_it():
     part = osp.join(REPO, 'configs', 'd2', 'common', 'mask_rcnn_recvit.py')  # the model only
     assert tool.dry_run_of(part) is not dry_run
-    with pytest.raises(RecipeError, match=r"mask_rcnn_recvit.py is not a detectron2 recipe: it has no dataloader."
-                                          r"train.mapper, dataloader.test.mapper, optimizer, train.max_iter"):
+    with pytest.raises(
+        RecipeError,
+        match=r'mask_rcnn_recvit.py is not a detectron2 recipe: it has no dataloader.'
+        r'train.mapper, dataloader.test.mapper, optimizer, train.max_iter',
+    ):
         tool.dry_run_of(part)(part)
     with pytest.raises(SystemExit):
         tool.main([part, '--no-progress'])
@@ -91,8 +100,24 @@ def test_bad_options_are_refused(argv, capsys):
 
 def test_the_toy_recipe_dry_runs_with_consistent_counts(tmp_path):
     cache, out, costs = tmp_path / 'c.jsonl', tmp_path / 'dry.md', tmp_path / 'costs.md'
-    (record,) = tool.main([TOY_DET, '--batch', '1', '--with-cp', 'both', '--no-progress', '--cache', str(cache),
-                           '--out', str(out), '--costs', str(costs), '--gpu-rate', '50'])
+    (record,) = tool.main(
+        [
+            TOY_DET,
+            '--batch',
+            '1',
+            '--with-cp',
+            'both',
+            '--no-progress',
+            '--cache',
+            str(cache),
+            '--out',
+            str(out),
+            '--costs',
+            str(costs),
+            '--gpu-rate',
+            '50',
+        ]
+    )
     assert record['with_cp'] is False and record['other_cp']['with_cp'] is True
     # checkpointing keeps less for the backward and executes more (the recomputed forward)
     assert record['other_cp']['saved_bytes'] < record['train']['saved_bytes']
@@ -102,6 +127,7 @@ def test_the_toy_recipe_dry_runs_with_consistent_counts(tmp_path):
     assert 'GPU hours @ 50 TFLOP/s' in costs.read_text()
     # the tables come back from the cache alone
     tool.main(['--from-cache', str(cache), '--costs', str(tmp_path / 'again.md'), '--gpu-rate', '50'])
+
     def tables(text):  # from the cache, the paper recipes it lacks are listed as not measured
         return [line for line in text.splitlines()[3:] if not line.startswith('- not measured yet')]
 
@@ -122,8 +148,15 @@ def test_a_toy_lazy_config_dry_runs_through_detectron2_with_consistent_counts():
 
 
 def test_the_cost_table_is_the_measured_flops_times_the_schedule():
-    record = dict(name='r', batch=2, with_cp=True, train_shape=(2, 3, 64, 64), train=dict(flops=8e9, saved_bytes=2**21),
-                  other_cp=dict(with_cp=False, saved_bytes=2**23), schedule=dict(images=10**6, how='h'))
+    record = dict(
+        name='r',
+        batch=2,
+        with_cp=True,
+        train_shape=(2, 3, 64, 64),
+        train=dict(flops=8e9, saved_bytes=2**21),
+        other_cp=dict(with_cp=False, saved_bytes=2**23),
+        schedule=dict(images=10**6, how='h'),
+    )
     (row,) = cost_rows([record], gpu_rate=1.0)
     # 4 GFLOPs per image x 1e6 images = 4 PFLOPs; at 1 TFLOP/s: 4000 s = 1.11 h; activations 4 / 1 MiB per image
     assert row == ['r', '64x64', '4.0', 'h', '4', '4', '1', '1.11']

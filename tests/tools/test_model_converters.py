@@ -1,5 +1,6 @@
 """The model converters: tools/model_converters/fold_revit.py (reViT -> dense ViT, parity before writing)
 and timm2mmrecvit.py (every backbone from a timm checkpoint, parity-checked)."""
+
 import ast
 import importlib.util
 import os
@@ -29,10 +30,6 @@ pytestmark = pytest.mark.usefixtures('one_thread')
 TINY = dict(arch='tiny', embed_dim=32, num_heads=2, img_size=64)
 
 ROOT = REPO
-
-
-
-
 
 
 # ---- the fold CLI ------------------------------------------------------------------------------
@@ -68,8 +65,9 @@ def test_fold_cli_on_a_training_checkpoint(tmp_path, capsys):
     assert saved['meta']['dataset_meta'] == meta['dataset_meta'] and 'cfg' not in saved['meta']
     assert torch.equal(saved['state_dict']['neck.conv.weight'], neck)
     dense = PlainViT(**kwargs).eval()
-    dense.load_state_dict({k[len('backbone.'):]: v for k, v in saved['state_dict'].items()
-                           if k.startswith('backbone.')}, strict=True)
+    dense.load_state_dict(
+        {k[len('backbone.') :]: v for k, v in saved['state_dict'].items() if k.startswith('backbone.')}, strict=True
+    )
     revit.depth = 5
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
@@ -84,8 +82,10 @@ def test_fold_cli_with_config_and_raw_backbone(tmp_path, capsys):
     revit = program_router(tiny_revit(depth=6, out_indices=[2, 5])).eval()
     torch.save(revit.state_dict(), tmp_path / 'revit.pth')
     cfg = tmp_path / 'cfg.py'
-    cfg.write_text("model = dict(type='EncoderDecoder', backbone=dict(type='ReViT', arch='tiny', embed_dim=32, "
-                   "num_heads=2, img_size=64, depth=6, num_experts=3, out_indices=[2, 5], pretrained='x.pth'))\n")
+    cfg.write_text(
+        "model = dict(type='EncoderDecoder', backbone=dict(type='ReViT', arch='tiny', embed_dim=32, "
+        "num_heads=2, img_size=64, depth=6, num_experts=3, out_indices=[2, 5], pretrained='x.pth'))\n"
+    )
     cli = load_cli()
     cli.main([str(tmp_path / 'revit.pth'), '--depth', '4', str(tmp_path / 'dense.pth'), '--config', str(cfg)])
     kwargs = printed_backbone(capsys.readouterr().out)
@@ -129,7 +129,7 @@ def timm_source(tmp_path_factory):
 
 
 def spec(name: str, kwargs: dict) -> str:
-    return f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+    return f'{name}({", ".join(f"{k}={v!r}" for k, v in kwargs.items())})'
 
 
 @pytest.mark.parametrize('name', sorted(BACKBONE_CASES))
@@ -157,13 +157,18 @@ def test_timm2mmrecvit_parity_catches_a_wrong_key_map(timm_source, tmp_path, mon
     _, src = timm_source
 
     def swapped(self, sd):  # blocks 0 and 1 exchanged: loads strictly, computes something else
-        return {k.replace('blocks.0.', 'blocks.X.').replace('blocks.1.', 'blocks.0.').replace('blocks.X.', 'blocks.1.'):
-                v for k, v in sd.items()}
+        return {
+            k.replace('blocks.0.', 'blocks.X.').replace('blocks.1.', 'blocks.0.').replace('blocks.X.', 'blocks.1.'): v
+            for k, v in sd.items()
+        }
 
     # PlainViT's keys are timm's: the key map is the identity after the classification keys are matched.
     original = checkpoint_module.match_classification_keys
-    monkeypatch.setattr(checkpoint_module, 'match_classification_keys',
-                        lambda sd, model, source: swapped(model, original(sd, model, source)))
+    monkeypatch.setattr(
+        checkpoint_module,
+        'match_classification_keys',
+        lambda sd, model, source: swapped(model, original(sd, model, source)),
+    )
     dst = tmp_path / 'bad.pth'
     with pytest.raises(CheckpointError, match='parity failed after timm block 0'):
         timm2mmrecvit.main([src, str(dst), '--model', spec('PlainViT', dict(BACKBONE_CASES['PlainViT'], depth=6))])

@@ -1,4 +1,5 @@
 """tools/deployment/pytorch2onnx.py end to end: det, seg and cls toy configs, parity before saving, refusals."""
+
 import importlib.util
 import os.path as osp
 
@@ -46,8 +47,19 @@ def test_tool_refuses_to_save_on_parity_failure(tmp_path, capsys):
 def test_tool_refuses_adaptive_edge_recvit(tmp_path):
     cfg = osp.join(REPO, 'configs/det/mask-rcnn_edgerecvit-ti_fpn_1xb2-800it_toy-coco.py')
     with pytest.raises(SystemExit, match="execution='masked'"):
-        load_tool().main([cfg, 'none', '--shape', '64', '64', '--out', str(tmp_path / 'x.onnx'),
-                          '--cfg-options', 'model.backbone.execution=adaptive'])
+        load_tool().main(
+            [
+                cfg,
+                'none',
+                '--shape',
+                '64',
+                '64',
+                '--out',
+                str(tmp_path / 'x.onnx'),
+                '--cfg-options',
+                'model.backbone.execution=adaptive',
+            ]
+        )
     assert not list(tmp_path.iterdir())
 
 

@@ -6,6 +6,7 @@ recipes (every method, S and B, elastic) against mmdet's projects/ViTDet file (v
 against mmdet's own mask-rcnn_r50_fpn_1x / ms-poly-3x files. The detectron2 ViTDet family (LazyConfigs):
 test_recipe_diff_d2.py.
 """
+
 import glob
 import os.path as osp
 import sys
@@ -19,8 +20,12 @@ import recipe_diff  # noqa: E402  (tools/analysis_tools/recipe_diff.py)
 SEG_RECIPES = sorted(glob.glob(osp.join(REPO, 'configs', 'seg', 'upernet_*-[sb]*_8xb2-*_ade20k-512x512.py')))
 CLS_RECIPES = sorted(glob.glob(osp.join(REPO, 'configs', 'cls', '*-small_*in1k.py')))  # from scratch, from DeiT
 # every COCO recipe and its _base_ (the toys are not recipes; _base_/models and _base_/recipes are parts of them)
-DET_RECIPES = sorted(p for p in glob.glob(osp.join(REPO, 'configs', 'det', '*.py'))
-                     + glob.glob(osp.join(REPO, 'configs', 'det', '_base_', '*.py')) if '_toy-' not in p)
+DET_RECIPES = sorted(
+    p
+    for p in glob.glob(osp.join(REPO, 'configs', 'det', '*.py'))
+    + glob.glob(osp.join(REPO, 'configs', 'det', '_base_', '*.py'))
+    if '_toy-' not in p
+)
 DET = osp.join(REPO, 'configs', 'det', '_base_')
 VITDET = osp.join(DET, 'mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py')
 CASCADE = osp.join(DET, 'cascade-mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py')
@@ -42,24 +47,36 @@ def test_every_difference_from_the_anchor_is_listed_and_every_listed_one_exists(
     assert not stale, f'listed differences that are not found: {sorted(stale)}'
 
 
-@pytest.mark.parametrize('base, change, key', [
-    (SEG_RECIPES[0], "optim_wrapper = dict(optimizer=dict(lr=1e-4))", 'optim_wrapper.optimizer.lr'),
-    (SEG_RECIPES[0], "train_pipeline = [dict(type='LoadImageFromFile'), "
-                     "dict(type='LoadAnnotations', reduce_zero_label=False)]",
-     'train_pipeline.LoadAnnotations.reduce_zero_label'),
-    (SEG_RECIPES[0], "train_dataloader = dict(batch_size=4)", 'train_dataloader.batch_size'),
-    (VITDET, "train_pipeline = [dict(type='RandomResize', scale=(1024, 1024), ratio_range=(0.5, 2.0))]",
-     'train_pipeline.RandomResize.ratio_range'),
-    (VITDET, "param_scheduler = [dict(type='LinearLR', end=500)]", 'param_scheduler.LinearLR.end'),
-    (CASCADE, "train_dataloader = dict(batch_size=2)", 'train_dataloader.batch_size'),
-    (FPN_1X, "param_scheduler = [dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=1000), "
-             "dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 10], gamma=0.1)]",
-     'param_scheduler.MultiStepLR.milestones'),
-    # differences by design at a value the recipe does not expect (`expected`): listed, still refused
-    (FPN_1X, "optim_wrapper = dict(optimizer=dict(lr=2e-4))", 'optim_wrapper.optimizer.lr'),
-    (FPN_3X, "model = dict(backbone=dict(drop_path_rate=0.2))", 'model.backbone.drop_path_rate'),
-    (FPN_3X, "train_dataloader = dict(batch_size=4)", 'train_dataloader.batch_size'),
-], ids=lambda v: osp.basename(v) if isinstance(v, str) and v.endswith('.py') else None)
+@pytest.mark.parametrize(
+    'base, change, key',
+    [
+        (SEG_RECIPES[0], 'optim_wrapper = dict(optimizer=dict(lr=1e-4))', 'optim_wrapper.optimizer.lr'),
+        (
+            SEG_RECIPES[0],
+            "train_pipeline = [dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', reduce_zero_label=False)]",
+            'train_pipeline.LoadAnnotations.reduce_zero_label',
+        ),
+        (SEG_RECIPES[0], 'train_dataloader = dict(batch_size=4)', 'train_dataloader.batch_size'),
+        (
+            VITDET,
+            "train_pipeline = [dict(type='RandomResize', scale=(1024, 1024), ratio_range=(0.5, 2.0))]",
+            'train_pipeline.RandomResize.ratio_range',
+        ),
+        (VITDET, "param_scheduler = [dict(type='LinearLR', end=500)]", 'param_scheduler.LinearLR.end'),
+        (CASCADE, 'train_dataloader = dict(batch_size=2)', 'train_dataloader.batch_size'),
+        (
+            FPN_1X,
+            "param_scheduler = [dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=1000), "
+            "dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 10], gamma=0.1)]",
+            'param_scheduler.MultiStepLR.milestones',
+        ),
+        # differences by design at a value the recipe does not expect (`expected`): listed, still refused
+        (FPN_1X, 'optim_wrapper = dict(optimizer=dict(lr=2e-4))', 'optim_wrapper.optimizer.lr'),
+        (FPN_3X, 'model = dict(backbone=dict(drop_path_rate=0.2))', 'model.backbone.drop_path_rate'),
+        (FPN_3X, 'train_dataloader = dict(batch_size=4)', 'train_dataloader.batch_size'),
+    ],
+    ids=lambda v: osp.basename(v) if isinstance(v, str) and v.endswith('.py') else None,
+)
 def test_a_changed_value_is_an_unlisted_difference(tmp_path, base, change, key):
     ours = tmp_path / 'changed.py'
     ours.write_text(f"_base_ = '{base}'\n{change}\n")
@@ -74,7 +91,8 @@ def test_an_inserted_pipeline_step_is_one_difference():
     b = {'p': [dict(type='Load'), dict(type='Crop', size=4)]}
     assert recipe_diff.diff(a, b) == {'p.Check': ('step', recipe_diff.ABSENT)}
     assert recipe_diff.diff(a, {'p': [dict(type='Crop', size=4), dict(type='Load'), dict(type='Check', n=1)]}) == {
-        'p': ('Load > Check > Crop', 'Crop > Load > Check')}
+        'p': ('Load > Check > Crop', 'Crop > Load > Check')
+    }
 
 
 def test_an_unknown_anchor_scope_is_named():

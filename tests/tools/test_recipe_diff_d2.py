@@ -4,6 +4,7 @@ projects/ViTDet configs (vendored, see recipe_diff.vendor_dir), every difference
 Covered: the 6 Mask R-CNN and 6 Cascade Mask R-CNN recipes and their shared base (common/mask_rcnn_recvit_100ep.py),
 against mask_rcnn_vitdet_b_100ep.py and cascade_mask_rcnn_vitdet_b_100ep.py.
 """
+
 import functools
 import glob
 import os.path as osp
@@ -53,19 +54,38 @@ def test_the_cascade_recipes_have_vitdets_cascade_heads():
     assert not [k for k in recipe_diff.compare(cascade).found if k.startswith('model.roi_heads')]
 
 
-@pytest.mark.parametrize('name, change, key', [
-    ('mask_rcnn_plainvit_s_100ep.py', 'train.max_iter = 90000', 'train.max_iter'),
-    ('mask_rcnn_srvit_s_100ep.py', 'optimizer.lr = 2e-4', 'optimizer.lr'),
-    ('mask_rcnn_revit_s_100ep.py', 'lr_multiplier.warmup_length = 1000 / train.max_iter',
-     'lr_multiplier.warmup_length'),
-    ('mask_rcnn_morvit_s_100ep.py', 'dataloader.train.mapper.augmentations[1].max_scale = 1.5',
-     'dataloader.train.mapper.augmentations.ResizeScale.max_scale'),
-    ('mask_rcnn_naiverecvit_s_100ep.py', 'optimizer.params.layer_decay_rate = 0.8',  # through the key_map
-     'optimizer.params.lr_factor_func.lr_decay_rate'),
-    ('cascade_mask_rcnn_edgerecvit_s_100ep.py', 'model.roi_heads.proposal_matchers[2].thresholds = [0.8]',
-     'model.roi_heads.proposal_matchers.Matcher#3.thresholds'),
-    ('common/mask_rcnn_recvit_100ep.py', 'dataloader.train.total_batch_size = 16', 'dataloader.train.total_batch_size'),
-])
+@pytest.mark.parametrize(
+    'name, change, key',
+    [
+        ('mask_rcnn_plainvit_s_100ep.py', 'train.max_iter = 90000', 'train.max_iter'),
+        ('mask_rcnn_srvit_s_100ep.py', 'optimizer.lr = 2e-4', 'optimizer.lr'),
+        (
+            'mask_rcnn_revit_s_100ep.py',
+            'lr_multiplier.warmup_length = 1000 / train.max_iter',
+            'lr_multiplier.warmup_length',
+        ),
+        (
+            'mask_rcnn_morvit_s_100ep.py',
+            'dataloader.train.mapper.augmentations[1].max_scale = 1.5',
+            'dataloader.train.mapper.augmentations.ResizeScale.max_scale',
+        ),
+        (
+            'mask_rcnn_naiverecvit_s_100ep.py',
+            'optimizer.params.layer_decay_rate = 0.8',  # through the key_map
+            'optimizer.params.lr_factor_func.lr_decay_rate',
+        ),
+        (
+            'cascade_mask_rcnn_edgerecvit_s_100ep.py',
+            'model.roi_heads.proposal_matchers[2].thresholds = [0.8]',
+            'model.roi_heads.proposal_matchers.Matcher#3.thresholds',
+        ),
+        (
+            'common/mask_rcnn_recvit_100ep.py',
+            'dataloader.train.total_batch_size = 16',
+            'dataloader.train.total_batch_size',
+        ),
+    ],
+)
 def test_a_changed_value_is_an_unlisted_difference(tmp_path, name, change, key):
     tree = tmp_path / 'd2'  # a copy of configs/d2, so the relative imports resolve
     shutil.copytree(D2, tree)
@@ -80,10 +100,12 @@ def test_an_inserted_augmentation_is_one_difference(tmp_path):
     tree = tmp_path / 'd2'
     shutil.copytree(D2, tree)
     ours = tree / 'mask_rcnn_plainvit_s_100ep.py'
-    ours.write_text(ours.read_text() + '\nimport detectron2.data.transforms as T\n'
-                    'from detectron2.config import LazyCall as L\n'
-                    'dataloader.train.mapper.augmentations.insert(1, L(T.RandomBrightness)(intensity_min=0.9, '
-                    'intensity_max=1.1))\n')
+    ours.write_text(
+        ours.read_text() + '\nimport detectron2.data.transforms as T\n'
+        'from detectron2.config import LazyCall as L\n'
+        'dataloader.train.mapper.augmentations.insert(1, L(T.RandomBrightness)(intensity_min=0.9, '
+        'intensity_max=1.1))\n'
+    )
     found = recipe_diff.compare(str(ours)).found
     assert [k for k in found if '.augmentations' in k] == ['dataloader.train.mapper.augmentations.RandomBrightness']
 
@@ -91,11 +113,14 @@ def test_an_inserted_augmentation_is_one_difference(tmp_path):
 def test_a_target_flattens_to_its_qualified_name():
     from detectron2.modeling import ViT
     from torch import nn
+
     net = {'_target_': ViT, 'norm_layer': functools.partial(nn.LayerNorm, eps=1e-6), 'window_size': 14}
     assert recipe_diff.flatten({'net': net}) == {
         'net._target_': 'detectron2.modeling.backbone.vit.ViT',
-        'net.norm_layer._target_': 'torch.nn.modules.normalization.LayerNorm', 'net.norm_layer.eps': 1e-6,
-        'net.window_size': 14}
+        'net.norm_layer._target_': 'torch.nn.modules.normalization.LayerNorm',
+        'net.norm_layer.eps': 1e-6,
+        'net.window_size': 14,
+    }
 
 
 def test_lazy_configs_are_told_from_mmengine_configs():

@@ -37,6 +37,7 @@ Examples (the README's tables; scripts/benchmarks.sh runs them all):
   python tools/analysis_tools/benchmark.py configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py \\
       configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py --whole --size 512 --csv whole.csv
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,35 +81,75 @@ def non_negative_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/benchmark.py', description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog='tools/analysis_tools/benchmark.py',
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument('models', nargs='+', metavar='[LABEL=]SPEC', help='models to compare (see below)')
     parser.add_argument('--batch', nargs='+', type=positive_int, default=[1], help='batch sizes (default: 1)')
-    parser.add_argument('--size', nargs='+', type=positive_int, default=[224], metavar='PX',
-                        help='input size in pixels: H for a square, or H W (default: 224)')
+    parser.add_argument(
+        '--size',
+        nargs='+',
+        type=positive_int,
+        default=[224],
+        metavar='PX',
+        help='input size in pixels: H for a square, or H W (default: 224)',
+    )
     parser.add_argument('--device', choices=['cpu', 'cuda'], default='cpu')
-    parser.add_argument('--threads', type=positive_int, default=None,
-                        help=f'torch threads (default: physical cores, here {physical_cores()})')
-    parser.add_argument('--dtype', choices=list(DTYPES), default='fp32',
-                        help='fp32 (default), or autocast to bf16/fp16 with fp32 weights')
+    parser.add_argument(
+        '--threads',
+        type=positive_int,
+        default=None,
+        help=f'torch threads (default: physical cores, here {physical_cores()})',
+    )
+    parser.add_argument(
+        '--dtype',
+        choices=list(DTYPES),
+        default='fp32',
+        help='fp32 (default), or autocast to bf16/fp16 with fp32 weights',
+    )
     parser.add_argument('--amp', action='store_true', help='autocast: bf16 on cpu, fp16 on cuda')
     parser.add_argument('--warmup', type=non_negative_int, default=3, help='untimed forwards per model and batch')
-    parser.add_argument('--repeats', type=non_negative_int, default=15,
-                        help='timed forwards per model and batch, interleaved (0: memory only)')
-    parser.add_argument('--stat', choices=STATISTICS, default='median',
-                        help='latency behind throughput, FLOP/s and ratios: median (default), or min (the fastest '
-                             'repeat: more robust on a machine shared with other jobs)')
+    parser.add_argument(
+        '--repeats',
+        type=non_negative_int,
+        default=15,
+        help='timed forwards per model and batch, interleaved (0: memory only)',
+    )
+    parser.add_argument(
+        '--stat',
+        choices=STATISTICS,
+        default='median',
+        help='latency behind throughput, FLOP/s and ratios: median (default), or min (the fastest '
+        'repeat: more robust on a machine shared with other jobs)',
+    )
     parser.add_argument('--reference', default=None, help='label the ratios are taken against (default: the first)')
-    parser.add_argument('--whole', action='store_true',
-                        help='config specs: time the whole detector/segmentor/classifier (needs its framework)')
-    parser.add_argument('--whole-mode', choices=WHOLE_MODES, default='tensor',
-                        help="forward mode of whole models (default: 'tensor', no post-processing)")
+    parser.add_argument(
+        '--whole',
+        action='store_true',
+        help='config specs: time the whole detector/segmentor/classifier (needs its framework)',
+    )
+    parser.add_argument(
+        '--whole-mode',
+        choices=WHOLE_MODES,
+        default='tensor',
+        help="forward mode of whole models (default: 'tensor', no post-processing)",
+    )
     parser.add_argument('--no-memory', dest='memory', action='store_false', help='skip the peak-memory pass')
-    parser.add_argument('--mode', choices=['inference', 'train'], default='inference',
-                        help='time a forward in eval mode (default), or a training step: train mode, forward, '
-                             'backward, AdamW step (what a GPU user pays per iteration)')
-    parser.add_argument('--peak-size', type=positive_int, default=None,
-                        help='n of the n^3 matmul measuring the machine peak (default: 2048 cpu, 8192 cuda)')
+    parser.add_argument(
+        '--mode',
+        choices=['inference', 'train'],
+        default='inference',
+        help='time a forward in eval mode (default), or a training step: train mode, forward, '
+        'backward, AdamW step (what a GPU user pays per iteration)',
+    )
+    parser.add_argument(
+        '--peak-size',
+        type=positive_int,
+        default=None,
+        help='n of the n^3 matmul measuring the machine peak (default: 2048 cpu, 8192 cuda)',
+    )
     parser.add_argument('--seed', type=int, default=0, help='seed of the weights and the input images')
     parser.add_argument('--out', default=None, help='also write the Markdown report to this file')
     parser.add_argument('--title', default=None, help='a heading for the report (docs/benchmarks.md sections)')
@@ -145,9 +186,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             models.append(build_model(spec, hw, whole=args.whole, whole_mode=args.whole_mode))
     except SpecError as e:
         parser.error(str(e))
-    config = BenchConfig(batches=args.batch, hw=hw, device=args.device, threads=args.threads, dtype=dtype,
-                         warmup=args.warmup, repeats=args.repeats, memory=args.memory, statistic=args.stat,
-                         peak_size=args.peak_size, seed=args.seed, progress=args.progress, mode=args.mode)
+    config = BenchConfig(
+        batches=args.batch,
+        hw=hw,
+        device=args.device,
+        threads=args.threads,
+        dtype=dtype,
+        warmup=args.warmup,
+        repeats=args.repeats,
+        memory=args.memory,
+        statistic=args.stat,
+        peak_size=args.peak_size,
+        seed=args.seed,
+        progress=args.progress,
+        mode=args.mode,
+    )
     result = run_benchmark(models, config, reference=args.reference, checkout=REPO)
     result.command = ' '.join(['python', parser.prog] + [shlex.quote(a) for a in argv])
     report = format_markdown(result, args.title, args.about)

@@ -12,6 +12,7 @@ column). All runtimes use the same thread count (`--threads`, default the physic
 eager / compile and eager / onnxruntime (> 1: faster than eager). reViT is timed folded to dense
 (`fold_to_plainvit`), what a deployment runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,11 +41,20 @@ RUNTIMES = ('eager', 'compile', 'onnxruntime')
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/benchmark_deploy.py', description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog='tools/analysis_tools/benchmark_deploy.py',
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument('--models', nargs='+', choices=list(MODELS), default=list(MODELS), help='models to time')
-    parser.add_argument('--shape', type=int, nargs=2, default=(512, 512), metavar=('H', 'W'),
-                        help='input size, multiples of 16 (default 512 512)')
+    parser.add_argument(
+        '--shape',
+        type=int,
+        nargs=2,
+        default=(512, 512),
+        metavar=('H', 'W'),
+        help='input size, multiples of 16 (default 512 512)',
+    )
     parser.add_argument('--repeats', type=int, default=10, help='timed calls per (model, runtime) (default 10)')
     parser.add_argument('--warmup', type=int, default=2, help='untimed calls first (default 2)')
     parser.add_argument('--threads', type=int, default=None, help='CPU threads (default: physical cores)')
@@ -112,14 +122,18 @@ def measure(args: argparse.Namespace) -> list[dict]:
 
 
 def format_table(rows: Sequence[dict], shape: Sequence[int], repeats: int) -> str:
-    lines = [f'Batch 1, {shape[0]}x{shape[1]}, fp32, CPU, {rows[0]["threads"] if rows else "?"} threads, '
-             f'median of {repeats} interleaved calls (ms).', '',
-             '| model | eager | torch.compile | onnxruntime | eager / compile | eager / onnxruntime '
-             '| max abs diff ort |',
-             '|---|---:|---:|---:|---:|---:|---:|']
+    lines = [
+        f'Batch 1, {shape[0]}x{shape[1]}, fp32, CPU, {rows[0]["threads"] if rows else "?"} threads, '
+        f'median of {repeats} interleaved calls (ms).',
+        '',
+        '| model | eager | torch.compile | onnxruntime | eager / compile | eager / onnxruntime | max abs diff ort |',
+        '|---|---:|---:|---:|---:|---:|---:|',
+    ]
     for r in rows:
-        lines.append(f'| {r["model"]} | {r["eager"]:.1f} | {r["compile"]:.1f} | {r["onnxruntime"]:.1f} | '
-                     f'{r["eager"] / r["compile"]:.2f} | {r["eager"] / r["onnxruntime"]:.2f} | {r["diff"]:.2g} |')
+        lines.append(
+            f'| {r["model"]} | {r["eager"]:.1f} | {r["compile"]:.1f} | {r["onnxruntime"]:.1f} | '
+            f'{r["eager"] / r["compile"]:.2f} | {r["eager"] / r["onnxruntime"]:.2f} | {r["diff"]:.2g} |'
+        )
     return '\n'.join(lines)
 
 

@@ -17,6 +17,7 @@ Writes `DIR/compute_curve.csv` (one row per model and setting, every metric) and
 stem). CHECKPOINT `none` evaluates the config's own initialisation (random for the toy configs).
 `--cfg-options` applies to every config (e.g. toy data roots).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,20 +44,40 @@ COLUMNS = ('label', 'config', 'checkpoint', 'compute', 'backbone_gflops', 'laten
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/compute_curve.py', description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('pairs', nargs='+', metavar='CONFIG CHECKPOINT',
-                        help="config files, each followed by its checkpoint ('none': the config's own init)")
-    parser.add_argument('--compute', type=float, nargs='+', default=[0.4, 0.6, 0.8, 1.0],
-                        help='fractions in (0, 1] of the full-depth backbone FLOPs (default 0.4 0.6 0.8 1.0)')
+        prog='tools/analysis_tools/compute_curve.py',
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        'pairs',
+        nargs='+',
+        metavar='CONFIG CHECKPOINT',
+        help="config files, each followed by its checkpoint ('none': the config's own init)",
+    )
+    parser.add_argument(
+        '--compute',
+        type=float,
+        nargs='+',
+        default=[0.4, 0.6, 0.8, 1.0],
+        help='fractions in (0, 1] of the full-depth backbone FLOPs (default 0.4 0.6 0.8 1.0)',
+    )
     parser.add_argument('--out-dir', default='work_dirs/compute_curve', help='where the CSV and PNG go')
     parser.add_argument('--work-dir', default=None, help="the Runners' work dirs (default: OUT_DIR/work)")
-    parser.add_argument('--metric', default=None, help=f'the metric to plot (default: the first of {MAIN_METRICS} '
-                                                       'the evaluator reports)')
+    parser.add_argument(
+        '--metric',
+        default=None,
+        help=f'the metric to plot (default: the first of {MAIN_METRICS} the evaluator reports)',
+    )
     parser.add_argument('--flops-images', type=int, default=4, help='test inputs the GFLOPs are averaged over')
     parser.add_argument('--latency-runs', type=int, default=5, help='timed backbone forwards per setting')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default=None,
-                        help='override settings of every config, key=value (as tools/test.py)')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        default=None,
+        help='override settings of every config, key=value (as tools/test.py)',
+    )
     return parser
 
 
@@ -95,8 +116,9 @@ def labels(pairs: Sequence[tuple[str, str]]) -> list[str]:
 
 def evaluate(config: str, checkpoint: str, fraction: float, args: argparse.Namespace, work_dir: Path) -> dict:
     """One model at one setting: the test loop's metrics, backbone GFLOPs and latency."""
-    cfg = cli.load_config(argparse.Namespace(config=config, launcher='none', cfg_options=args.cfg_options,
-                                             work_dir=str(work_dir)))
+    cfg = cli.load_config(
+        argparse.Namespace(config=config, launcher='none', cfg_options=args.cfg_options, work_dir=str(work_dir))
+    )
     cfg.model.backbone.compute = fraction
     cfg.load_from = None if checkpoint.lower() == 'none' else checkpoint
     cfg.log_level = 'WARNING'  # the progress bar, not the Runner's log
@@ -107,9 +129,17 @@ def evaluate(config: str, checkpoint: str, fraction: float, args: argparse.Names
     name = args.metric or next((m for m in MAIN_METRICS if m in metrics), next(iter(metrics)))
     if name not in metrics:
         raise SystemExit(f'--metric {name!r} is not among the metrics of {config}: {sorted(metrics)}')
-    return dict(label=Path(config).stem, config=config, checkpoint=checkpoint, compute=fraction,
-                backbone_gflops=gflops, latency_ms=latency, metric=name, value=float(metrics[name]),
-                metrics=json.dumps({k: float(v) for k, v in metrics.items()}, sort_keys=True))
+    return dict(
+        label=Path(config).stem,
+        config=config,
+        checkpoint=checkpoint,
+        compute=fraction,
+        backbone_gflops=gflops,
+        latency_ms=latency,
+        metric=name,
+        value=float(metrics[name]),
+        metrics=json.dumps({k: float(v) for k, v in metrics.items()}, sort_keys=True),
+    )
 
 
 @torch.no_grad()
@@ -154,6 +184,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
 def plot(rows: list[dict], path: Path) -> None:
     """The main metric vs backbone GFLOPs, one line per model (labelled by config stem)."""
     import matplotlib
+
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 

@@ -23,6 +23,7 @@ model, optimizer and trainer step (mmrecvit/d2/dry_run.py); --cfg-options are th
 (per recipe: training GFLOPs per image, total PFLOPs of the schedule, activation memory per image with and
 without with_cp, GPU hours at --gpu-rate) after each. --from-cache only rewrites the tables.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,18 +59,18 @@ WITH_CP = ('as-written', 'on', 'off', 'both')
 COST_NOTES = [
     'Per paper recipe, from its dry run at batch 1 on random weights (docs/dry_run.md has the iterations themselves):',
     '',
-    '- **train GFLOPs/img**: what one training iteration executed per image at the recipe\'s training input (forward, '
-    'backward and, as written, with_cp\'s recomputed backbone forward; 2 x MACs of matmuls, convolutions and '
-    'attention, counted by torch\'s FlopCounterMode; norms and elementwise work not counted). The heads\' share '
+    "- **train GFLOPs/img**: what one training iteration executed per image at the recipe's training input (forward, "
+    "backward and, as written, with_cp's recomputed backbone forward; 2 x MACs of matmuls, convolutions and "
+    "attention, counted by torch's FlopCounterMode; norms and elementwise work not counted). The heads' share "
     'depends a little on how many random proposals match the random boxes; the multi-scale 3x recipe is at the one '
     'random scale its pipeline drew (the input column).',
     '- **PFLOPs**: that x the images the schedule trains on, with the dataset sizes COCO train2017 118287, ADE20K '
     'train 20210, ImageNet-1k train 1281167 (epochs x size; iteration schedules: iterations x batch).',
     '- **act. MiB/img**: fp32 tensors alive when the backward begins (what autograd keeps, plus the batch), per '
     'image, with activation checkpointing off and on (every backbone supports with_cp; the ViTDet recipes have it on). '
-    '– where not measured: SR-ViT-B\'s ViTDet recipe without checkpointing outgrew the 24 GiB of the machine '
-    'that made this table (killed; SR-ViT-S\'s keeps 10.2 GiB per image, ViT-B about 1.7x ViT-S).',
-    '- detectron2 LazyConfigs (configs/d2/): their ViTDet models run by detectron2\'s own trainer step '
+    "– where not measured: SR-ViT-B's ViTDet recipe without checkpointing outgrew the 24 GiB of the machine "
+    "that made this table (killed; SR-ViT-S's keeps 10.2 GiB per image, ViT-B about 1.7x ViT-S).",
+    "- detectron2 LazyConfigs (configs/d2/): their ViTDet models run by detectron2's own trainer step "
     '(mmrecvit/d2/dry_run.py); their schedule is 184375 iterations of 64 images (99.8 COCO epochs).',
     '',
 ]
@@ -92,8 +93,12 @@ METHODS = ('plainvit', 'naiverecvit', 'srvit', 'revit', 'edgerecvit', 'morvit')
 def recipes(repo: Path = REPO) -> list[Path]:
     """Every paper recipe of every method: ViT-S before ViT-B, then one method at a time over all families
     (a partial --all run covers every family first), then reViT's elastic variants."""
-    found = [p for d in ('det', 'seg', 'cls', 'd2') for p in sorted((repo / 'configs' / d).glob('*.py'))
-             if 'toy' not in p.name]
+    found = [
+        p
+        for d in ('det', 'seg', 'cls', 'd2')
+        for p in sorted((repo / 'configs' / d).glob('*.py'))
+        if 'toy' not in p.name
+    ]
     order = [f for f, _ in FAMILIES]
 
     def key(p: Path) -> tuple:
@@ -104,28 +109,43 @@ def recipes(repo: Path = REPO) -> list[Path]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog='tools/analysis_tools/dry_run.py', description=__doc__.split('\n\n')[0],
-                                     epilog=__doc__.split('\n\n', 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog='tools/analysis_tools/dry_run.py',
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument('configs', nargs='*', help='recipe config files (or --all)')
     parser.add_argument('--all', action='store_true', help='every paper recipe under configs/det, seg, cls, d2')
     parser.add_argument('--batch', type=int, default=None, help="images per iteration (default: the recipe's per GPU)")
     parser.add_argument('--repeats', type=int, default=1, help='timed iterations of each kind (default 1)')
     parser.add_argument('--device', default=None, help='cpu, cuda, cuda:1, ... (default: cuda if available)')
-    parser.add_argument('--with-cp', default='as-written', choices=WITH_CP,
-                        help="the backbone's activation checkpointing; both: also measure the training iteration's "
-                             'memory the other way (the cost table\'s two columns)')
+    parser.add_argument(
+        '--with-cp',
+        default='as-written',
+        choices=WITH_CP,
+        help="the backbone's activation checkpointing; both: also measure the training iteration's "
+        "memory the other way (the cost table's two columns)",
+    )
     parser.add_argument('--no-test', dest='test', action='store_false', help='skip the test iteration')
     parser.add_argument('--cache', default=None, help='JSON lines of measured recipes (appended; --all skips these)')
     parser.add_argument('--from-cache', default=None, help='only write the tables from this cache')
     parser.add_argument('--out', default=None, help='write the dry-run table (Markdown) here')
     parser.add_argument('--costs', default=None, help='write the cost table (Markdown) here')
-    parser.add_argument('--gpu-rate', type=float, default=DEFAULT_GPU_RATE,
-                        help=f'sustained training TFLOP/s per GPU for the GPU hours (default {DEFAULT_GPU_RATE:g}: '
-                             'an assumption)')
+    parser.add_argument(
+        '--gpu-rate',
+        type=float,
+        default=DEFAULT_GPU_RATE,
+        help=f'sustained training TFLOP/s per GPU for the GPU hours (default {DEFAULT_GPU_RATE:g}: an assumption)',
+    )
     parser.add_argument('--no-progress', dest='progress', action='store_false', help='no progress bar')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default=None,
-                        help='override config settings, key=value (as tools/train.py)')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        default=None,
+        help='override config settings, key=value (as tools/train.py)',
+    )
     return parser
 
 
@@ -145,16 +165,36 @@ def measure(path: Path, args: argparse.Namespace, say) -> dict:
     dry_run = dry_run_of(path)
     cp = {'as-written': None, 'both': None, 'on': True, 'off': False}[args.with_cp]
     rel = os.path.relpath(path, REPO) if str(path).startswith(str(REPO)) else str(path)
-    result = dry_run(str(path), batch=args.batch, repeats=args.repeats, device=args.device, with_cp=cp,
-                     test=args.test, cfg_options=args.cfg_options, progress=say)
+    result = dry_run(
+        str(path),
+        batch=args.batch,
+        repeats=args.repeats,
+        device=args.device,
+        with_cp=cp,
+        test=args.test,
+        cfg_options=args.cfg_options,
+        progress=say,
+    )
     record = dict(result.record(), config=rel, name=Path(path).stem)
     if args.with_cp == 'both' and result.with_cp is not None:
         flip = not result.with_cp
-        other = dry_run(str(path), batch=args.batch, repeats=0, device=args.device, with_cp=flip, test=False,
-                        cfg_options=args.cfg_options, progress=lambda s: say(f'with_cp={flip} {s}'))
-        record['other_cp'] = dict(with_cp=other.with_cp, saved_bytes=other.train.saved_bytes,
-                                  peak_bytes=other.train.peak_bytes, flops=other.train.flops,
-                                  backbone_flops=other.train.module(other.backbone_module))
+        other = dry_run(
+            str(path),
+            batch=args.batch,
+            repeats=0,
+            device=args.device,
+            with_cp=flip,
+            test=False,
+            cfg_options=args.cfg_options,
+            progress=lambda s: say(f'with_cp={flip} {s}'),
+        )
+        record['other_cp'] = dict(
+            with_cp=other.with_cp,
+            saved_bytes=other.train.saved_bytes,
+            peak_bytes=other.train.peak_bytes,
+            flops=other.train.flops,
+            backbone_flops=other.train.module(other.backbone_module),
+        )
     return record
 
 
@@ -162,8 +202,10 @@ def machine() -> str:
     import torch
 
     dev = torch.cuda.get_device_name() if torch.cuda.is_available() else f'{cpu_model()}, {physical_cores()} cores'
-    return (f'{datetime.date.today().isoformat()}, {dev}, {torch.get_num_threads()} threads, Python '
-            f'{platform.python_version()}, torch {torch.__version__}, mmrecvit {mmrecvit_version(REPO)}')
+    return (
+        f'{datetime.date.today().isoformat()}, {dev}, {torch.get_num_threads()} threads, Python '
+        f'{platform.python_version()}, torch {torch.__version__}, mmrecvit {mmrecvit_version(REPO)}'
+    )
 
 
 def write_tables(records: list[dict], args: argparse.Namespace, pending: Sequence[str] = ()) -> None:
@@ -176,19 +218,32 @@ def write_tables(records: list[dict], args: argparse.Namespace, pending: Sequenc
     command = 'python tools/analysis_tools/dry_run.py ' + ' '.join(sys.argv[1:])
     if measured_by and measured_by != command:
         command = f'{measured_by}`, tables by `{command}'
-    for path, title, table in ((args.out, 'Dry run of every recipe', dry_run_table),
-                               (args.costs, 'What each recipe costs', lambda rs: cost_table(rs, args.gpu_rate))):
+    for path, title, table in (
+        (args.out, 'Dry run of every recipe', dry_run_table),
+        (args.costs, 'What each recipe costs', lambda rs: cost_table(rs, args.gpu_rate)),
+    ):
         if not path:
             continue
-        lines = [f'# {title}', '', f'Measured by `{command}` ({where}); what is measured and how: the tool\'s '
-                 'docstring (`--help`); a partial run continues where it stopped (`--cache`).', '']
+        lines = [
+            f'# {title}',
+            '',
+            f"Measured by `{command}` ({where}); what is measured and how: the tool's "
+            'docstring (`--help`); a partial run continues where it stopped (`--cache`).',
+            '',
+        ]
         if table is dry_run_table:
-            lines += ['Per iteration at the batch shown; MiB/img = MiB / batch. load: the 1-minute load average when '
-                      'the recipe finished (above the core count, times are inflated by other work; memory and FLOPs '
-                      'are not). AMP recipes ran in fp32 on the CPU.', '']
+            lines += [
+                'Per iteration at the batch shown; MiB/img = MiB / batch. load: the 1-minute load average when '
+                'the recipe finished (above the core count, times are inflated by other work; memory and FLOPs '
+                'are not). AMP recipes ran in fp32 on the CPU.',
+                '',
+            ]
         else:
-            lines += COST_NOTES + [f'GPU hours at {args.gpu_rate:g} TFLOP/s sustained per GPU'
-                      + (f' ({GPU_RATE_ASSUMPTION}).' if args.gpu_rate == DEFAULT_GPU_RATE else ' (given).'), '']
+            lines += COST_NOTES + [
+                f'GPU hours at {args.gpu_rate:g} TFLOP/s sustained per GPU'
+                + (f' ({GPU_RATE_ASSUMPTION}).' if args.gpu_rate == DEFAULT_GPU_RATE else ' (given).'),
+                '',
+            ]
         for fam, rs in by_family.items():
             lines += [f'## {fam}', '', *table(rs), '']
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -256,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
                 f.write(json.dumps(record) + '\n')
         if not args.all:
             print('\n'.join(dry_run_table([record])))
-        write_tables(records, args, pending=[p.stem for p in paths[i + 1:]] if args.all else ())
+        write_tables(records, args, pending=[p.stem for p in paths[i + 1 :]] if args.all else ())
     return records
 
 

@@ -19,6 +19,7 @@ pass `--checkpoint` for the numbers of a trained model (default: random initiali
 Convention (`mmrecvit/models/flops.py`): FLOPs = 2 x multiply-accumulates of the matrix products, as
 the papers count; mmdet's and mmseg's get_flops print GMACs (about half, plus norms).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,21 +36,42 @@ REPO = Path(__file__).resolve().parents[2]  # the checkout of this tool; default
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/get_flops.py', description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog='tools/analysis_tools/get_flops.py',
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument('config', help='mmdet, mmseg or mmpretrain config file')
-    parser.add_argument('--shape', type=int, nargs='+', default=None, metavar='PX',
-                        help='model input H [W] in pixels (default: the test pipeline applied to the image)')
+    parser.add_argument(
+        '--shape',
+        type=int,
+        nargs='+',
+        default=None,
+        metavar='PX',
+        help='model input H [W] in pixels (default: the test pipeline applied to the image)',
+    )
     parser.add_argument('--per-step', action='store_true', help='also print one row per block application')
     parser.add_argument('--image', default=None, help='input image (default: a toy val image from data/)')
-    parser.add_argument('--checkpoint', default=None,
-                        help='weights: a whole-model checkpoint (tools/train.py) or a backbone/timm one '
-                             '(default: random initialisation)')
+    parser.add_argument(
+        '--checkpoint',
+        default=None,
+        help='weights: a whole-model checkpoint (tools/train.py) or a backbone/timm one '
+        '(default: random initialisation)',
+    )
     parser.add_argument('--seed', type=int, default=0, help='torch seed of the random initialisation (default 0)')
-    parser.add_argument('--no-trace', dest='trace', action='store_false',
-                        help='skip the cross-check trace of the whole backbone by mmengine')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default=None,
-                        help='override config settings, key=value (as tools/train.py)')
+    parser.add_argument(
+        '--no-trace',
+        dest='trace',
+        action='store_false',
+        help='skip the cross-check trace of the whole backbone by mmengine',
+    )
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        default=None,
+        help='override config settings, key=value (as tools/train.py)',
+    )
     return parser
 
 
@@ -68,14 +90,18 @@ def main(argv: Sequence[str] | None = None) -> ComplexityReport:
     how = f'resized to exactly {shape[0]}x{shape[1]}' if shape else 'the test pipeline'
     print(f'config : {args.config}')
     print(f'weights: {weights}')
-    print(f'input  : {image} -> {how} -> {h}x{w} -> model input {"x".join(map(str, report.input_shape))} '
-          '(after the data preprocessor)')
+    print(
+        f'input  : {image} -> {how} -> {h}x{w} -> model input {"x".join(map(str, report.input_shape))} '
+        '(after the data preprocessor)'
+    )
     print(f'note   : {FLOP_CONVENTION}; per image\n')
     print(format_report(report, per_step=args.per_step), end='')
     bb = report.backbone
     if bb is not None and bb.flops < bb.dense_flops and args.checkpoint is None:
-        print('- the active-token count depends on the routing weights; these are randomly initialised '
-              '(pass --checkpoint for a trained model)')
+        print(
+            '- the active-token count depends on the routing weights; these are randomly initialised '
+            '(pass --checkpoint for a trained model)'
+        )
     return report
 
 

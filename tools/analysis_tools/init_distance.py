@@ -18,6 +18,7 @@ CHECKPOINT: a timm/DeiT file, or `timm:NAME` for timm's randomly initialised mod
 (nothing is downloaded; a stand-in where no pretrained file is at hand: its blocks barely change
 the residual stream, so distances come out smaller than from trained weights).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,19 +55,31 @@ def candidates(depth: int) -> list[tuple[str, str, str, dict[str, Any]]]:
         ('ReViT E=4', "timm_gates='uniform'", 'SPEC §2 zero router', dict(depth=depth, timm_gates='uniform')),
         ('EdgeRecViT', 'head 0, shared n/2, tail n-1, DeiT norm (default)', "ranker's depths", dict(depth=depth)),
         ('EdgeRecViT', 'the same', 'every token at full depth', dict(depth=depth, depth_shift=depth - 1)),
-        ('MoRViT', "router_alpha=1, timm_gates='open', capacities 1", 'the COCO/ADE recipes',
-         dict(num_recursions=depth - 2, router_alpha=1.0, **full)),
-        ('MoRViT', "router_alpha=1, timm_gates='open'", 'default capacities',
-         dict(num_recursions=depth - 2, router_alpha=1.0)),
-        ('MoRViT', "router_alpha=0.1, timm_gates='fresh'", "MoR's from-scratch gates",
-         dict(num_recursions=depth - 2, timm_gates='fresh')),
+        (
+            'MoRViT',
+            "router_alpha=1, timm_gates='open', capacities 1",
+            'the COCO/ADE recipes',
+            dict(num_recursions=depth - 2, router_alpha=1.0, **full),
+        ),
+        (
+            'MoRViT',
+            "router_alpha=1, timm_gates='open'",
+            'default capacities',
+            dict(num_recursions=depth - 2, router_alpha=1.0),
+        ),
+        (
+            'MoRViT',
+            "router_alpha=0.1, timm_gates='fresh'",
+            "MoR's from-scratch gates",
+            dict(num_recursions=depth - 2, timm_gates='fresh'),
+        ),
     ]
 
 
 def load_source(checkpoint: str, seed: int) -> dict[str, torch.Tensor]:
     if checkpoint.startswith('timm:'):
         torch.manual_seed(seed)
-        return timm.create_model(checkpoint[len('timm:'):], pretrained=False).state_dict()
+        return timm.create_model(checkpoint[len('timm:') :], pretrained=False).state_dict()
     return read_checkpoint(checkpoint)
 
 
@@ -76,8 +89,9 @@ def toy_images(count: int, size: int, data_root: Path) -> torch.Tensor:
         make_toy_data(data_root, which=['coco'], progress=False)
     files = sorted(folder.glob('*.jpg'))[:count]
     mean, std = torch.tensor(IMAGENET_MEAN).view(3, 1, 1), torch.tensor(IMAGENET_STD).view(3, 1, 1)
-    images = [torch.from_numpy(np.asarray(Image.open(f).convert('RGB').resize((size, size)), dtype=np.float32))
-              for f in files]
+    images = [
+        torch.from_numpy(np.asarray(Image.open(f).convert('RGB').resize((size, size)), dtype=np.float32)) for f in files
+    ]
     return (torch.stack(images).permute(0, 3, 1, 2) / 255.0 - mean) / std  # (B, H, W, 3) -> (B, 3, H, W)
 
 
@@ -90,15 +104,16 @@ def distance(ours: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
 
 
 @torch.no_grad()
-def measure(sd: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], num_heads: int,
-            progress: bool = True) -> list[dict[str, Any]]:
+def measure(
+    sd: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], num_heads: int, progress: bool = True
+) -> list[dict[str, Any]]:
     arch = timm_architecture(sd)
     ref = timm_vit(sd, num_heads)
     depth, sizes = arch['depth'], dict(embed_dim=arch['embed_dim'], num_heads=num_heads, img_size=arch['img_size'])
     refs = {}
     for name, x in inputs.items():
         last = ref.forward_intermediates(x, indices=[depth - 1], intermediates_only=True)[-1]
-        tokens = ref.forward_features(x)[:, ref.num_prefix_tokens:]  # after the final norm
+        tokens = ref.forward_features(x)[:, ref.num_prefix_tokens :]  # after the final norm
         refs[name] = dict(plain=last, norm=tokens.transpose(1, 2).reshape(last.shape))
     rows = []
     for backbone, init, note, kwargs in tqdm(candidates(depth), desc='init distance', disable=not progress):
@@ -127,13 +142,16 @@ def format_rows(rows: Sequence[dict[str, Any]], inputs: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(prog='tools/analysis_tools/init_distance.py', description=__doc__.split('\n\n')[0],
-                                     epilog=__doc__.split('\n\n', 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog='tools/analysis_tools/init_distance.py',
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument('checkpoint', help='timm/DeiT checkpoint file, or timm:NAME for a random timm model')
     parser.add_argument('--num-heads', type=int, default=None, help='attention heads (default: width / 64, as DeiT)')
     parser.add_argument('--images', type=int, default=8, help='toy val images and random inputs each (default 8)')
-    parser.add_argument('--size', type=int, default=None, help='input size (default: the checkpoint\'s)')
+    parser.add_argument('--size', type=int, default=None, help="input size (default: the checkpoint's)")
     parser.add_argument('--data-root', default='data', help='where the toy COCO set is (written if absent)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the random inputs and of timm:NAME weights')
     parser.add_argument('--out', default=None, help='also write the Markdown table to this file')
@@ -145,12 +163,16 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     heads = args.num_heads or max(1, arch['embed_dim'] // 64)
     size = args.size or arch['img_size']
     gen = torch.Generator().manual_seed(args.seed)
-    inputs = {'toy images': toy_images(args.images, size, Path(args.data_root)),
-              'random inputs': torch.randn(args.images, 3, size, size, generator=gen)}
+    inputs = {
+        'toy images': toy_images(args.images, size, Path(args.data_root)),
+        'random inputs': torch.randn(args.images, 3, size, size, generator=gen),
+    }
     rows = measure(sd, inputs, heads)
     table = format_rows(rows, list(inputs))
-    head = (f'checkpoint: {args.checkpoint} (width {arch["embed_dim"]}, {arch["depth"]} blocks, {heads} heads); '
-            f'{args.images} toy val images and {args.images} random inputs at {size}x{size}\n\n')
+    head = (
+        f'checkpoint: {args.checkpoint} (width {arch["embed_dim"]}, {arch["depth"]} blocks, {heads} heads); '
+        f'{args.images} toy val images and {args.images} random inputs at {size}x{size}\n\n'
+    )
     print(head + table, end='')
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

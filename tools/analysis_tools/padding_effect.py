@@ -15,6 +15,7 @@ Each toy val image, resized to a 256x160 portrait, runs alone (160 patch tokens)
 (MoR-ViT) or depth (Edge-RecViT) of its real tokens both ways, of the padding tokens, the fraction of real
 tokens whose count changed, and each auxiliary loss the backbone reports, alone and padded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,23 +57,29 @@ def main(argv=None) -> dict:
         return stats.token_maps[TOKEN_MAPS[name]][0].float(), {k: float(v) for k, v in stats.aux_losses.items()}
 
     rows, losses = [], []
-    for path in sorted(glob.glob(f'{args.data_root}/val2017/*.jpg'))[:args.num_images]:
+    for path in sorted(glob.glob(f'{args.data_root}/val2017/*.jpg'))[: args.num_images]:
         x = torch.from_numpy(np.array(Image.open(path).convert('RGB'))).permute(2, 0, 1).float()
         x = (F.interpolate(x[None], size=(256, 160), mode='bilinear')[0] - MEAN) / STD
         padded = torch.zeros(3, 256, 256)  # each image is computed on its own: the batch's other images do not matter
         padded[:, :, :160] = x
-        alone, alone_losses = run(x)          # (16, 10)
+        alone, alone_losses = run(x)  # (16, 10)
         in_batch, padded_losses = run(padded)  # (16, 16)
         real = in_batch[:, :10]
         rows.append([alone.mean(), real.mean(), in_batch[:, 10:].mean(), (real != alone).float().mean()])
-        losses.append({**{f'{k}/alone': v for k, v in alone_losses.items()},
-                       **{f'{k}/padded': v for k, v in padded_losses.items()}})
+        losses.append(
+            {
+                **{f'{k}/alone': v for k, v in alone_losses.items()},
+                **{f'{k}/padded': v for k, v in padded_losses.items()},
+            }
+        )
     r = torch.tensor(rows).mean(0).tolist()
     result = dict(alone=r[0], padded_real=r[1], padding=r[2], changed=r[3])
     result.update({k: float(np.mean([row[k] for row in losses])) for k in losses[0]})
     word = TOKEN_MAPS[name]
-    print(f'{name}: mean {word} of the real tokens: alone {r[0]:.3f}, padded {r[1]:.3f}; of the padding tokens '
-          f'{r[2]:.3f}; real tokens whose {word} changed: {100 * r[3]:.1f} % (padding: 37.5 % of the tokens)')
+    print(
+        f'{name}: mean {word} of the real tokens: alone {r[0]:.3f}, padded {r[1]:.3f}; of the padding tokens '
+        f'{r[2]:.3f}; real tokens whose {word} changed: {100 * r[3]:.1f} % (padding: 37.5 % of the tokens)'
+    )
     for key in sorted({k.rsplit('/', 1)[0] for k in losses[0]}):
         print(f'  {key}: alone {result[key + "/alone"]:.4f}, padded {result[key + "/padded"]:.4f}')
     return result

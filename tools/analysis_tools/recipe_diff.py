@@ -24,6 +24,7 @@ A `_target_` (or any class or function) compares as its qualified name (`detectr
 (`dataloader.train.mapper.augmentations.ResizeScale.max_scale`).
 Written by hand because mmengine compares no two configs (one line: `Config.diff` shows text lines, not keys).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,13 +55,17 @@ def vendor_dir() -> Path:
     """The vendored sources of these machines: $MMRECVIT_VENDOR_DIR, else ../shared/vendor beside the repository,
     else /work/shared/vendor (as scripts/setup.sh looks for detectron2's source)."""
     here = Path(__file__).resolve().parents[2]
-    candidates = [Path(os.environ['MMRECVIT_VENDOR_DIR'])] if os.environ.get('MMRECVIT_VENDOR_DIR') else [
-        here.parent / 'shared' / 'vendor', Path('/work/shared/vendor')]
+    candidates = (
+        [Path(os.environ['MMRECVIT_VENDOR_DIR'])]
+        if os.environ.get('MMRECVIT_VENDOR_DIR')
+        else [here.parent / 'shared' / 'vendor', Path('/work/shared/vendor')]
+    )
     for folder in candidates:
         if folder.is_dir():
             return folder
-    raise FileNotFoundError(f'vendor:: anchors: no vendored sources at {", ".join(map(str, candidates))} '
-                            '(set MMRECVIT_VENDOR_DIR)')
+    raise FileNotFoundError(
+        f'vendor:: anchors: no vendored sources at {", ".join(map(str, candidates))} (set MMRECVIT_VENDOR_DIR)'
+    )
 
 
 def _package_configs(package: str) -> Path:
@@ -88,7 +93,7 @@ def _vendor_file(rel: str) -> Path:
     top, _, inner = rel.partition('/')
     source = vendor_dir() / top
     if top.endswith('.tar.gz'):
-        root = CACHE / top[:-len('.tar.gz')]
+        root = CACHE / top[: -len('.tar.gz')]
         if not root.is_dir():
             with tarfile.open(source) as tar:
                 members = [m for m in tar.getmembers() if m.isfile() and m.name.endswith('.py')]
@@ -101,6 +106,7 @@ def _vendor_file(rel: str) -> Path:
             (stage / 'configs').symlink_to(_package_configs(VENDOR_BASES[top]))
             for entry in source.iterdir():  # copied: `..` from inside a symlinked folder would leave the stage
                 shutil.copytree(entry, stage / entry.name)
+
         if not root.is_dir():
             _publish(root, stage_tree)
         return root / inner
@@ -115,8 +121,10 @@ def resolve(path: str) -> Path:
     else:
         scope, rel = path.split('::', 1)
         if scope not in ANCHOR_SCOPES:
-            raise ValueError(f'anchor {path!r}: unknown scope {scope!r}; allowed: {", ".join(ANCHOR_SCOPES)} '
-                             '(or a path to a config file)')
+            raise ValueError(
+                f'anchor {path!r}: unknown scope {scope!r}; allowed: {", ".join(ANCHOR_SCOPES)} '
+                '(or a path to a config file)'
+            )
         file = _vendor_file(rel) if scope == 'vendor' else _package_configs(scope) / rel
     if not file.is_file():
         raise FileNotFoundError(f'config {path!r}: no such file ({file})')
@@ -186,8 +194,11 @@ def _pipelines(value: Any, prefix: str = '') -> dict[str, list[str]]:
     """{pipeline key: its step names in order}, walking as `flatten` does."""
     if _is_pipeline(value):
         return {prefix: _step_names(list(value))}
-    items = value.items() if isinstance(value, dict) else (
-        ((f'[{i}]', v) for i, v in enumerate(value)) if isinstance(value, (list, tuple)) else ())
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else (((f'[{i}]', v) for i, v in enumerate(value)) if isinstance(value, (list, tuple)) else ())
+    )
     out: dict[str, list[str]] = {}
     for k, v in items:
         out.update(_pipelines(v, (f'{prefix}{k}' if k.startswith('[') else f'{prefix}.{k}') if prefix else k))
@@ -200,15 +211,17 @@ def renamed(keys: dict[str, Any], key_map: dict[str, str]) -> dict[str, Any]:
 
     def rename(key: str) -> str:
         p = next((p for p in prefixes if key == p or key.startswith(p)), None)
-        return key if p is None else key_map[p] + key[len(p):]
+        return key if p is None else key_map[p] + key[len(p) :]
+
     out = {rename(k): v for k, v in keys.items()}
     if len(out) != len(keys):
         raise ValueError(f'key_map {key_map}: two of our keys map to one anchor key')
     return out
 
 
-def diff(ours: dict[str, Any], anchor: dict[str, Any], key_map: dict[str, str] | None = None
-         ) -> dict[str, tuple[Any, Any]]:
+def diff(
+    ours: dict[str, Any], anchor: dict[str, Any], key_map: dict[str, str] | None = None
+) -> dict[str, tuple[Any, Any]]:
     """{key: (ours, anchor)} for every key whose values differ (ABSENT where a side lacks it), our keys
     renamed by `key_map` {our prefix: the anchor's} where the two configs name one thing differently.
 
@@ -244,14 +257,17 @@ def load(path: str, import_custom_modules: bool = True) -> dict[str, Any]:
         return Config.fromfile(str(file), import_custom_modules=import_custom_modules).to_dict()
     from detectron2.config import LazyConfig  # only for a LazyConfig: detectron2 is optional
     from omegaconf import OmegaConf
+
     return OmegaConf.to_container(LazyConfig.load(str(file)), resolve=False)
 
 
 def recipe_of(cfg: dict, path: str) -> dict:
     recipe = cfg.get('recipe')
     if not isinstance(recipe, dict) or 'anchor' not in recipe:
-        raise ValueError(f'{path} is not a recipe: it has no `recipe = dict(anchor=..., intended={{...}})` '
-                         '(see tools/analysis_tools/recipe_diff.py)')
+        raise ValueError(
+            f'{path} is not a recipe: it has no `recipe = dict(anchor=..., intended={{...}})` '
+            '(see tools/analysis_tools/recipe_diff.py)'
+        )
     return recipe
 
 
@@ -273,9 +289,9 @@ def unexpected(found: dict[str, tuple[Any, Any]], expected: dict[str, Any]) -> d
 
 class Comparison(NamedTuple):
     found: dict[str, tuple[Any, Any]]  # {key: (ours, anchor)}
-    unlisted: dict[str, str]           # {key: why}: differences the recipe does not list, or not at its `expected`
-    stale: dict[str, str]              # {pattern: why}: listed differences that are not found
-    intended: dict[str, str]           # {pattern: why}: what the recipe lists
+    unlisted: dict[str, str]  # {key: why}: differences the recipe does not list, or not at its `expected`
+    stale: dict[str, str]  # {pattern: why}: listed differences that are not found
+    intended: dict[str, str]  # {pattern: why}: what the recipe lists
 
 
 def compare(ours_path: str, anchor_path: str | None = None) -> Comparison:
@@ -294,16 +310,26 @@ def compare(ours_path: str, anchor_path: str | None = None) -> Comparison:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('ours', help='a recipe of ours (a config with `recipe = dict(anchor=..., intended=...)`)')
-    parser.add_argument('anchor', nargs='?', help="the anchor config (default: the recipe's own anchor); "
-                        f"a path or `scope::path` with scope one of {', '.join(ANCHOR_SCOPES)}")
-    parser.add_argument('--check', action='store_true',
-                        help='exit 1 if a difference is not listed in the recipe or a listed one is not found')
+    parser.add_argument(
+        'anchor',
+        nargs='?',
+        help="the anchor config (default: the recipe's own anchor); "
+        f'a path or `scope::path` with scope one of {", ".join(ANCHOR_SCOPES)}',
+    )
+    parser.add_argument(
+        '--check',
+        action='store_true',
+        help='exit 1 if a difference is not listed in the recipe or a listed one is not found',
+    )
     args = parser.parse_args(argv)
     found, unlisted, stale, intended = compare(args.ours, args.anchor)
     width = max((len(k) for k in found), default=0)
     for key, (va, vb) in found.items():
-        why = (f'NOT AS EXPECTED: {unlisted[key]}' if unlisted.get(key) else
-               next((w for p, w in intended.items() if fnmatch.fnmatchcase(key, p)), 'NOT LISTED'))
+        why = (
+            f'NOT AS EXPECTED: {unlisted[key]}'
+            if unlisted.get(key)
+            else next((w for p, w in intended.items() if fnmatch.fnmatchcase(key, p)), 'NOT LISTED')
+        )
         print(f'{key:<{width}}  ours={va!r}  anchor={vb!r}  # {why}')
     for key in unlisted.keys() - found.keys():
         print(f'{key}: {unlisted[key]}')

@@ -24,6 +24,7 @@ uniform weights, reViT's gates are uniform; useful only to check the tool). IMAG
 files (default: a toy val image of the config's framework, written by `make_toy_data` if absent).
 Each goes through the config's test pipeline (or `--shape`), batch 1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,8 +75,12 @@ def _panels(value: np.ndarray) -> tuple[list[tuple[str, np.ndarray]], bool]:
         return [('', value)], False
     flat = value.reshape(-1, *value.shape[-2:])
     leading = list(np.ndindex(*value.shape[:-2]))
-    is_distribution = (value.ndim == 3 and value.shape[0] > 1 and bool((value >= -1e-6).all())
-                       and bool(np.allclose(value.sum(0), 1.0, atol=1e-3)))
+    is_distribution = (
+        value.ndim == 3
+        and value.shape[0] > 1
+        and bool((value >= -1e-6).all())
+        and bool(np.allclose(value.sum(0), 1.0, atol=1e-3))
+    )
     if is_distribution:
         panels = [(f'w[k={k + 1}]', flat[k]) for k in range(value.shape[0])]
         expected = (np.arange(1, value.shape[0] + 1).reshape(-1, 1, 1) * value).sum(0)
@@ -120,8 +125,14 @@ def draw_token_map(image: np.ndarray, value: np.ndarray, patch: int, title: str,
         if name == EXPECTED:  # its own scale, within 1..K
             own_norm = _span(float(panel.min()), float(panel.max()), (1.0, float(value.shape[0])))
         ax.imshow(image)
-        im = ax.imshow(panel, cmap=cmap, norm=own_norm, alpha=OVERLAY_ALPHA, interpolation='nearest',
-                       extent=(0, w * patch, h * patch, 0))
+        im = ax.imshow(
+            panel,
+            cmap=cmap,
+            norm=own_norm,
+            alpha=OVERLAY_ALPHA,
+            interpolation='nearest',
+            extent=(0, w * patch, h * patch, 0),
+        )
         ax.set_xlim(0, W)
         ax.set_ylim(H, 0)
         ax.set_title(f'{label} {name}'.strip() + f'  (mean {panel.mean():.3g})', fontsize=9)
@@ -177,8 +188,9 @@ def draw_table(table: np.ndarray, key: str, title: str, path: Path) -> Path:
     return path
 
 
-def visualize(model, cfg, images: Sequence[Path], out_dir: Path, weights: str,
-              shape: Sequence[int] | None = None) -> list[Path]:
+def visualize(
+    model, cfg, images: Sequence[Path], out_dir: Path, weights: str, shape: Sequence[int] | None = None
+) -> list[Path]:
     """Forward each image through the backbone and draw its statistics; returns the PNGs written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -196,12 +208,21 @@ def visualize(model, cfg, images: Sequence[Path], out_dir: Path, weights: str,
         print(f'{image}: {name}{untrained}; scalars: {scalars or "none"}')
         for key, value in stats.token_maps.items():
             title = f"{name}{untrained} · token_maps['{key}'] · {Path(image).name}"
-            written.append(draw_token_map(data['image'], value[0].detach().cpu().numpy(), backbone.patch_size,
-                                          title, key, out_dir / f'{stem}_{safe_name(key)}.png'))
+            written.append(
+                draw_token_map(
+                    data['image'],
+                    value[0].detach().cpu().numpy(),
+                    backbone.patch_size,
+                    title,
+                    key,
+                    out_dir / f'{stem}_{safe_name(key)}.png',
+                )
+            )
         for key, value in stats.tables.items():
             title = f"{name}{untrained} · tables['{key}'] {tuple(value.shape)} · {Path(image).name}"
-            written.append(draw_table(value.detach().cpu().numpy(), key, title,
-                                      out_dir / f'{stem}_table_{safe_name(key)}.png'))
+            written.append(
+                draw_table(value.detach().cpu().numpy(), key, title, out_dir / f'{stem}_table_{safe_name(key)}.png')
+            )
         if not stats.token_maps and not stats.tables:
             print(f'  {name} reports no token maps or tables (a dense backbone): nothing to draw')
     return written
@@ -209,17 +230,31 @@ def visualize(model, cfg, images: Sequence[Path], out_dir: Path, weights: str,
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/visualize_depth.py', description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog='tools/analysis_tools/visualize_depth.py',
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument('config', help='mmdet, mmseg or mmpretrain config file')
     parser.add_argument('checkpoint', help="checkpoint file, or 'none' for the random initialisation")
     parser.add_argument('images', nargs='*', metavar='IMAGE', help='image files (default: a toy val image)')
     parser.add_argument('--out-dir', default='work_dirs/visualize_depth', help='where the PNGs go')
-    parser.add_argument('--shape', type=int, nargs='+', default=None, metavar='PX',
-                        help='resize each image to exactly H [W] (default: the test pipeline)')
+    parser.add_argument(
+        '--shape',
+        type=int,
+        nargs='+',
+        default=None,
+        metavar='PX',
+        help='resize each image to exactly H [W] (default: the test pipeline)',
+    )
     parser.add_argument('--seed', type=int, default=0, help='torch seed of the random initialisation (default 0)')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default=None,
-                        help='override config settings, key=value (as tools/train.py)')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        default=None,
+        help='override config settings, key=value (as tools/train.py)',
+    )
     return parser
 
 

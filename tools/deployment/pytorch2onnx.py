@@ -23,6 +23,7 @@ the export size and, with --dynamic, at two other sizes (`--check-shapes` to cho
 saved and the exit status is 1. The file is written next to --out under a temporary name and renamed on
 success. CHECKPOINT: a checkpoint (see tools/analysis_tools/get_flops.py) or `none` for random weights.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,24 +42,52 @@ from mmrecvit.mm.tooling import build_model, init_scope, load_config
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog='tools/deployment/pytorch2onnx.py', description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog='tools/deployment/pytorch2onnx.py',
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument('config', help='mmdet, mmseg or mmpretrain config file')
     parser.add_argument('checkpoint', help="weights (whole model or backbone/timm), or 'none' for random weights")
-    parser.add_argument('--shape', type=int, nargs=2, required=True, metavar=('H', 'W'),
-                        help='export input size in pixels (multiples of --stride)')
+    parser.add_argument(
+        '--shape',
+        type=int,
+        nargs=2,
+        required=True,
+        metavar=('H', 'W'),
+        help='export input size in pixels (multiples of --stride)',
+    )
     parser.add_argument('--dynamic', action='store_true', help='dynamic H and W (multiples of --stride)')
     parser.add_argument('--stride', type=int, default=32, help='H and W are multiples of it (default 32)')
     parser.add_argument('--out', default=None, help='ONNX file (default: work_dirs/<config name>.onnx)')
-    parser.add_argument('--check-shapes', type=int, nargs='+', default=None, metavar='PX',
-                        help='parity sizes H1 W1 H2 W2 ... (default: the export size, plus two more with --dynamic)')
-    parser.add_argument('--revit-mode', choices=deploy.REVIT_MODES, default='fold',
-                        help="reViT backbones: export folded to dense ('fold', default) or as configured ('online')")
-    parser.add_argument('--tolerance', type=float, default=deploy.TOLERANCE,
-                        help=f'max |onnxruntime - eager| allowed (default {deploy.TOLERANCE:g})')
+    parser.add_argument(
+        '--check-shapes',
+        type=int,
+        nargs='+',
+        default=None,
+        metavar='PX',
+        help='parity sizes H1 W1 H2 W2 ... (default: the export size, plus two more with --dynamic)',
+    )
+    parser.add_argument(
+        '--revit-mode',
+        choices=deploy.REVIT_MODES,
+        default='fold',
+        help="reViT backbones: export folded to dense ('fold', default) or as configured ('online')",
+    )
+    parser.add_argument(
+        '--tolerance',
+        type=float,
+        default=deploy.TOLERANCE,
+        help=f'max |onnxruntime - eager| allowed (default {deploy.TOLERANCE:g})',
+    )
     parser.add_argument('--seed', type=int, default=0, help='seed of the random weights and inputs (default 0)')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, default=None,
-                        help='override config settings, key=value (as tools/train.py)')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        default=None,
+        help='override config settings, key=value (as tools/train.py)',
+    )
     return parser
 
 
@@ -74,8 +103,9 @@ def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> li
             parser.error(f'a static export runs only at --shape {shape[0]} {shape[1]}; pass --dynamic to check {sizes}')
     for H, W in [shape, *sizes]:
         if H % args.stride or W % args.stride or min(H, W) < 2 * args.stride:
-            parser.error(f'sizes must be multiples of --stride {args.stride} and at least {2 * args.stride}, '
-                         f'got {H}x{W}')
+            parser.error(
+                f'sizes must be multiples of --stride {args.stride} and at least {2 * args.stride}, got {H}x{W}'
+            )
     return sizes
 
 
@@ -98,8 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f'config : {args.config} ({scope}: {type(module).__name__} of {type(model).__name__})')
     print(f'weights: {weights}' + ('; reViT folded to dense' if folded else ''))
-    print(f'export : 1x3x{args.shape[0]}x{args.shape[1]}, ' +
-          (f'dynamic H, W (multiples of {args.stride})' if args.dynamic else 'static'))
+    print(
+        f'export : 1x3x{args.shape[0]}x{args.shape[1]}, '
+        + (f'dynamic H, W (multiples of {args.stride})' if args.dynamic else 'static')
+    )
     fd, tmp = tempfile.mkstemp(suffix='.onnx.tmp', dir=out.parent)
     os.close(fd)
     try:

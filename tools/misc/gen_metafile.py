@@ -18,6 +18,7 @@ ratio of medians is recorded (`--latency-repeats 0` skips it). Results are the t
 configs without a saved score get null. The Markdown table keeps apart what was measured here and
 what the papers report (quoted from SPEC.md, ImageNet).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,36 +43,54 @@ REPO = Path(__file__).resolve().parents[2]  # the checkout of this tool: its con
 COLLECTIONS: dict[str, dict[str, Any]] = {
     'PlainViT': dict(
         title='Training data-efficient image transformers & distillation through attention (DeiT)',
-        url='https://arxiv.org/abs/2012.12877', code='mmrecvit/models/vit.py',
+        url='https://arxiv.org/abs/2012.12877',
+        code='mmrecvit/models/vit.py',
         architecture=['ViT', 'Pre-norm Transformer'],
-        paper='unshared reference (SPEC §0); the recursive papers compare against DeiT/DeiT III'),
+        paper='unshared reference (SPEC §0); the recursive papers compare against DeiT/DeiT III',
+    ),
     'NaiveRecursiveViT': dict(
-        title='Naive recursive ViT: the baseline of SPEC §0 (ablation in the SoftMoR notes)', url=None,
-        code='mmrecvit/models/vit.py', architecture=['ViT', 'Weight sharing'],
-        paper='degrades as recursion grows (qualitative, SoftMoR notes)'),
+        title='Naive recursive ViT: the baseline of SPEC §0 (ablation in the SoftMoR notes)',
+        url=None,
+        code='mmrecvit/models/vit.py',
+        architecture=['ViT', 'Weight sharing'],
+        paper='degrades as recursion grows (qualitative, SoftMoR notes)',
+    ),
     'SRViT': dict(
         title='SoftMoR / SR-ViT: soft mixture over recursion steps (notes: papers/000_030cc631b3297ecf.txt)',
-        url=None, code='mmrecvit/models/srvit.py', architecture=['ViT', 'Recursion', 'Soft router'],
-        paper='SR-ViT-S ImageNet top-1 79.83% (T=1) -> 82.48% (T=4), +1.7M params'),
+        url=None,
+        code='mmrecvit/models/srvit.py',
+        architecture=['ViT', 'Recursion', 'Soft router'],
+        paper='SR-ViT-S ImageNet top-1 79.83% (T=1) -> 82.48% (T=4), +1.7M params',
+    ),
     'ReViT': dict(
         title='One Block, Multiple Depths: Recurrent Vision Transformers with Depth-Programmed Experts',
-        url=None, code='mmrecvit/models/revit.py', architecture=['ViT', 'Recursion', 'Weight-space experts'],
-        paper='S/16 E=4 78.2% top-1 with 6.1M params (DeiT III-S 79.9%, 22.1M); B/16 E=4 83.0%, 23.6M'),
+        url=None,
+        code='mmrecvit/models/revit.py',
+        architecture=['ViT', 'Recursion', 'Weight-space experts'],
+        paper='S/16 E=4 78.2% top-1 with 6.1M params (DeiT III-S 79.9%, 22.1M); B/16 E=4 83.0%, 23.6M',
+    ),
     'EdgeRecViT': dict(
         title='Edge-RecViT: Efficient Vision Transformer via Semantic-Refined Dynamic Recursion (CVPR 2026)',
-        url='https://github.com/RicardoLee510520/Edge-RecViT', code='mmrecvit/models/edge_recvit.py',
+        url='https://github.com/RicardoLee510520/Edge-RecViT',
+        code='mmrecvit/models/edge_recvit.py',
         architecture=['ViT', 'Recursion', 'Token-adaptive depth'],
-        paper='B: 82.0% top-1, 23.2M params, 24.39 GFLOPs (2 x MACs) vs DeiT-B 81.8%, 86M, 35.2G'),
+        paper='B: 82.0% top-1, 23.2M params, 24.39 GFLOPs (2 x MACs) vs DeiT-B 81.8%, 86M, 35.2G',
+    ),
     'MoRViT': dict(
         title='MoR-ViT: token-level Mixture-of-Recursions for ViT (notes: papers/003_8d85909b3fe63fc1.txt)',
-        url=None, code='mmrecvit/models/mor_vit.py', architecture=['ViT', 'Recursion', 'Token routing'],
-        paper='up to 70% fewer params and 2.5x faster than ViT-B at similar accuracy (no tables in our notes)'),
+        url=None,
+        code='mmrecvit/models/mor_vit.py',
+        architecture=['ViT', 'Recursion', 'Token routing'],
+        paper='up to 70% fewer params and 2.5x faster than ViT-B at similar accuracy (no tables in our notes)',
+    ),
 }
-TASKS = {'mmdet': ('Instance Segmentation', ['box AP', 'mask AP']), 'mmseg': ('Semantic Segmentation', ['mIoU']),
-         'mmpretrain': ('Image Classification', ['Top 1 Accuracy'])}
+TASKS = {
+    'mmdet': ('Instance Segmentation', ['box AP', 'mask AP']),
+    'mmseg': ('Semantic Segmentation', ['mIoU']),
+    'mmpretrain': ('Image Classification', ['Top 1 Accuracy']),
+}
 # metafile metric <- the key tools/demo.py saved (mmdet's CocoMetric / mmseg's IoUMetric / mmpretrain's Accuracy)
-SCORE_KEYS = {'box AP': 'coco/bbox_mAP', 'mask AP': 'coco/segm_mAP', 'mIoU': 'mIoU',
-              'Top 1 Accuracy': 'accuracy/top1'}
+SCORE_KEYS = {'box AP': 'coco/bbox_mAP', 'mask AP': 'coco/segm_mAP', 'mIoU': 'mIoU', 'Top 1 Accuracy': 'accuracy/top1'}
 PERCENT_METRICS = ('mIoU', 'Top 1 Accuracy')  # printed with one decimal; the others are fractions
 LATENCY_KEY = 'CPU latency ratio vs PlainViT (backbone, 224x224, batch 1)'
 HEADER = """\
@@ -108,21 +127,25 @@ def measure(config: Path) -> dict[str, Any]:
     for key, shape in (('224', (224, 224)), ('test', None)):
         data = prepare_inputs(model, cfg, image, shape)
         report = count_complexity(model, data, trace_backbone=False)
-        out[key] = dict(size='x'.join(map(str, data['image'].shape[:2])), gflops=report.flops / 1e9,
-                        backbone_gflops=report.backbone_flops / 1e9,
-                        backbone_dense_gflops=report.backbone_dense_flops / 1e9)
+        out[key] = dict(
+            size='x'.join(map(str, data['image'].shape[:2])),
+            gflops=report.flops / 1e9,
+            backbone_gflops=report.backbone_flops / 1e9,
+            backbone_dense_gflops=report.backbone_dense_flops / 1e9,
+        )
         out.update(params=report.params, backbone_params=report.backbone_params)
     dataset = cfg.train_dataloader.dataset
     toy = 'toy' in str(dataset.get('data_root', ''))
     out['dataset'] = {'CocoDataset': 'COCO', 'ADE20KDataset': 'ADE20K', 'ImageNet': 'ImageNet-1k'}.get(
-        dataset.type, dataset.type)
+        dataset.type, dataset.type
+    )
     out['dataset'] += ' (embedded toy set)' if toy else ''
     return out
 
 
 def latency_group(config: Path) -> str:
     """Configs timed against the same PlainViT: same task folder, toy or full-size recipe."""
-    return f"{config.parent.name}/{'toy' if 'toy' in config.stem else 'full'}"
+    return f'{config.parent.name}/{"toy" if "toy" in config.stem else "full"}'
 
 
 def latency_ratios(configs: list[Path], measured: dict[str, dict[str, Any]], repeats: int) -> dict[str, float]:
@@ -143,8 +166,7 @@ def latency_ratios(configs: list[Path], measured: dict[str, dict[str, Any]], rep
             continue
         modules = [measured[n]['module'].eval() for n in names]
         times: list[list[float]] = [[] for _ in names]
-        print(f'latency: {group}, {len(names)} backbones x {repeats} interleaved forwards', file=sys.stderr,
-              flush=True)
+        print(f'latency: {group}, {len(names)} backbones x {repeats} interleaved forwards', file=sys.stderr, flush=True)
         with torch.no_grad():
             for module in modules:  # warm-up
                 module(x)
@@ -169,8 +191,9 @@ def find_scores(folders: Sequence[str]) -> dict[str, dict[str, Any]]:
     return scores
 
 
-def model_entry(config: Path, m: dict[str, Any], latency: float | None = None,
-                score: dict[str, Any] | None = None) -> dict[str, Any]:
+def model_entry(
+    config: Path, m: dict[str, Any], latency: float | None = None, score: dict[str, Any] | None = None
+) -> dict[str, Any]:
     task, metrics = TASKS[m['scope']]
     r2 = lambda v: round(float(v), 2)  # noqa: E731
     results = {name: None for name in metrics}
@@ -203,8 +226,12 @@ def collection_entry(name: str) -> dict[str, Any]:
     if info is None:  # a backbone added later: listed, with its paper to be filled in COLLECTIONS
         print(f'note: no COLLECTIONS entry for {name}; its collection has no paper yet', file=sys.stderr)
         info = dict(title=None, url=None, code=None, architecture=['ViT'])
-    return {'Name': name, 'Metadata': {'Architecture': info['architecture']},
-            'Paper': {'Title': info['title'], 'URL': info['url']}, 'Code': {'URL': info['code']}}
+    return {
+        'Name': name,
+        'Metadata': {'Architecture': info['architecture']},
+        'Paper': {'Title': info['title'], 'URL': info['url']},
+        'Code': {'URL': info['code']},
+    }
 
 
 def to_yaml(obj: Any, indent: int = 0) -> list[str]:
@@ -238,50 +265,82 @@ def scalar(v: Any) -> str:
 
 def markdown_table(entries: list[dict[str, Any]]) -> str:
     """The README model table: measured columns, then the papers' numbers per method."""
-    lines = ['Measured here (tools/misc/gen_metafile.py; random weights, batch 1, FLOPs in mmengine convention '
-             '= GMACs; backbone FLOPs as active tokens / dense; toy scores filled in from tools/demo.py runs):', '',
-             '| config | backbone | params (M) | backbone params (M) | backbone GFLOPs 224² | GFLOPs 224² '
-             '| test size | backbone GFLOPs test size (active / dense) | GFLOPs test size '
-             '| CPU latency vs PlainViT | toy score (trained, iterations) |',
-             '|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|:--|']
+    lines = [
+        'Measured here (tools/misc/gen_metafile.py; random weights, batch 1, FLOPs in mmengine convention '
+        '= GMACs; backbone FLOPs as active tokens / dense; toy scores filled in from tools/demo.py runs):',
+        '',
+        '| config | backbone | params (M) | backbone params (M) | backbone GFLOPs 224² | GFLOPs 224² '
+        '| test size | backbone GFLOPs test size (active / dense) | GFLOPs test size '
+        '| CPU latency vs PlainViT | toy score (trained, iterations) |',
+        '|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|:--|',
+    ]
     for e in entries:
         md = e['Metadata']
         act, dense = md['Backbone FLOPs (G, test size)'], md['Backbone FLOPs dense (G, test size)']
         latency = '–' if md[LATENCY_KEY] is None else f'{md[LATENCY_KEY]:.2f}'
         metrics = e['Results'][0]['Metrics']
-        score = ', '.join(f'{k} {v:.1f}' if k in PERCENT_METRICS else f'{k} {v:.3f}'
-                          for k, v in metrics.items() if v is not None) or '–'
+        score = (
+            ', '.join(
+                f'{k} {v:.1f}' if k in PERCENT_METRICS else f'{k} {v:.3f}' for k, v in metrics.items() if v is not None
+            )
+            or '–'
+        )
         if md['Toy Training Iterations'] is not None:
-            score += f" ({md['Toy Training Iterations']} it.)"
-        lines.append(f"| [{e['Name']}]({e['Config']}) | {md['Backbone']} | {md['Parameters (M)']} "
-                     f"| {md['Backbone Parameters (M)']} | {md['Backbone FLOPs (G, 224x224)']} "
-                     f"| {md['FLOPs (G, 224x224)']} | {md['Test Size']} | {act} / {dense} "
-                     f"| {md['FLOPs (G, test size)']} | {latency} | {score} |")
-    used = sorted({e['In Collection'] for e in entries}, key=lambda n: list(COLLECTIONS).index(n)
-                  if n in COLLECTIONS else len(COLLECTIONS))
-    lines += ['', "Papers' numbers (quoted from SPEC.md; ImageNet-1k classification, NOT measured here; papers "
-              'count FLOPs as 2 x MACs):', '', '| method | paper | reported |', '|:--|:--|:--|']
+            score += f' ({md["Toy Training Iterations"]} it.)'
+        lines.append(
+            f'| [{e["Name"]}]({e["Config"]}) | {md["Backbone"]} | {md["Parameters (M)"]} '
+            f'| {md["Backbone Parameters (M)"]} | {md["Backbone FLOPs (G, 224x224)"]} '
+            f'| {md["FLOPs (G, 224x224)"]} | {md["Test Size"]} | {act} / {dense} '
+            f'| {md["FLOPs (G, test size)"]} | {latency} | {score} |'
+        )
+    used = sorted(
+        {e['In Collection'] for e in entries},
+        key=lambda n: list(COLLECTIONS).index(n) if n in COLLECTIONS else len(COLLECTIONS),
+    )
+    lines += [
+        '',
+        "Papers' numbers (quoted from SPEC.md; ImageNet-1k classification, NOT measured here; papers "
+        'count FLOPs as 2 x MACs):',
+        '',
+        '| method | paper | reported |',
+        '|:--|:--|:--|',
+    ]
     for name in used:
         info = COLLECTIONS.get(name, {})
         title = info.get('title') or '–'
-        paper = f"[{title}]({info['url']})" if info.get('url') else title
-        lines.append(f"| {name} | {paper} | {info.get('paper', '–')} |")
+        paper = f'[{title}]({info["url"]})' if info.get('url') else title
+        lines.append(f'| {name} | {paper} | {info.get("paper", "–")} |')
     return '\n'.join(lines) + '\n'
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(prog='tools/misc/gen_metafile.py', description=__doc__.split('\n\n')[0],
-                                     epilog=__doc__.split('\n\n', 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog='tools/misc/gen_metafile.py',
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument('--configs', nargs='+', default=None, help='configs to index (default: all in configs/)')
     parser.add_argument('--out', default=str(REPO / 'metafile.yml'), help='metafile path (default: metafile.yml)')
     parser.add_argument('--json', default=None, help='also write the raw measurements as JSON')
-    parser.add_argument('--scores', nargs='+', default=[], metavar='DIR',
-                        help='work dirs of tools/demo.py runs (their */scores.json fill the toy scores)')
-    parser.add_argument('--latency-repeats', type=int, default=10,
-                        help='interleaved forwards per backbone for the latency ratio (0: skip)')
-    parser.add_argument('--skip-errors', action='store_true',
-                        help='leave out (and list) configs that fail to build or run, instead of stopping')
+    parser.add_argument(
+        '--scores',
+        nargs='+',
+        default=[],
+        metavar='DIR',
+        help='work dirs of tools/demo.py runs (their */scores.json fill the toy scores)',
+    )
+    parser.add_argument(
+        '--latency-repeats',
+        type=int,
+        default=10,
+        help='interleaved forwards per backbone for the latency ratio (0: skip)',
+    )
+    parser.add_argument(
+        '--skip-errors',
+        action='store_true',
+        help='leave out (and list) configs that fail to build or run, instead of stopping',
+    )
     args = parser.parse_args(argv)
     if args.latency_repeats < 0:
         parser.error(f'--latency-repeats must be >= 0 (0 skips the timing), got {args.latency_repeats}')
@@ -299,8 +358,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     ratios = latency_ratios(configs, measured, args.latency_repeats)
     for config in configs:
         if config.stem in measured:
-            entries.append(model_entry(config, measured[config.stem], ratios.get(config.stem),
-                                       scores.get(config.stem)))
+            entries.append(model_entry(config, measured[config.stem], ratios.get(config.stem), scores.get(config.stem)))
     names = list(dict.fromkeys(e['In Collection'] for e in entries))
     doc = {'Collections': [collection_entry(n) for n in names], 'Models': entries}
     text = HEADER + '\n'.join(to_yaml(doc)) + '\n'

@@ -9,6 +9,7 @@ Idempotent: a set whose manifest records the same generator version and argument
 files are all present, is skipped. The generator is the `mmrecvit.datasets.toy` package; see its
 modules' docstrings for the layouts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,9 @@ def load_toy() -> ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     package = REPO / 'mmrecvit' / 'datasets' / 'toy'
-    spec = importlib.util.spec_from_file_location(name, package / '__init__.py',
-                                                  submodule_search_locations=[str(package)])
+    spec = importlib.util.spec_from_file_location(
+        name, package / '__init__.py', submodule_search_locations=[str(package)]
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # the relative imports and the dataclasses look the package up here
     spec.loader.exec_module(module)
@@ -43,10 +45,13 @@ def load_toy() -> ModuleType:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description='Generate the toy COCO / ADE20K / classification datasets.',
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument('--out', default='data',
-                   help='data folder: gets toy_coco/, toy_ade/ADEChallengeData2016/ and toy_cls/')
+    p = argparse.ArgumentParser(
+        description='Generate the toy COCO / ADE20K / classification datasets.',
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        '--out', default='data', help='data folder: gets toy_coco/, toy_ade/ADEChallengeData2016/ and toy_cls/'
+    )
     p.add_argument('--which', choices=['coco', 'ade', 'cls', 'all'], default='all', help='which set(s) to write')
     p.add_argument('--seed', type=int, default=0, help='seed of every image (same seed -> identical files)')
     p.add_argument('--size', type=int, default=256, help='square image side in pixels (toy COCO and ADE20K)')
@@ -67,14 +72,27 @@ def main(argv: list[str] | None = None) -> dict:
     toy = load_toy()
     which = toy.KINDS if args.which == 'all' else (args.which,)
     start = time.perf_counter()
-    results = toy.make_toy_data(args.out, which=which, seed=args.seed, size=args.size, coco_train=args.coco_train,
-                                coco_val=args.coco_val, ade_train=args.ade_train, ade_val=args.ade_val,
-                                cls_train=args.cls_train, cls_val=args.cls_val, cls_size=args.cls_size,
-                                force=args.force, progress=not args.no_progress)
+    results = toy.make_toy_data(
+        args.out,
+        which=which,
+        seed=args.seed,
+        size=args.size,
+        coco_train=args.coco_train,
+        coco_val=args.coco_val,
+        ade_train=args.ade_train,
+        ade_val=args.ade_val,
+        cls_train=args.cls_train,
+        cls_val=args.cls_val,
+        cls_size=args.cls_size,
+        force=args.force,
+        progress=not args.no_progress,
+    )
     names = {'coco': 'toy COCO  ', 'ade': 'toy ADE20K', 'cls': 'toy cls   '}
-    classes = {'coco': ', '.join(toy.TOY_COCO_CLASSES),
-               'ade': ', '.join(f'{n} ({v})' for n, v in toy.TOY_ADE_LABELS.items()),
-               'cls': ', '.join(toy.TOY_CLS_CLASSES)}
+    classes = {
+        'coco': ', '.join(toy.TOY_COCO_CLASSES),
+        'ade': ', '.join(f'{n} ({v})' for n, v in toy.TOY_ADE_LABELS.items()),
+        'cls': ', '.join(toy.TOY_CLS_CLASSES),
+    }
     for kind, r in results.items():
         state = 'already complete, skipped' if r.skipped else f'written in {r.seconds:.1f} s'
         print(f'{names[kind]}  {r.root}  {r.num_train} train / {r.num_val} val  {r.size}x{r.size}  ({state})')

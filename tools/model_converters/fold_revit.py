@@ -15,6 +15,7 @@ DeiT size table (192/384/768 -> 3/6/12). As in HF conversion scripts, the folded
 against the reViT on a random input before anything is written (`--tolerance`, default 1e-5 relative
 to max(1, max |output|)), and the stored parameter counts of both are printed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,15 +41,20 @@ PREFIX = 'backbone.'
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument('checkpoint', help='reViT backbone state dict or mmengine checkpoint (backbone.* keys)')
     parser.add_argument('--depth', type=int, required=True, help='L: number of blocks of the folded ViT (>= 2)')
     parser.add_argument('out', help='where to write the folded checkpoint')
     parser.add_argument('--config', help='mmdet/mmseg config whose model.backbone is the reViT (else inferred)')
     parser.add_argument('--num-heads', type=int, help='attention heads, when inferring a non-DeiT width')
-    parser.add_argument('--out-indices', type=int, nargs='+',
-                        help='output layers (0..depth-1) when inferring (default: the stage ends of --depth)')
+    parser.add_argument(
+        '--out-indices',
+        type=int,
+        nargs='+',
+        help='output layers (0..depth-1) when inferring (default: the stage ends of --depth)',
+    )
     parser.add_argument('--tolerance', type=float, default=1e-5, help='parity tolerance (default 1e-5)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the random parity input')
     args = parser.parse_args(argv)
@@ -68,8 +74,9 @@ def read_full(path: str) -> tuple[object, dict[str, Tensor]]:
 
 def revit_kwargs_from_state_dict(sd: dict[str, Tensor], num_heads: int | None) -> dict:
     """ReViT constructor arguments recovered from the shapes of its state dict."""
-    missing = [k for k in ('pos_embed', 'patch_embed.proj.weight', 'block.mlp.fc1.weight', 'router.fc1.weight')
-               if k not in sd]
+    missing = [
+        k for k in ('pos_embed', 'patch_embed.proj.weight', 'block.mlp.fc1.weight', 'router.fc1.weight') if k not in sd
+    ]
     if missing:
         raise SystemExit(f'not a reViT backbone state dict: missing {missing}; keys look like {sorted(sd)[:5]}')
     embed_dim = sd['pos_embed'].shape[-1]
@@ -83,13 +90,24 @@ def revit_kwargs_from_state_dict(sd: dict[str, Tensor], num_heads: int | None) -
     if num_heads is None:
         by_width = {s['embed_dim']: s['num_heads'] for s in ARCH_SETTINGS.values()}
         if embed_dim not in by_width:
-            raise SystemExit(f'cannot infer num_heads for embed_dim={embed_dim} (DeiT widths: {sorted(by_width)}): '
-                             'pass --num-heads or --config')
+            raise SystemExit(
+                f'cannot infer num_heads for embed_dim={embed_dim} (DeiT widths: {sorted(by_width)}): '
+                'pass --num-heads or --config'
+            )
         num_heads = by_width[embed_dim]
-    return dict(embed_dim=embed_dim, num_heads=num_heads, num_experts=num_experts, mlp_ratio=hidden / embed_dim,
-                patch_size=patch, img_size=grid * patch, in_channels=in_channels, with_cls_token=with_cls_token,
-                qkv_bias='block.attn.qkv.bias' in sd, router_hidden_dim=sd['router.fc1.weight'].shape[0],
-                init_values=1.0 if 'block.ls1.gamma' in sd else None)  # LayerScale values come from the checkpoint
+    return dict(
+        embed_dim=embed_dim,
+        num_heads=num_heads,
+        num_experts=num_experts,
+        mlp_ratio=hidden / embed_dim,
+        patch_size=patch,
+        img_size=grid * patch,
+        in_channels=in_channels,
+        with_cls_token=with_cls_token,
+        qkv_bias='block.attn.qkv.bias' in sd,
+        router_hidden_dim=sd['router.fc1.weight'].shape[0],
+        init_values=1.0 if 'block.ls1.gamma' in sd else None,
+    )  # LayerScale values come from the checkpoint
 
 
 def build_revit(args: argparse.Namespace, sd: dict[str, Tensor]) -> ReViT:
@@ -102,8 +120,9 @@ def build_revit(args: argparse.Namespace, sd: dict[str, Tensor]) -> ReViT:
         revit = ReViT(**backbone)  # as configured, then at --depth: its out_indices move to the same relative depths
         revit.depth = args.depth
         return revit
-    return ReViT(arch='small', depth=args.depth, out_indices=args.out_indices,
-                 **revit_kwargs_from_state_dict(sd, args.num_heads))
+    return ReViT(
+        arch='small', depth=args.depth, out_indices=args.out_indices, **revit_kwargs_from_state_dict(sd, args.num_heads)
+    )
 
 
 @torch.no_grad()
@@ -116,8 +135,10 @@ def check_parity(revit: ReViT, dense: PlainViT, tolerance: float, seed: int) -> 
     diff = max((a - b).abs().max().item() for a, b in zip(ref, out))
     scale = max(1.0, max(a.abs().max().item() for a in ref))
     if len(ref) != len(out) or not diff <= tolerance * scale:
-        raise SystemExit(f'parity check failed: max |reViT - folded PlainViT| = {diff:.3g} > {tolerance:g} x '
-                         f'{scale:.3g}; nothing written')
+        raise SystemExit(
+            f'parity check failed: max |reViT - folded PlainViT| = {diff:.3g} > {tolerance:g} x '
+            f'{scale:.3g}; nothing written'
+        )
     return diff
 
 
@@ -154,12 +175,18 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     torch.save(out_obj, args.out)
 
-    print(f'parity: max |reViT - folded PlainViT| = {diff:.3g} over {len(revit.out_indices)} outputs '
-          f'(tolerance {args.tolerance:g})')
-    print(f'stored parameters: reViT backbone {count(backbone_sd)}, E={revit.num_experts} experts; '
-          f'folded PlainViT backbone {count(folded_sd)}, {args.depth} blocks')
-    print(f'wrote {args.out}; use it with the same config and this backbone (`_delete_=True` when it overrides '
-          'an inherited one):')
+    print(
+        f'parity: max |reViT - folded PlainViT| = {diff:.3g} over {len(revit.out_indices)} outputs '
+        f'(tolerance {args.tolerance:g})'
+    )
+    print(
+        f'stored parameters: reViT backbone {count(backbone_sd)}, E={revit.num_experts} experts; '
+        f'folded PlainViT backbone {count(folded_sd)}, {args.depth} blocks'
+    )
+    print(
+        f'wrote {args.out}; use it with the same config and this backbone (`_delete_=True` when it overrides '
+        'an inherited one):'
+    )
     print('model.backbone = dict(' + ', '.join(f'{k}={v!r}' for k, v in config.items()) + ')')
     return 0
 

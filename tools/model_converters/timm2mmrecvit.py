@@ -24,6 +24,7 @@ DST holds `{'state_dict': <the backbone's state dict>, 'meta': {...}}`; after wr
 built with `init_cfg=dict(type='Pretrained', checkpoint=DST)` is loaded through `init_weights()` and
 compared with the converted one, so the file is known to work in a config.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,8 +78,9 @@ def parity_plan(model: nn.Module) -> tuple[dict[str, Any], list[int], list[int]]
 
 
 @torch.no_grad()
-def check_parity(name: str, kwargs: dict[str, Any], target: nn.Module, src: str, sd: dict[str, Tensor],
-                 tolerance: float, seed: int) -> str:
+def check_parity(
+    name: str, kwargs: dict[str, Any], target: nn.Module, src: str, sd: dict[str, Tensor], tolerance: float, seed: int
+) -> str:
     """Run the parity check (module docstring); returns a one-line result, raises on failure."""
     plan = parity_plan(target)
     if plan is None:
@@ -90,8 +92,9 @@ def check_parity(name: str, kwargs: dict[str, Any], target: nn.Module, src: str,
     twin = BACKBONES[name](**{**kwargs, **overrides, 'img_size': arch['img_size']}).eval()
     load_pretrained(twin, src)
     ref = timm_vit(sd, twin.num_heads)
-    x = torch.randn(1, arch['in_chans'], arch['img_size'], arch['img_size'],
-                    generator=torch.Generator().manual_seed(seed))
+    x = torch.randn(
+        1, arch['in_chans'], arch['img_size'], arch['img_size'], generator=torch.Generator().manual_seed(seed)
+    )
     states, grid = twin.get_intermediate_states(x, ours_idx)
     ours = twin.to_maps(states, grid)
     theirs = ref.forward_intermediates(x, indices=timm_idx, norm=False, intermediates_only=True, output_fmt='NCHW')
@@ -106,22 +109,32 @@ def check_parity(name: str, kwargs: dict[str, Any], target: nn.Module, src: str,
         if k in target_sd and target_sd[k].shape == v.shape and not torch.equal(target_sd[k], v):
             raise CheckpointError(f'{k} of the converted {name} differs from the parity-checked twin')
     what = 'block' if isinstance(target, PlainViT) else 'unit (T=1)'
-    return (f'parity with timm VisionTransformer: {len(timm_idx)} {what} outputs {timm_idx}, relative max error '
-            f'{worst:.2e} <= {tolerance:g}')
+    return (
+        f'parity with timm VisionTransformer: {len(timm_idx)} {what} outputs {timm_idx}, relative max error '
+        f'{worst:.2e} <= {tolerance:g}'
+    )
 
 
-def convert(src: str, dst: str, name: str, kwargs: dict[str, Any], tolerance: float = 1e-5,
-            seed: int = 0) -> dict[str, Any]:
+def convert(
+    src: str, dst: str, name: str, kwargs: dict[str, Any], tolerance: float = 1e-5, seed: int = 0
+) -> dict[str, Any]:
     """Convert, check, write and re-load (module docstring); returns the `meta` written."""
     sd = read_checkpoint(src)
     if not is_timm_state_dict(sd):
-        raise CheckpointError(f'{src} is not a timm/DeiT ViT checkpoint (keys like {sorted(sd)[:3]}); this tool '
-                              'converts timm/DeiT weights (our own checkpoints load directly through init_cfg)')
+        raise CheckpointError(
+            f'{src} is not a timm/DeiT ViT checkpoint (keys like {sorted(sd)[:3]}); this tool '
+            'converts timm/DeiT weights (our own checkpoints load directly through init_cfg)'
+        )
     target = BACKBONES[name](**kwargs).eval()
     load_pretrained(target, src)  # the model's key map, strict
     parity = check_parity(name, kwargs, target, src, sd, tolerance, seed)
-    meta = dict(source=str(src), model=name, kwargs=repr(kwargs), check=parity,
-                params=sum(p.numel() for p in target.parameters()))
+    meta = dict(
+        source=str(src),
+        model=name,
+        kwargs=repr(kwargs),
+        check=parity,
+        params=sum(p.numel() for p in target.parameters()),
+    )
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
     torch.save({'state_dict': target.state_dict(), 'meta': meta}, dst)
     fresh = BACKBONES[name](**kwargs, init_cfg=dict(type='Pretrained', checkpoint=str(dst)))
@@ -134,14 +147,17 @@ def convert(src: str, dst: str, name: str, kwargs: dict[str, Any], tolerance: fl
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog='tools/model_converters/timm2mmrecvit.py',
-                                     description=__doc__.split('\n\n')[0], epilog=__doc__.split('\n\n', 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog='tools/model_converters/timm2mmrecvit.py',
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument('src', help='timm/DeiT checkpoint')
     parser.add_argument('dst', help='output file (a state dict for init_cfg=dict(type="Pretrained", ...))')
     target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument('--model', help="backbone spec, e.g. 'SRViT(arch=\"small\", num_recursions=4)'")
-    target.add_argument('--config', help="a config whose model.backbone is the target")
+    target.add_argument('--model', help='backbone spec, e.g. \'SRViT(arch="small", num_recursions=4)\'')
+    target.add_argument('--config', help='a config whose model.backbone is the target')
     parser.add_argument('--tolerance', type=float, default=1e-5, help='parity tolerance (default 1e-5)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the random parity input')
     args = parser.parse_args(argv)

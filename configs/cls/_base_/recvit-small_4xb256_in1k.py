@@ -15,7 +15,8 @@ model = dict(
     # The backbones initialise themselves (timm's scheme, with the zero-initialised routers and step
     # transforms their papers and SPEC.md ask for); mmpretrain's whole-model TruncNormal would overwrite
     # those. The head keeps its own init (zero, VisionTransformerClsHead's default).
-    init_cfg=None)
+    init_cfg=None,
+)
 
 # RecursionHook adds the backbones' auxiliary losses (router, ranker and expert losses) and recursion
 # statistics to the loss dict / training log; RNGStateHook makes `--resume` exact (mmrecvit/mm/hooks/rng_state_hook.py);
@@ -39,21 +40,24 @@ param_scheduler = [
 ]
 
 # The anchor and every intended difference from it, as data (tools/analysis_tools/recipe_diff.py CONFIG --check).
-recipe = dict(anchor='mmpretrain::deit/deit-small_4xb256_in1k.py', intended={
-    'custom_imports.*': 'registers mmrecvit',
-    'custom_hooks.*': 'RecursionHook, RNGStateHook, TF32Hook (above)',
-    'default_hooks.checkpoint.type': 'AtomicCheckpointHook (above)',
-    'find_unused_parameters': 'stated (above)',
-    'randomness.*': 'seed 0 with diff_rank_seed (above)',
-    'embed_dim': 'a config variable of ours',
-    'model.backbone.type': 'an mmrecvit backbone',
-    'model.backbone.arch': 'small = DeiT-S (384 wide, 6 heads, 12 layers)',
-    'model.backbone.img_size': 'ours: 224 by default, any size at run time',
-    'model.backbone.patch_size': "ours: the arch's 16",
-    'model.backbone.out_type': 'the final CLS token after the final norm, as mmpretrain VisionTransformer',
-    'model.backbone.drop_path_rate': "the DeiT paper's 0.1 (mmpretrain's file leaves 0)",
-    'model.init_cfg*': "the backbones initialise themselves (above); mmpretrain's TruncNormal would overwrite it",
-    'param_scheduler.LinearLR.end': "the DeiT paper's 5 warm-up epochs (mmpretrain: 20)",
-    'param_scheduler.CosineAnnealingLR.begin': 'after the 5 warm-up epochs',
-    'train_dataloader.sampler.type': "DeiT's repeated augmentation",
-})
+recipe = dict(
+    anchor='mmpretrain::deit/deit-small_4xb256_in1k.py',
+    intended={
+        'custom_imports.*': 'registers mmrecvit',
+        'custom_hooks.*': 'RecursionHook, RNGStateHook, TF32Hook (above)',
+        'default_hooks.checkpoint.type': 'AtomicCheckpointHook (above)',
+        'find_unused_parameters': 'stated (above)',
+        'randomness.*': 'seed 0 with diff_rank_seed (above)',
+        'embed_dim': 'a config variable of ours',
+        'model.backbone.type': 'an mmrecvit backbone',
+        'model.backbone.arch': 'small = DeiT-S (384 wide, 6 heads, 12 layers)',
+        'model.backbone.img_size': 'ours: 224 by default, any size at run time',
+        'model.backbone.patch_size': "ours: the arch's 16",
+        'model.backbone.out_type': 'the final CLS token after the final norm, as mmpretrain VisionTransformer',
+        'model.backbone.drop_path_rate': "the DeiT paper's 0.1 (mmpretrain's file leaves 0)",
+        'model.init_cfg*': "the backbones initialise themselves (above); mmpretrain's TruncNormal would overwrite it",
+        'param_scheduler.LinearLR.end': "the DeiT paper's 5 warm-up epochs (mmpretrain: 20)",
+        'param_scheduler.CosineAnnealingLR.begin': 'after the 5 warm-up epochs',
+        'train_dataloader.sampler.type': "DeiT's repeated augmentation",
+    },
+)

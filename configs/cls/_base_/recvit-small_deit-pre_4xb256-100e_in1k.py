@@ -20,12 +20,14 @@ param_scheduler = [
 ]
 
 # Intended differences from the anchor beyond the from-scratch recipe's (recipe_diff.py merges the entries).
-recipe = dict(intended={
-    'deit_checkpoint': 'a config variable of ours: the DeiT-S start',
-    'model.backbone.init_cfg.*': "DeiT-S's released weights through the backbone's strict timm filter",
-    'max_epochs': 'a config variable of ours',
-    'train_cfg.max_epochs': 'fine-tuning from DeiT: 100 epochs (from scratch: 300)',
-    'param_scheduler.CosineAnnealingLR.end': 'the 100 epochs',
-    'optim_wrapper.optimizer.lr': 'fine-tuning from DeiT: half the from-scratch rate, 2.5e-4 x batch/512',
-    'param_scheduler.CosineAnnealingLR.eta_min': 'fine-tuning: 1e-6, a tenth of the from-scratch floor',
-})
+recipe = dict(
+    intended={
+        'deit_checkpoint': 'a config variable of ours: the DeiT-S start',
+        'model.backbone.init_cfg.*': "DeiT-S's released weights through the backbone's strict timm filter",
+        'max_epochs': 'a config variable of ours',
+        'train_cfg.max_epochs': 'fine-tuning from DeiT: 100 epochs (from scratch: 300)',
+        'param_scheduler.CosineAnnealingLR.end': 'the 100 epochs',
+        'optim_wrapper.optimizer.lr': 'fine-tuning from DeiT: half the from-scratch rate, 2.5e-4 x batch/512',
+        'param_scheduler.CosineAnnealingLR.eta_min': 'fine-tuning: 1e-6, a tenth of the from-scratch floor',
+    }
+)

@@ -15,10 +15,18 @@ embed_dim = 192  # toy backbones are ViT-Ti wide
 # img_size: the position embedding is learnt at the toy resolution (a 4x4 grid), and resampled when the
 # backbone is transferred (tools/demo.py --task transfer).
 model = dict(
-    backbone=dict(_delete_=True, type='PlainViT', arch='tiny', depth=6, drop_path_rate=0.0, img_size=image_size,
-                  out_type='cls_token'),
+    backbone=dict(
+        _delete_=True,
+        type='PlainViT',
+        arch='tiny',
+        depth=6,
+        drop_path_rate=0.0,
+        img_size=image_size,
+        out_type='cls_token',
+    ),
     head=dict(num_classes=num_classes, in_channels=embed_dim),
-    train_cfg=None)  # no batch augments (Mixup/CutMix)
+    train_cfg=None,
+)  # no batch augments (Mixup/CutMix)
 data_preprocessor = dict(num_classes=num_classes)
 
 train_pipeline = [
@@ -32,12 +40,18 @@ test_pipeline = [
     dict(type='PackInputs'),
 ]
 train_dataloader = dict(
-    batch_size=32, num_workers=1, persistent_workers=True,
+    batch_size=32,
+    num_workers=1,
+    persistent_workers=True,
     dataset=dict(data_root=data_root, split='train', metainfo=metainfo, pipeline=train_pipeline),
-    sampler=dict(_delete_=True, type='InfiniteSampler', shuffle=True))  # an iteration-based schedule
+    sampler=dict(_delete_=True, type='InfiniteSampler', shuffle=True),
+)  # an iteration-based schedule
 val_dataloader = dict(
-    batch_size=100, num_workers=1, persistent_workers=True,
-    dataset=dict(data_root=data_root, split='val', metainfo=metainfo, pipeline=test_pipeline))
+    batch_size=100,
+    num_workers=1,
+    persistent_workers=True,
+    dataset=dict(data_root=data_root, split='val', metainfo=metainfo, pipeline=test_pipeline),
+)
 test_dataloader = val_dataloader
 val_evaluator = dict(topk=(1,))  # top-5 of 5 classes is always 100 %
 test_evaluator = val_evaluator
@@ -52,6 +66,7 @@ param_scheduler = [
 auto_scale_lr = dict(base_batch_size=32)
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=10),
-    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
+    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1),
+)
 log_processor = dict(by_epoch=False)
 randomness = dict(_delete_=True, seed=0, diff_rank_seed=False)  # one process: as the toy det/seg configs

@@ -13,13 +13,26 @@ for key in ('box_head', 'box_predictor', 'proposal_matcher'):  # Cascade R-CNN h
     roi_heads.pop(key)
 roi_heads.update(
     _target_=CascadeROIHeads,
-    box_heads=[L(FastRCNNConvFCHead)(input_shape=ShapeSpec(channels=256, height=7, width=7),
-                                     conv_dims=[256, 256, 256, 256], fc_dims=[1024], conv_norm='LN')
-               for _ in range(3)],
-    box_predictors=[L(FastRCNNOutputLayers)(input_shape=ShapeSpec(channels=1024), test_score_thresh=0.05,
-                                            box2box_transform=L(Box2BoxTransform)(weights=(w1, w1, w2, w2)),
-                                            cls_agnostic_bbox_reg=True, num_classes='${...num_classes}')
-                    for w1, w2 in ((10, 5), (20, 10), (30, 15))],
-    proposal_matchers=[L(Matcher)(thresholds=[th], labels=[0, 1], allow_low_quality_matches=False)
-                       for th in (0.5, 0.6, 0.7)],
+    box_heads=[
+        L(FastRCNNConvFCHead)(
+            input_shape=ShapeSpec(channels=256, height=7, width=7),
+            conv_dims=[256, 256, 256, 256],
+            fc_dims=[1024],
+            conv_norm='LN',
+        )
+        for _ in range(3)
+    ],
+    box_predictors=[
+        L(FastRCNNOutputLayers)(
+            input_shape=ShapeSpec(channels=1024),
+            test_score_thresh=0.05,
+            box2box_transform=L(Box2BoxTransform)(weights=(w1, w1, w2, w2)),
+            cls_agnostic_bbox_reg=True,
+            num_classes='${...num_classes}',
+        )
+        for w1, w2 in ((10, 5), (20, 10), (30, 15))
+    ],
+    proposal_matchers=[
+        L(Matcher)(thresholds=[th], labels=[0, 1], allow_low_quality_matches=False) for th in (0.5, 0.6, 0.7)
+    ],
 )

@@ -16,8 +16,14 @@ model = model_zoo.get_config('common/models/mask_rcnn_vitdet.py').model
 model._target_ = RecViTRCNN
 model.backbone = L(StepFeaturePyramid)(
     # use_rel_pos: ViTDet's decomposed relative position biases, zero at the DeiT start (mmrecvit/models/rel_pos.py)
-    net=L(PlainViT)(arch='small', drop_path_rate=0.1, window_size=14, with_cp=True, use_rel_pos=True,
-                    pretrained='checkpoints/deit_small_patch16_224-cd65a155.pth'),
+    net=L(PlainViT)(
+        arch='small',
+        drop_path_rate=0.1,
+        window_size=14,
+        with_cp=True,
+        use_rel_pos=True,
+        pretrained='checkpoints/deit_small_patch16_224-cd65a155.pth',
+    ),
     out_channels=256,
     scale_factors=(4.0, 2.0, 1.0, 0.5),
     top_block=L(LastLevelMaxPool)(),

@@ -21,8 +21,9 @@ train.init_checkpoint = ''  # the backbone loads its own weights (model.backbone
 train.max_iter = 184375  # 100 epochs = 184375 iterations x 64 images / 118000 images per epoch
 
 lr_multiplier = L(WarmupParamScheduler)(
-    scheduler=L(MultiStepParamScheduler)(values=[1.0, 0.1, 0.01], milestones=[163889, 177546],
-                                         num_updates=train.max_iter),
+    scheduler=L(MultiStepParamScheduler)(
+        values=[1.0, 0.1, 0.01], milestones=[163889, 177546], num_updates=train.max_iter
+    ),
     warmup_length=250 / train.max_iter,
     warmup_factor=0.001,
 )
@@ -37,13 +38,15 @@ optimizer.params.overrides = {'pos_embed': {'weight_decay': 0.0}, 'cls_token': {
 # and update it (an entry set to None withdraws one of these). key_map: our names for the anchor's arguments.
 recipe = dict(
     anchor='vendor::detectron2-02b5c4e2.tar.gz/projects/ViTDet/configs/COCO/mask_rcnn_vitdet_b_100ep.py',
-    key_map={'model.backbone.net.with_cp': 'model.backbone.net.use_act_checkpoint',
-             'optimizer.params.layer_decay_rate': 'optimizer.params.lr_factor_func.lr_decay_rate'},
+    key_map={
+        'model.backbone.net.with_cp': 'model.backbone.net.use_act_checkpoint',
+        'optimizer.params.layer_decay_rate': 'optimizer.params.lr_factor_func.lr_decay_rate',
+    },
     intended={
         # model
         'model._target_': "RecViTRCNN: GeneralizedRCNN with the backbone's auxiliary losses and statistics",
         'model.backbone._target_': "StepFeaturePyramid: level i from the i-th recursion step's map (the anchor's "
-                                   'SimpleFeaturePyramid builds all from the last)',
+        'SimpleFeaturePyramid builds all from the last)',
         'model.backbone.in_feature': "ours: in_features, the step maps (default: all of the backbone's, finest first)",
         'model.backbone.net._target_': 'an mmrecvit backbone (PlainViT here; the per-method files set theirs)',
         'model.backbone.net.arch': 'ViT-S (384 wide, 6 heads, 12 layers); the anchor is ViT-B (the _b_ recipe)',
@@ -56,7 +59,7 @@ recipe = dict(
         'model.backbone.net.img_size': 'ours: any input size; positions resampled from the DeiT grid',
         'model.backbone.net.norm_layer.*': "the backbones' own LayerNorm (timm's, eps 1e-6)",
         'model.backbone.net.window_block_indexes': 'ours: global_steps (default: the ends of 4 equal stages of the '
-                                                   "steps; 2, 5, 8, 11 of 12 = the complement of the anchor's)",
+        "steps; 2, 5, 8, 11 of 12 = the complement of the anchor's)",
         'model.backbone.net.residual_block_indexes': 'ours: no residual conv blocks (the anchor: none either, [])',
         'model.backbone.net.out_feature': "ours: one map per out_indices step ('step<t>'), not one 'last_feat'",
         'model.backbone.net.use_act_checkpoint': 'activation checkpointing (with_cp; the anchor: none, 32 GB GPUs)',
@@ -65,9 +68,10 @@ recipe = dict(
         # optimizer: layer decay 0.7 as the anchor's (key_map), the layer depths from the backbone
         'optimizer.params._target_': "get_default_optimizer_params with mmrecvit's recursion-aware layer decay",
         'optimizer.params.lr_factor_func._target_': "ours: the backbone's layer depths (mmrecvit.d2.optim), not "
-                                                    "get_vit_lr_decay_rate's `blocks.<i>`",
+        "get_vit_lr_decay_rate's `blocks.<i>`",
         'optimizer.params.lr_factor_func.num_layers': "ours: from the backbone's layer positions",
         'optimizer.params.overrides.cls_token.*': "no weight decay on DeiT's CLS token (the anchor's ViT has none)",
-    })
+    },
+)
 
 __all__ = ['dataloader', 'lr_multiplier', 'model', 'optimizer', 'train', 'recipe']

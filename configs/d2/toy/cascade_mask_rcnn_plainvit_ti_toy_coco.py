@@ -21,8 +21,9 @@ def make_cascade(roi_heads, cascade) -> None:
         proposal_matchers=cascade.proposal_matchers,
     )
     for toy, stage in zip(roi_heads.box_predictors, cascade.box_predictors):  # the stages' box weights, agnostic boxes
-        toy.update(box2box_transform=stage.box2box_transform, cls_agnostic_bbox_reg=True,
-                   num_classes=roi_heads.num_classes)
+        toy.update(
+            box2box_transform=stage.box2box_transform, cls_agnostic_bbox_reg=True, num_classes=roi_heads.num_classes
+        )
 
 
 make_cascade(model.roi_heads, cascade)

@@ -11,7 +11,8 @@ _base_ = './mask-rcnn_vit_fpn_1x_coco.py'
 data_root = 'data/toy_coco/'
 metainfo = dict(
     classes=('circle', 'square', 'triangle', 'ellipse', 'star'),
-    palette=[(220, 20, 60), (0, 130, 200), (60, 180, 75), (255, 225, 25), (145, 30, 180)])
+    palette=[(220, 20, 60), (0, 130, 200), (60, 180, 75), (255, 225, 25), (145, 30, 180)],
+)
 num_classes = 5
 image_size = (256, 256)
 embed_dim = 192  # toy backbones are ViT-Ti wide
@@ -22,21 +23,26 @@ model = dict(
     backbone=dict(arch='tiny', drop_path_rate=0.0, init_cfg=None),
     neck=[
         dict(type='SimplePyramid', in_channels=embed_dim),
-        dict(type='FPN', in_channels=[embed_dim // 4, embed_dim // 2, embed_dim, embed_dim],
-             out_channels=fpn_channels, num_outs=5),
+        dict(
+            type='FPN',
+            in_channels=[embed_dim // 4, embed_dim // 2, embed_dim, embed_dim],
+            out_channels=fpn_channels,
+            num_outs=5,
+        ),
     ],
     rpn_head=dict(in_channels=fpn_channels, feat_channels=fpn_channels),
     roi_head=dict(
         bbox_roi_extractor=dict(out_channels=fpn_channels),
         bbox_head=dict(in_channels=fpn_channels, fc_out_channels=256, num_classes=num_classes),
         mask_roi_extractor=dict(out_channels=fpn_channels),
-        mask_head=dict(num_convs=2, in_channels=fpn_channels, conv_out_channels=fpn_channels,
-                       num_classes=num_classes)),
+        mask_head=dict(num_convs=2, in_channels=fpn_channels, conv_out_channels=fpn_channels, num_classes=num_classes),
+    ),
     # 256x256 images hold a handful of objects: fewer proposals and sampled RoIs than COCO's.
     # Fewer RoIs and 2 mask convs (COCO: 512 and 4) make an iteration ~40 % cheaper on a CPU, and
     # more, smaller steps learn faster from scratch than fewer, larger ones (README "The demo").
     train_cfg=dict(rpn_proposal=dict(nms_pre=1000, max_per_img=300), rcnn=dict(sampler=dict(num=64))),
-    test_cfg=dict(rpn=dict(nms_pre=1000, max_per_img=300)))
+    test_cfg=dict(rpn=dict(nms_pre=1000, max_per_img=300)),
+)
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),
@@ -52,21 +58,36 @@ test_pipeline = [
     dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
 ]
 train_dataloader = dict(
-    batch_size=2, num_workers=1,
-    dataset=dict(data_root=data_root, metainfo=metainfo, pipeline=train_pipeline))
+    batch_size=2, num_workers=1, dataset=dict(data_root=data_root, metainfo=metainfo, pipeline=train_pipeline)
+)
 val_dataloader = dict(
-    batch_size=4, num_workers=1,
-    dataset=dict(data_root=data_root, metainfo=metainfo, pipeline=test_pipeline))
+    batch_size=4, num_workers=1, dataset=dict(data_root=data_root, metainfo=metainfo, pipeline=test_pipeline)
+)
 test_dataloader = val_dataloader
 tta_pipeline = [
     dict(type='LoadImageFromFile'),
-    dict(type='TestTimeAug', transforms=[
-        [dict(type='Resize', scale=image_size, keep_ratio=True)],
-        [dict(type='RandomFlip', prob=1.0), dict(type='RandomFlip', prob=0.0)],
-        [dict(type='LoadAnnotations', with_bbox=True, with_mask=True)],
-        [dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor',
-                                               'flip', 'flip_direction'))],
-    ]),
+    dict(
+        type='TestTimeAug',
+        transforms=[
+            [dict(type='Resize', scale=image_size, keep_ratio=True)],
+            [dict(type='RandomFlip', prob=1.0), dict(type='RandomFlip', prob=0.0)],
+            [dict(type='LoadAnnotations', with_bbox=True, with_mask=True)],
+            [
+                dict(
+                    type='PackDetInputs',
+                    meta_keys=(
+                        'img_id',
+                        'img_path',
+                        'ori_shape',
+                        'img_shape',
+                        'scale_factor',
+                        'flip',
+                        'flip_direction',
+                    ),
+                )
+            ],
+        ],
+    ),
 ]
 val_evaluator = dict(ann_file=data_root + 'annotations/instances_val2017.json')
 test_evaluator = val_evaluator
@@ -81,7 +102,8 @@ param_scheduler = [
 auto_scale_lr = dict(base_batch_size=2)
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=10),
-    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
+    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1),
+)
 log_processor = dict(by_epoch=False)
 # Seeded alike on every rank (diff_rank_seed=False, unlike the real recipe). A toy runs in one process, where the
 # switch changes only where the data sampler's seed comes from: `seed` itself with False, a draw from the numpy

@@ -27,12 +27,15 @@ optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.05),
-    paramwise_cfg=dict(custom_keys={
-        'pos_embed': dict(decay_mult=0.0),
-        'cls_token': dict(decay_mult=0.0),
-        'norm': dict(decay_mult=0.0),
-    }),
-    clip_grad=dict(max_norm=1.0, norm_type=2))
+    paramwise_cfg=dict(
+        custom_keys={
+            'pos_embed': dict(decay_mult=0.0),
+            'cls_token': dict(decay_mult=0.0),
+            'norm': dict(decay_mult=0.0),
+        }
+    ),
+    clip_grad=dict(max_norm=1.0, norm_type=2),
+)
 # Layer-wise lr decay that understands recursion (off here; on in the ViTDet recipe, mmrecvit/mm/optim.py): each
 # backbone parameter's lr is scaled by layer_decay_rate ** (num_layers - backbone.layer_depth(name)); shared blocks
 # get the mean depth of their applications, routers and the neck/heads scale 1. To use it:
@@ -44,7 +47,11 @@ param_scheduler = [
 ]
 auto_scale_lr = dict(enable=False, base_batch_size=16)
 # The anchor, mmdet's own 1x file, and this recipe's differences from it beyond the shared ones (recipe_diff).
-recipe = dict(anchor='mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py', intended={
-    'optim_wrapper.clip_grad.*': 'gradient clipping at norm 1 (AdamW on a ViT)',
-    'param_scheduler.LinearLR.end': "1000 warm-up iterations (mmdet's AdamW transformer recipes, e.g. Swin 1x)",
-}, expected={'param_scheduler.LinearLR.end': 1000, 'optim_wrapper.clip_grad.max_norm': 1.0})
+recipe = dict(
+    anchor='mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py',
+    intended={
+        'optim_wrapper.clip_grad.*': 'gradient clipping at norm 1 (AdamW on a ViT)',
+        'param_scheduler.LinearLR.end': "1000 warm-up iterations (mmdet's AdamW transformer recipes, e.g. Swin 1x)",
+    },
+    expected={'param_scheduler.LinearLR.end': 1000, 'optim_wrapper.clip_grad.max_norm': 1.0},
+)

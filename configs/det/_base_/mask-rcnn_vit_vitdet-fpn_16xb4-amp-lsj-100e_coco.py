@@ -26,15 +26,18 @@ default_hooks = dict(checkpoint=dict(type='AtomicCheckpointHook'))
 image_size = (1024, 1024)
 head_norm_cfg = dict(type='LN2d', requires_grad=True)
 model = dict(
-    data_preprocessor=dict(pad_size_divisor=32,
-                           batch_augments=[dict(type='BatchFixedSizePad', size=image_size, pad_mask=True)]),
+    data_preprocessor=dict(
+        pad_size_divisor=32, batch_augments=[dict(type='BatchFixedSizePad', size=image_size, pad_mask=True)]
+    ),
     # use_rel_pos: ViTDet's decomposed relative position biases, zero at the DeiT start (mmrecvit/models/rel_pos.py)
     backbone=dict(drop_path_rate=0.1, window_size=14, with_cp=True, use_rel_pos=True),
     neck=[_base_.model.neck[0], dict(_base_.model.neck[1], norm_cfg=head_norm_cfg)],
     rpn_head=dict(num_convs=2),
     roi_head=dict(
         bbox_head=dict(type='Shared4Conv1FCBBoxHead', conv_out_channels=256, norm_cfg=head_norm_cfg),
-        mask_head=dict(norm_cfg=head_norm_cfg)))
+        mask_head=dict(norm_cfg=head_norm_cfg),
+    ),
+)
 
 test_pipeline = [
     dict(type='LoadImageFromFile', backend_args=None),
@@ -51,14 +54,29 @@ test_dataloader = val_dataloader
 # The flip is undone on the unpadded image's width, so it comes before the padding.
 tta_pipeline = [
     dict(type='LoadImageFromFile', backend_args=None),
-    dict(type='TestTimeAug', transforms=[
-        [dict(type='Resize', scale=image_size, keep_ratio=True)],
-        [dict(type='RandomFlip', prob=1.0), dict(type='RandomFlip', prob=0.0)],
-        [dict(type='Pad', size=image_size, pad_val=dict(img=(114, 114, 114)))],
-        [dict(type='LoadAnnotations', with_bbox=True, with_mask=True)],
-        [dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor',
-                                               'flip', 'flip_direction'))],
-    ]),
+    dict(
+        type='TestTimeAug',
+        transforms=[
+            [dict(type='Resize', scale=image_size, keep_ratio=True)],
+            [dict(type='RandomFlip', prob=1.0), dict(type='RandomFlip', prob=0.0)],
+            [dict(type='Pad', size=image_size, pad_val=dict(img=(114, 114, 114)))],
+            [dict(type='LoadAnnotations', with_bbox=True, with_mask=True)],
+            [
+                dict(
+                    type='PackDetInputs',
+                    meta_keys=(
+                        'img_id',
+                        'img_path',
+                        'ori_shape',
+                        'img_shape',
+                        'scale_factor',
+                        'flip',
+                        'flip_direction',
+                    ),
+                )
+            ],
+        ],
+    ),
 ]
 
 optim_wrapper = dict(
@@ -66,10 +84,15 @@ optim_wrapper = dict(
     type='AmpOptimWrapper',  # fp16 autocast (its default dtype) with dynamic loss scaling
     constructor='LayerDecayOptimWrapperConstructor',
     optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.1),
-    paramwise_cfg=dict(layer_decay_rate=0.7, norm_decay_mult=0.0, custom_keys={
-        'pos_embed': dict(decay_mult=0.0),
-        'cls_token': dict(decay_mult=0.0),
-    }))
+    paramwise_cfg=dict(
+        layer_decay_rate=0.7,
+        norm_decay_mult=0.0,
+        custom_keys={
+            'pos_embed': dict(decay_mult=0.0),
+            'cls_token': dict(decay_mult=0.0),
+        },
+    ),
+)
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=250),  # ViTDet's warm-up
     dict(type='MultiStepLR', begin=0, end=25, by_epoch=True, milestones=[22, 24], gamma=0.1),  # lsj-100e's steps
@@ -79,9 +102,11 @@ param_scheduler = [
 # (tools/analysis_tools/recipe_diff.py CONFIG --check). key_map: our COCO set sits inside the RepeatDataset.
 recipe = dict(
     anchor='vendor::mmdet-vitdet-394f758/projects/ViTDet/configs/vitdet_mask-rcnn_vit-b-mae_lsj-100e.py',
-    key_map={'train_dataloader.dataset.dataset.': 'train_dataloader.dataset.',
-             'train_dataloader.dataset.type': 'train_dataloader.repeat.type',
-             'train_dataloader.dataset.times': 'train_dataloader.repeat.times'},
+    key_map={
+        'train_dataloader.dataset.dataset.': 'train_dataloader.dataset.',
+        'train_dataloader.dataset.type': 'train_dataloader.repeat.type',
+        'train_dataloader.dataset.times': 'train_dataloader.repeat.times',
+    },
     intended={
         # schedule: the same 100 epochs, counted in epochs of a 4x RepeatDataset (mmdet's common LSJ)
         'train_dataloader.repeat.*': "mmdet's common/lsj-100e_coco-instance.py: 25 epochs of a 4x RepeatDataset",
@@ -90,7 +115,7 @@ recipe = dict(
         'max_iters': 'the schedule is in epochs',
         'interval': 'the schedule is in epochs',
         'dynamic_intervals*': 'the schedule is in epochs',
-        'param_scheduler.MultiStepLR.*': 'steps at 88 and 96 epochs (22, 24 of the 4x set) = the anchor\'s iterations',
+        'param_scheduler.MultiStepLR.*': "steps at 88 and 96 epochs (22, 24 of the 4x set) = the anchor's iterations",
         'log_processor.by_epoch': 'the schedule is in epochs',
         'default_hooks.checkpoint.*': 'AtomicCheckpointHook (above) every epoch of the 4x set (7393 iterations)',
         # data: mmdet's common LSJ pipeline
@@ -103,20 +128,20 @@ recipe = dict(
         '*.backend_args': 'stated (None: local files)',
         'tta_*': 'flip test-time augmentation (tools/test.py --tta)',
         # runtime
-        'custom_imports.*': 'registers mmrecvit (not the anchor\'s projects.ViTDet)',
-        'custom_*hooks.RecursionHook': 'the backbones\' auxiliary losses and statistics',
+        'custom_imports.*': "registers mmrecvit (not the anchor's projects.ViTDet)",
+        'custom_*hooks.RecursionHook': "the backbones' auxiliary losses and statistics",
         'custom_*hooks.RNGStateHook': 'the RNG state in checkpoints (exact resume)',
         'custom_*hooks.TF32Hook': 'TF32 matmuls on Ampere+',
         'custom_*hooks.Fp16CompresssionHook': "a hook of mmdet's projects (not in its wheel): fp16 gradient all-reduce, "
-                                             'a communication saving only',
+        'a communication saving only',
         '*vis_backends.TensorboardVisBackend': 'no tensorboard events (local logs only)',
         'find_unused_parameters': 'stated: every parameter is in every graph',
         'randomness.*': 'seed 0 with diff_rank_seed',
         # model
         'embed_dim': 'a config variable of ours (the width the neck is computed from)',
-        'head_norm_cfg.*': 'a config variable of ours (the anchor\'s norm_cfg)',
+        'head_norm_cfg.*': "a config variable of ours (the anchor's norm_cfg)",
         'norm_cfg.*': 'named head_norm_cfg here',
-        'backbone_norm_cfg.*': 'the backbones have their own LayerNorm (timm\'s, eps 1e-6)',
+        'backbone_norm_cfg.*': "the backbones have their own LayerNorm (timm's, eps 1e-6)",
         'batch_augments*': 'written inside model.data_preprocessor (the same BatchFixedSizePad)',
         'model.backbone.type': 'an mmrecvit backbone',
         'model.backbone.arch': 'ViT-S (384 wide, 6 heads, 12 layers); the anchor is ViT-B (the -b recipe)',
@@ -125,16 +150,17 @@ recipe = dict(
         'model.backbone.num_heads': 'from arch',
         'model.backbone.mlp_ratio': 'from arch (4)',
         'model.backbone.patch_size': 'from arch (16)',
-        'model.backbone.qkv_bias': "ours: the timm default (True)",
+        'model.backbone.qkv_bias': 'ours: the timm default (True)',
         'model.backbone.img_size': 'ours: any input size; positions resampled from the DeiT grid',
-        'model.backbone.norm_cfg.*': 'the backbones\' own LayerNorm',
+        'model.backbone.norm_cfg.*': "the backbones' own LayerNorm",
         'model.backbone.window_block_indexes': 'ours: global_steps (default: the stage ends 2, 5, 8, 11 = the '
-                                               'complement of the anchor\'s window blocks)',
+        "complement of the anchor's window blocks)",
         'model.backbone.with_cp': 'activation checkpointing (the anchor: none, 32 GB GPUs)',
         'model.backbone.init_cfg.checkpoint': 'DeiT (ImageNet-1k supervised) weights rather than MAE',
         'model.neck*': "SimplePyramid (the recursion steps' maps) + mmdet's FPN with its top-down path, LayerNorm "
-                       "(the anchor: ViTDet's SimpleFPN from the last map)",
+        "(the anchor: ViTDet's SimpleFPN from the last map)",
         'optim_wrapper.constructor': "mmrecvit's recursion-aware layer decay (the backbones' layer positions)",
         'optim_wrapper.paramwise_cfg.*': 'layer decay 0.7 (the same rate) and no weight decay on norms, '
-                                         'positions and the CLS token, in our constructor\'s words',
-    })
+        "positions and the CLS token, in our constructor's words",
+    },
+)

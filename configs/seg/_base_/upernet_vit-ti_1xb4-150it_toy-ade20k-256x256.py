@@ -20,9 +20,11 @@ model = dict(
     # trained from scratch (no DeiT-Ti weights) for 150 iterations: no stochastic depth
     backbone=dict(arch='tiny', drop_path_rate=0.0, init_cfg=None),
     neck=dict(type='SimplePyramid', in_channels=embed_dim),
-    decode_head=dict(in_channels=[embed_dim // 4, embed_dim // 2, embed_dim, embed_dim], channels=128,
-                     norm_cfg=norm_cfg),
-    auxiliary_head=dict(in_channels=embed_dim, channels=64, norm_cfg=norm_cfg))
+    decode_head=dict(
+        in_channels=[embed_dim // 4, embed_dim // 2, embed_dim, embed_dim], channels=128, norm_cfg=norm_cfg
+    ),
+    auxiliary_head=dict(in_channels=embed_dim, channels=64, norm_cfg=norm_cfg),
+)
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),
@@ -40,12 +42,8 @@ test_pipeline = [
     dict(type='CheckSegMap', num_classes=150),  # labels outside the classes, a map of another size (mm/data.py)
     dict(type='PackSegInputs'),
 ]
-train_dataloader = dict(
-    batch_size=4, num_workers=1,
-    dataset=dict(data_root=data_root, pipeline=train_pipeline))
-val_dataloader = dict(
-    batch_size=1, num_workers=1,
-    dataset=dict(data_root=data_root, pipeline=test_pipeline))
+train_dataloader = dict(batch_size=4, num_workers=1, dataset=dict(data_root=data_root, pipeline=train_pipeline))
+val_dataloader = dict(batch_size=1, num_workers=1, dataset=dict(data_root=data_root, pipeline=test_pipeline))
 test_dataloader = val_dataloader
 
 max_iters = 150
@@ -57,7 +55,8 @@ param_scheduler = [
 ]
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=10),
-    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1))
+    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1),
+)
 # Seeded alike on every rank (diff_rank_seed=False, unlike the real recipe): in one process the switch changes only
 # where the data sampler's seed comes from (`seed` with False), so the toy's data order stays a function of `seed`
 # (the reasoning in ../../det/_base_/mask-rcnn_vit-ti_fpn_1xb2-800it_toy-coco.py).

@@ -17,12 +17,17 @@ embed_dim = 384  # ViT-S; a per-method config changing the width must also set t
 model = dict(
     data_preprocessor=dict(size=crop_size),
     pretrained=None,  # the backbone's init_cfg says what to load
-    backbone=dict(_delete_=True, type='PlainViT', arch='small', drop_path_rate=0.1,
-                  init_cfg=dict(type='Pretrained', checkpoint='checkpoints/deit_small_patch16_224-cd65a155.pth')),
+    backbone=dict(
+        _delete_=True,
+        type='PlainViT',
+        arch='small',
+        drop_path_rate=0.1,
+        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/deit_small_patch16_224-cd65a155.pth'),
+    ),
     neck=dict(type='SimplePyramid', in_channels=embed_dim),
-    decode_head=dict(in_channels=[embed_dim // 4, embed_dim // 2, embed_dim, embed_dim], channels=512,
-                     num_classes=150),
-    auxiliary_head=dict(in_channels=embed_dim, in_index=2, num_classes=150))
+    decode_head=dict(in_channels=[embed_dim // 4, embed_dim // 2, embed_dim, embed_dim], channels=512, num_classes=150),
+    auxiliary_head=dict(in_channels=embed_dim, in_index=2, num_classes=150),
+)
 
 # RecursionHook adds the backbones' auxiliary losses and recursion statistics to the loss dict / training log.
 # RNGStateHook stores the random generators' states in checkpoints so that `--resume` continues exactly
@@ -45,11 +50,14 @@ optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=6e-5, betas=(0.9, 0.999), weight_decay=0.01),
-    paramwise_cfg=dict(custom_keys={
-        'pos_embed': dict(decay_mult=0.0),
-        'cls_token': dict(decay_mult=0.0),
-        'norm': dict(decay_mult=0.0),
-    }))
+    paramwise_cfg=dict(
+        custom_keys={
+            'pos_embed': dict(decay_mult=0.0),
+            'cls_token': dict(decay_mult=0.0),
+            'norm': dict(decay_mult=0.0),
+        }
+    ),
+)
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500),
     dict(type='PolyLR', eta_min=0.0, power=1.0, begin=1500, end=160000, by_epoch=False),
@@ -69,28 +77,31 @@ test_dataloader = val_dataloader
 
 # The anchor this recipe is written against and every intended difference from it, as data:
 # `python tools/analysis_tools/recipe_diff.py CONFIG --check` fails on any other (tests/tools/test_recipe_diff.py).
-recipe = dict(anchor='mmseg::vit/vit_deit-s16_upernet_8xb2-160k_ade20k-512x512.py', intended={
-    'custom_imports.*': 'registers mmrecvit',
-    'custom_hooks.*': 'RecursionHook, RNGStateHook, TF32Hook (above)',
-    'default_hooks.checkpoint.type': 'AtomicCheckpointHook (above)',
-    'find_unused_parameters': 'stated (above); mmseg default False too',
-    'randomness.*': 'diff_rank_seed (above)',
-    'embed_dim': 'a config variable of ours',
-    'check_seg_map.*': 'a config variable of ours: the CheckSegMap step',
-    '*pipeline.CheckSegMap': 'label maps checked against num_classes (mmrecvit/mm/data.py)',
-    'data_preprocessor.size': "mmseg's top-level copy of the crop; ours sets model.data_preprocessor.size",
-    'model.backbone.type': 'an mmrecvit backbone',
-    'model.backbone.arch': 'small = DeiT-S: 384 wide, 6 heads, 12 layers, patch 16, MLP x4, qkv bias, CLS token',
-    'model.backbone.init_cfg.*': 'the DeiT-S checkpoint (mmseg: model.pretrained)',
-    'model.backbone.[aeimnpqw]*[!h]': "mmseg VisionTransformer arguments that our `arch` says (not drop_path_rate)",
-    'model.backbone.drop_rate': 'no dropout in our blocks (mmseg: 0.0, the same)',
-    'model.backbone.out_indices': 'the class default (the ends of the 4 quarters of the applications)',
-    'model.pretrained': 'the backbone init_cfg loads the DeiT-S checkpoint',
-    'model.neck*': 'SimplePyramid makes strides 4/8/16/32 from the stride-16 steps (mmseg: no neck)',
-    'model.decode_head.in_channels': "the pyramid's widths (D/4, D/2, D, D)",
-    'model.auxiliary_head.in_index': "the stride-16 map (mmseg's index 3 is its last ViT map)",
-    'train_cfg.max_iters': "160k as both files' names; mmseg's deit-s16 160k file inherits its base's 80k schedule",
-    'train_cfg.val_interval': 'every 10% of the 160k schedule',
-    'default_hooks.checkpoint.interval': 'every 10% of the 160k schedule',
-    'param_scheduler.PolyLR.end': 'the 160k schedule',
-})
+recipe = dict(
+    anchor='mmseg::vit/vit_deit-s16_upernet_8xb2-160k_ade20k-512x512.py',
+    intended={
+        'custom_imports.*': 'registers mmrecvit',
+        'custom_hooks.*': 'RecursionHook, RNGStateHook, TF32Hook (above)',
+        'default_hooks.checkpoint.type': 'AtomicCheckpointHook (above)',
+        'find_unused_parameters': 'stated (above); mmseg default False too',
+        'randomness.*': 'diff_rank_seed (above)',
+        'embed_dim': 'a config variable of ours',
+        'check_seg_map.*': 'a config variable of ours: the CheckSegMap step',
+        '*pipeline.CheckSegMap': 'label maps checked against num_classes (mmrecvit/mm/data.py)',
+        'data_preprocessor.size': "mmseg's top-level copy of the crop; ours sets model.data_preprocessor.size",
+        'model.backbone.type': 'an mmrecvit backbone',
+        'model.backbone.arch': 'small = DeiT-S: 384 wide, 6 heads, 12 layers, patch 16, MLP x4, qkv bias, CLS token',
+        'model.backbone.init_cfg.*': 'the DeiT-S checkpoint (mmseg: model.pretrained)',
+        'model.backbone.[aeimnpqw]*[!h]': 'mmseg VisionTransformer arguments that our `arch` says (not drop_path_rate)',
+        'model.backbone.drop_rate': 'no dropout in our blocks (mmseg: 0.0, the same)',
+        'model.backbone.out_indices': 'the class default (the ends of the 4 quarters of the applications)',
+        'model.pretrained': 'the backbone init_cfg loads the DeiT-S checkpoint',
+        'model.neck*': 'SimplePyramid makes strides 4/8/16/32 from the stride-16 steps (mmseg: no neck)',
+        'model.decode_head.in_channels': "the pyramid's widths (D/4, D/2, D, D)",
+        'model.auxiliary_head.in_index': "the stride-16 map (mmseg's index 3 is its last ViT map)",
+        'train_cfg.max_iters': "160k as both files' names; mmseg's deit-s16 160k file inherits its base's 80k schedule",
+        'train_cfg.val_interval': 'every 10% of the 160k schedule',
+        'default_hooks.checkpoint.interval': 'every 10% of the 160k schedule',
+        'param_scheduler.PolyLR.end': 'the 160k schedule',
+    },
+)

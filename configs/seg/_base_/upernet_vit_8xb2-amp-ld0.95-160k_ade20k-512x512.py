@@ -12,16 +12,20 @@ _base_ = './upernet_vit_8xb2-160k_ade20k-512x512.py'
 
 model = dict(
     backbone=dict(drop_path_rate=0.2, window_size=0),
-    test_cfg=dict(mode='slide', crop_size=(512, 512), stride=(341, 341)))
+    test_cfg=dict(mode='slide', crop_size=(512, 512), stride=(341, 341)),
+)
 optim_wrapper = dict(
     type='AmpOptimWrapper',  # fp16 autocast (its default dtype) with dynamic loss scaling
     constructor='LayerDecayOptimWrapperConstructor',
-    paramwise_cfg=dict(layer_decay_rate=0.95, custom_keys={'bias': dict(decay_mult=0.0)}))
-recipe = dict(intended={  # ViT-Adapter's changes above, on the base's intended differences from mmseg's file
-    'model.backbone.drop_path_rate': "ViT-Adapter's 0.2 for DeiT-S",
-    'model.test_cfg.*': 'sliding-window inference',
-    'optim_wrapper.type': 'fp16 AMP',
-    'optim_wrapper.constructor': 'layer-wise lr decay',
-    'optim_wrapper.paramwise_cfg.layer_decay_rate': "ViT-Adapter's 0.95",
-    'optim_wrapper.paramwise_cfg.custom_keys.bias.*': 'no weight decay on biases',
-})
+    paramwise_cfg=dict(layer_decay_rate=0.95, custom_keys={'bias': dict(decay_mult=0.0)}),
+)
+recipe = dict(
+    intended={  # ViT-Adapter's changes above, on the base's intended differences from mmseg's file
+        'model.backbone.drop_path_rate': "ViT-Adapter's 0.2 for DeiT-S",
+        'model.test_cfg.*': 'sliding-window inference',
+        'optim_wrapper.type': 'fp16 AMP',
+        'optim_wrapper.constructor': 'layer-wise lr decay',
+        'optim_wrapper.paramwise_cfg.layer_decay_rate': "ViT-Adapter's 0.95",
+        'optim_wrapper.paramwise_cfg.custom_keys.bias.*': 'no weight decay on biases',
+    }
+)

@@ -19,6 +19,7 @@ under one data folder, config overrides). The package imports only numpy, OpenCV
 and tqdm, and only relative imports inside itself, so `tools/misc/make_toy_data.py` can load it
 without importing torch, mmdet or mmseg.
 """
+
 from .ade import TOY_ADE_CLASSES, TOY_ADE_DIR, TOY_ADE_LABELS, TOY_ADE_MMSEG_INDICES, make_toy_ade20k, render_ade_image
 from .cls import TOY_CLS_CLASSES, TOY_CLS_DIR, make_toy_cls, render_cls_image
 from .coco import (
@@ -34,8 +35,27 @@ from .layout import KINDS, make_toy_data, toy_data_cfg
 from .manifest import MANIFEST_NAME, TOY_DATA_VERSION, ToyDataResult
 
 __all__ = [
-    'KINDS', 'MANIFEST_NAME', 'MIN_VISIBLE_FRACTION', 'TOY_ADE_CLASSES', 'TOY_ADE_DIR', 'TOY_ADE_LABELS',
-    'TOY_ADE_MMSEG_INDICES', 'TOY_CLS_CLASSES', 'TOY_CLS_DIR', 'TOY_COCO_CLASSES', 'TOY_COCO_DIR',
-    'TOY_COCO_PALETTE', 'TOY_DATA_VERSION', 'ToyCocoSample', 'ToyDataResult', 'make_toy_ade20k', 'make_toy_cls',
-    'make_toy_coco', 'make_toy_data', 'render_ade_image', 'render_cls_image', 'render_coco_image', 'toy_data_cfg',
+    'KINDS',
+    'MANIFEST_NAME',
+    'MIN_VISIBLE_FRACTION',
+    'TOY_ADE_CLASSES',
+    'TOY_ADE_DIR',
+    'TOY_ADE_LABELS',
+    'TOY_ADE_MMSEG_INDICES',
+    'TOY_CLS_CLASSES',
+    'TOY_CLS_DIR',
+    'TOY_COCO_CLASSES',
+    'TOY_COCO_DIR',
+    'TOY_COCO_PALETTE',
+    'TOY_DATA_VERSION',
+    'ToyCocoSample',
+    'ToyDataResult',
+    'make_toy_ade20k',
+    'make_toy_cls',
+    'make_toy_coco',
+    'make_toy_data',
+    'render_ade_image',
+    'render_cls_image',
+    'render_coco_image',
+    'toy_data_cfg',
 ]

@@ -18,6 +18,7 @@ as the toy detector did with shapes alone (`coco.class_colour`).
 each folder (it sorts them, as ImageNet's synset ids). Image ``i`` of a split has class ``i % 5``,
 so every class gets ``num // 5`` or one more images.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -73,8 +74,15 @@ def _expected_paths(num_train: int, num_val: int) -> list[str]:
     return [_relative_path(split, i) for split, n in zip(_SPLITS, (num_train, num_val)) for i in range(n)]
 
 
-def make_toy_cls(root: PathLike = f'data/{TOY_CLS_DIR}', num_train: int = 1000, num_val: int = 250,
-                 size: int = 64, seed: int = 0, force: bool = False, progress: bool = True) -> ToyDataResult:
+def make_toy_cls(
+    root: PathLike = f'data/{TOY_CLS_DIR}',
+    num_train: int = 1000,
+    num_val: int = 250,
+    size: int = 64,
+    seed: int = 0,
+    force: bool = False,
+    progress: bool = True,
+) -> ToyDataResult:
     """Write (or find complete) a toy image-classification set under ``root``.
 
     Args:

@@ -11,6 +11,7 @@ annotation describes the *visible* part (RLE mask, area and bbox all from the sa
 mask), ``iscrowd=0``. Instances less than `MIN_VISIBLE_FRACTION` visible are not drawn at all, so
 an image never shows an unlabelled one.
 """
+
 from __future__ import annotations
 
 import json
@@ -45,7 +46,12 @@ TOY_COCO_CLASSES: tuple[str, ...] = ('circle', 'square', 'triangle', 'ellipse', 
 """Class names, in category-id order (id = position + 1); pass as ``metainfo=dict(classes=...)``."""
 
 TOY_COCO_PALETTE: list[tuple[int, int, int]] = [
-    (220, 20, 60), (0, 130, 200), (60, 180, 75), (255, 225, 25), (145, 30, 180)]
+    (220, 20, 60),
+    (0, 130, 200),
+    (60, 180, 75),
+    (255, 225, 25),
+    (145, 30, 180),
+]
 """One RGB colour per `TOY_COCO_CLASSES` entry: the colour the generator paints that class's
 instances with (jittered), and mmdet's ``metainfo=dict(palette=...)`` for drawing predictions."""
 
@@ -61,14 +67,15 @@ _OWNED = ('annotations', *_SPLITS.values())  # the folders a rewrite empties
 class ToyCocoSample:
     """One rendered toy COCO image with its instances (front-most last)."""
 
-    image: np.ndarray             # (H, W, 3) uint8 RGB
-    labels: list[int]             # 0-based index into TOY_COCO_CLASSES
+    image: np.ndarray  # (H, W, 3) uint8 RGB
+    labels: list[int]  # 0-based index into TOY_COCO_CLASSES
     full_masks: list[np.ndarray]  # (H, W) bool: the whole in-frame shape
     visible_masks: list[np.ndarray]  # (H, W) bool: the part not covered by later shapes
 
 
-def shape_mask(label: int, size: int, cx: float, cy: float, r: float, angle: float,
-               rng: np.random.Generator) -> np.ndarray:
+def shape_mask(
+    label: int, size: int, cx: float, cy: float, r: float, angle: float, rng: np.random.Generator
+) -> np.ndarray:
     """The full (in-frame) mask of one shape of class ``TOY_COCO_CLASSES[label]`` of radius ``r``."""
     m = np.zeros((size, size), np.uint8)
     name = TOY_COCO_CLASSES[label]
@@ -116,8 +123,14 @@ def class_colour(rng: np.random.Generator, label: int) -> np.ndarray:
     return np.clip(base * rng.uniform(0.8, 1.15) + rng.normal(0.0, 8.0, 3), 0, 255).astype(np.float32)
 
 
-def paint_shape(img: np.ndarray, mask: np.ndarray, colour: np.ndarray, centre: tuple[float, float], radius: float,
-                rng: np.random.Generator) -> None:
+def paint_shape(
+    img: np.ndarray,
+    mask: np.ndarray,
+    colour: np.ndarray,
+    centre: tuple[float, float],
+    radius: float,
+    rng: np.random.Generator,
+) -> None:
     """Paint ``colour`` into ``img`` through ``mask`` with a linear shading across the shape plus fine
     noise, so shapes are not flat colour blobs."""
     yy, xx = pixel_grid(img.shape[0])
@@ -127,9 +140,14 @@ def paint_shape(img: np.ndarray, mask: np.ndarray, colour: np.ndarray, centre: t
     img[mask] = colour[None, :] * shade[:, None]
 
 
-def render_coco_image(rng: np.random.Generator, size: int = 256, min_instances: int = 2,
-                      max_instances: int = 6, radius_range: Sequence[float] = (0.05, 0.2),
-                      occlusion_prob: float = 0.5) -> ToyCocoSample:
+def render_coco_image(
+    rng: np.random.Generator,
+    size: int = 256,
+    min_instances: int = 2,
+    max_instances: int = 6,
+    radius_range: Sequence[float] = (0.05, 0.2),
+    occlusion_prob: float = 0.5,
+) -> ToyCocoSample:
     """Draw one toy COCO image: ``min_instances``..``max_instances`` shapes on a textured background.
 
     Shape radii are log-uniform in ``radius_range`` (fractions of ``size``; at 256 px the default
@@ -190,15 +208,17 @@ def _annotations(sample: ToyCocoSample, image_id: int, first_ann_id: int) -> lis
     anns = []
     for i, (label, vis) in enumerate(zip(sample.labels, sample.visible_masks)):
         rle = mask_utils.encode(np.asfortranarray(vis.astype(np.uint8)))
-        anns.append({
-            'id': first_ann_id + i,
-            'image_id': image_id,
-            'category_id': label + 1,
-            'segmentation': {'size': [int(s) for s in rle['size']], 'counts': rle['counts'].decode('ascii')},
-            'area': float(mask_utils.area(rle)),
-            'bbox': [float(v) for v in mask_utils.toBbox(rle)],
-            'iscrowd': 0,
-        })
+        anns.append(
+            {
+                'id': first_ann_id + i,
+                'image_id': image_id,
+                'category_id': label + 1,
+                'segmentation': {'size': [int(s) for s in rle['size']], 'counts': rle['counts'].decode('ascii')},
+                'area': float(mask_utils.area(rle)),
+                'bbox': [float(v) for v in mask_utils.toBbox(rle)],
+                'iscrowd': 0,
+            }
+        )
     return anns
 
 
@@ -215,8 +235,17 @@ def _expected_paths(num_train: int, num_val: int) -> list[str]:
     return paths
 
 
-def _write_split(root: Path, split: str, num: int, size: int, seed: int, min_instances: int,
-                      max_instances: int, radius_range: Sequence[float], progress: bool) -> Path:
+def _write_split(
+    root: Path,
+    split: str,
+    num: int,
+    size: int,
+    seed: int,
+    min_instances: int,
+    max_instances: int,
+    radius_range: Sequence[float],
+    progress: bool,
+) -> Path:
     img_dir = root / _SPLITS[split]
     img_dir.mkdir(parents=True, exist_ok=True)
     images, annotations = [], []
@@ -228,13 +257,17 @@ def _write_split(root: Path, split: str, num: int, size: int, seed: int, min_ins
         images.append({'id': image_id, 'file_name': name, 'height': size, 'width': size})
         annotations += _annotations(sample, image_id, len(annotations) + 1)
     coco = {
-        'info': {'description': f'mmrecvit toy COCO ({split}), generator v{TOY_DATA_VERSION}, seed {seed}',
-                 'version': str(TOY_DATA_VERSION), 'year': 2017},
+        'info': {
+            'description': f'mmrecvit toy COCO ({split}), generator v{TOY_DATA_VERSION}, seed {seed}',
+            'version': str(TOY_DATA_VERSION),
+            'year': 2017,
+        },
         'licenses': [],
         'images': images,
         'annotations': annotations,
-        'categories': [{'id': i + 1, 'name': name, 'supercategory': 'shape'}
-                       for i, name in enumerate(TOY_COCO_CLASSES)],
+        'categories': [
+            {'id': i + 1, 'name': name, 'supercategory': 'shape'} for i, name in enumerate(TOY_COCO_CLASSES)
+        ],
     }
     ann_file = root / 'annotations' / f'instances_{_SPLITS[split]}.json'
     ann_file.parent.mkdir(parents=True, exist_ok=True)
@@ -242,10 +275,18 @@ def _write_split(root: Path, split: str, num: int, size: int, seed: int, min_ins
     return ann_file
 
 
-def make_toy_coco(root: PathLike = f'data/{TOY_COCO_DIR}', num_train: int = 200, num_val: int = 50,
-                  size: int = 256, seed: int = 0, min_instances: int = 2, max_instances: int = 6,
-                  radius_range: Sequence[float] = (0.05, 0.2), force: bool = False,
-                  progress: bool = True) -> ToyDataResult:
+def make_toy_coco(
+    root: PathLike = f'data/{TOY_COCO_DIR}',
+    num_train: int = 200,
+    num_val: int = 50,
+    size: int = 256,
+    seed: int = 0,
+    min_instances: int = 2,
+    max_instances: int = 6,
+    radius_range: Sequence[float] = (0.05, 0.2),
+    force: bool = False,
+    progress: bool = True,
+) -> ToyDataResult:
     """Write (or find complete) a toy COCO instance-segmentation set under ``root``.
 
     Args:
@@ -266,8 +307,15 @@ def make_toy_coco(root: PathLike = f'data/{TOY_COCO_DIR}', num_train: int = 200,
     radius_range = [float(v) for v in radius_range]  # a list: it is compared with the manifest's JSON
     if len(radius_range) != 2 or not 0 < radius_range[0] <= radius_range[1] <= 0.5:
         raise ValueError(f'radius_range must be (low, high) with 0 < low <= high <= 0.5, got {radius_range}')
-    args = dict(num_train=num_train, num_val=num_val, size=size, seed=seed, min_instances=min_instances,
-                max_instances=max_instances, radius_range=radius_range)
+    args = dict(
+        num_train=num_train,
+        num_val=num_val,
+        size=size,
+        seed=seed,
+        min_instances=min_instances,
+        max_instances=max_instances,
+        radius_range=radius_range,
+    )
 
     def write(r: Path) -> None:
         for split, n in (('train', num_train), ('val', num_val)):

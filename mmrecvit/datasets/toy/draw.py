@@ -5,6 +5,7 @@ uint8 0/1 for OpenCV's fill functions and bool once combined. Shapes are filled 
 precision but without antialiasing, so the pixels painted through a mask are exactly the pixels
 its label or annotation covers.
 """
+
 from __future__ import annotations
 
 import colorsys
@@ -58,8 +59,18 @@ def fill_circle(mask: np.ndarray, cx: float, cy: float, r: float) -> None:
 
 
 def fill_ellipse(mask: np.ndarray, cx: float, cy: float, a: float, b: float, angle_deg: float) -> None:
-    cv2.ellipse(mask, (round(cx * 16), round(cy * 16)), (max(round(a * 16), 16), max(round(b * 16), 16)),
-                angle_deg, 0, 360, 1, -1, cv2.LINE_8, 4)
+    cv2.ellipse(
+        mask,
+        (round(cx * 16), round(cy * 16)),
+        (max(round(a * 16), 16), max(round(b * 16), 16)),
+        angle_deg,
+        0,
+        360,
+        1,
+        -1,
+        cv2.LINE_8,
+        4,
+    )
 
 
 def fill_rect(mask: np.ndarray, x0: float, y0: float, x1: float, y1: float) -> None:

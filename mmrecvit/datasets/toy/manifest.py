@@ -5,6 +5,7 @@ arguments. A later call with the same arguments finds the set complete and skips
 call empties the folders the writer owns and writes them again. A non-empty folder without a
 manifest is someone else's data and is left alone unless the caller forces it.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,20 +32,24 @@ _GENERATOR = 'mmrecvit.datasets.toy'
 class ToyDataResult:
     """What one `make_toy_coco` / `make_toy_ade20k` / `make_toy_cls` call did."""
 
-    kind: str                     # 'coco', 'ade' or 'cls'
-    root: Path                    # the dataset root (a config's ``data_root``)
+    kind: str  # 'coco', 'ade' or 'cls'
+    root: Path  # the dataset root (a config's ``data_root``)
     num_train: int
     num_val: int
     size: int
-    seconds: float                # wall time of the call
-    skipped: bool                 # True: an identical complete set was already there
+    seconds: float  # wall time of the call
+    skipped: bool  # True: an identical complete set was already there
     files: dict[str, Path] = field(default_factory=dict)  # main paths, for summaries
 
 
 def check_args(num_train: int, num_val: int, size: int, seed: int) -> None:
     """The argument checks every writer shares; the error names the argument."""
-    for name, value, low in (('num_train', num_train, 0), ('num_val', num_val, 0), ('size', size, 64),
-                             ('seed', seed, 0)):
+    for name, value, low in (
+        ('num_train', num_train, 0),
+        ('num_val', num_val, 0),
+        ('size', size, 64),
+        ('seed', seed, 0),
+    ):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
             raise ValueError(f'{name} must be an integer >= {low}, got {value!r}')
 
@@ -65,17 +70,26 @@ def _is_complete(root: Path, expected: dict[str, Any], paths: Iterable[str]) -> 
 def _prepare(root: Path, owned: Sequence[str], force: bool) -> None:
     """Empty the ``owned`` folders under ``root``; refuse to touch a foreign dataset."""
     if root.is_dir() and any(root.iterdir()) and not (root / MANIFEST_NAME).is_file() and not force:
-        raise FileExistsError(f'{root} is not empty and has no {MANIFEST_NAME}: it is not a toy set written by this '
-                              'generator; pass force=True (--force) to overwrite its '
-                              f'{", ".join(owned)} folders, or choose another root')
+        raise FileExistsError(
+            f'{root} is not empty and has no {MANIFEST_NAME}: it is not a toy set written by this '
+            'generator; pass force=True (--force) to overwrite its '
+            f'{", ".join(owned)} folders, or choose another root'
+        )
     for name in owned:
         if (root / name).is_dir():
             shutil.rmtree(root / name)
     root.mkdir(parents=True, exist_ok=True)
 
 
-def generate(kind: str, root: PathLike, args: dict[str, Any], expected_paths: list[str], owned: Sequence[str],
-             force: bool, write: Callable[[Path], None]) -> ToyDataResult:
+def generate(
+    kind: str,
+    root: PathLike,
+    args: dict[str, Any],
+    expected_paths: list[str],
+    owned: Sequence[str],
+    force: bool,
+    write: Callable[[Path], None],
+) -> ToyDataResult:
     """Skip ``root`` if it holds a complete set made with ``args``, else empty ``owned`` and ``write(root)``.
 
     ``expected_paths`` (relative to ``root``) are the files a complete set has; ``owned`` are the
@@ -91,5 +105,12 @@ def generate(kind: str, root: PathLike, args: dict[str, Any], expected_paths: li
         (root / MANIFEST_NAME).write_text(json.dumps({**expected, 'complete': False}, indent=2))
         write(root)
         (root / MANIFEST_NAME).write_text(json.dumps({**expected, 'complete': True}, indent=2))
-    return ToyDataResult(kind=kind, root=root, num_train=args['num_train'], num_val=args['num_val'],
-                         size=args['size'], seconds=time.perf_counter() - start, skipped=skipped)
+    return ToyDataResult(
+        kind=kind,
+        root=root,
+        num_train=args['num_train'],
+        num_val=args['num_val'],
+        size=args['size'],
+        seconds=time.perf_counter() - start,
+        skipped=skipped,
+    )

@@ -12,16 +12,31 @@ the loss dict, exact resume, TF32, a temperature schedule and kill-safe checkpoi
 The hooks register nothing themselves: `mmrecvit.mm.registry.register_all` registers `HOOK_CLASSES`
 into each framework's `HOOKS` once, on `import mmrecvit`.
 """
+
 from .atomic_checkpoint_hook import AtomicCheckpointHook, replace_atomically, write_text_atomically
 from .recursion_hook import RecursionHook, collect_backbone_outputs
 from .rng_state_hook import RNGStateHook, get_rng_states, set_rng_states
 from .temperature_schedule_hook import TemperatureScheduleHook
 from .tf32_hook import TF32Hook
 
-HOOK_CLASSES = {'RecursionHook': RecursionHook, 'RNGStateHook': RNGStateHook,
-                'TemperatureScheduleHook': TemperatureScheduleHook, 'TF32Hook': TF32Hook,
-                'AtomicCheckpointHook': AtomicCheckpointHook}
+HOOK_CLASSES = {
+    'RecursionHook': RecursionHook,
+    'RNGStateHook': RNGStateHook,
+    'TemperatureScheduleHook': TemperatureScheduleHook,
+    'TF32Hook': TF32Hook,
+    'AtomicCheckpointHook': AtomicCheckpointHook,
+}
 
-__all__ = ['HOOK_CLASSES', 'AtomicCheckpointHook', 'RNGStateHook', 'RecursionHook', 'TF32Hook',
-           'TemperatureScheduleHook', 'collect_backbone_outputs', 'get_rng_states', 'replace_atomically',
-           'set_rng_states', 'write_text_atomically']
+__all__ = [
+    'HOOK_CLASSES',
+    'AtomicCheckpointHook',
+    'RNGStateHook',
+    'RecursionHook',
+    'TF32Hook',
+    'TemperatureScheduleHook',
+    'collect_backbone_outputs',
+    'get_rng_states',
+    'replace_atomically',
+    'set_rng_states',
+    'write_text_atomically',
+]

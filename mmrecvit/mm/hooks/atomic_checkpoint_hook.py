@@ -2,6 +2,7 @@
 leaves `last_checkpoint` naming a complete checkpoint (write to a temporary file + fsync + rename,
 then `last_checkpoint`, then deleting the old ones); our configs use it as `default_hooks.checkpoint`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -66,8 +67,11 @@ class AtomicCheckpointHook(CheckpointHook):
             for name in os.listdir(self.out_dir):
                 if name.startswith('.') and name.endswith('.tmp'):  # a save killed half-way
                     os.remove(osp.join(self.out_dir, name))
-                    print_log(f'AtomicCheckpointHook: removed the incomplete {name} of an interrupted save',
-                              logger='current', level=logging.WARNING)
+                    print_log(
+                        f'AtomicCheckpointHook: removed the incomplete {name} of an interrupted save',
+                        logger='current',
+                        level=logging.WARNING,
+                    )
 
     def _save_checkpoint_with_step(self, runner, step, meta) -> None:
         if not self._local():
@@ -82,9 +86,17 @@ class AtomicCheckpointHook(CheckpointHook):
         self.last_ckpt = osp.join(self.out_dir, name)
         runner.message_hub.update_info('last_ckpt', self.last_ckpt)
         tmp = self.TMP.format(name)
-        runner.save_checkpoint(self.out_dir, tmp, self.file_client_args, save_optimizer=self.save_optimizer,
-                               save_param_scheduler=self.save_param_scheduler, meta=meta, by_epoch=self.by_epoch,
-                               backend_args=self.backend_args, **self.args)
+        runner.save_checkpoint(
+            self.out_dir,
+            tmp,
+            self.file_client_args,
+            save_optimizer=self.save_optimizer,
+            save_param_scheduler=self.save_param_scheduler,
+            meta=meta,
+            by_epoch=self.by_epoch,
+            backend_args=self.backend_args,
+            **self.args,
+        )
         if not is_main_process():  # mmengine writes on rank 0 only
             return
         replace_atomically(osp.join(self.out_dir, tmp), self.last_ckpt)

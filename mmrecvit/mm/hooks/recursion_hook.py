@@ -9,6 +9,7 @@ user code: our configs list the hook in `custom_hooks`. A backbone's `NonFiniteE
 router logits or aux losses, `mmrecvit.models.numerics`) leaves the wrapped `loss()` with the
 training iteration added to its message.
 """
+
 from __future__ import annotations
 
 from typing import Any

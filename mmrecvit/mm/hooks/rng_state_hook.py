@@ -4,6 +4,7 @@ A separate hook, not part of `RecursionHook`, because it concerns every model (m
 samplers draw random numbers too) and is useful without our backbones; our configs list both.
 `get_rng_states` / `set_rng_states` are the states it writes and sets back.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,9 +25,11 @@ def get_rng_states() -> dict:
     `torch.load(weights_only=True)` without allow-listing more numpy types.
     """
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    states = {'python': random.getstate(), 'numpy': (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss,
-                                                      gauss),
-              'torch': torch.get_rng_state()}
+    states = {
+        'python': random.getstate(),
+        'numpy': (kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, gauss),
+        'torch': torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         states['cuda'] = torch.cuda.get_rng_state_all()
     return states
@@ -99,9 +102,9 @@ class RNGStateHook(Hook):
     priority = 'LOW'
 
     def __init__(self) -> None:
-        self._val_states: dict | None = None       # this rank's states before a validation
-        self._loaded: dict | None = None           # `rng_states` of the checkpoint being loaded
-        self._gathered: list | None = None         # every rank's states, gathered before a save
+        self._val_states: dict | None = None  # this rank's states before a validation
+        self._loaded: dict | None = None  # `rng_states` of the checkpoint being loaded
+        self._gathered: list | None = None  # every rank's states, gathered before a save
 
     def before_val(self, runner) -> None:
         self._val_states = get_rng_states()
@@ -148,15 +151,21 @@ class RNGStateHook(Hook):
         if runner.iter == 0:
             return  # not a resume (or a `load_from` of weights only): the config's seed rules
         if saved is None:
-            print_log('RNGStateHook: the resumed checkpoint has no rng_states (written without this hook); the '
-                      'run continues with freshly seeded generators, so it is not an exact resume',
-                      logger='current', level=logging.WARNING)
+            print_log(
+                'RNGStateHook: the resumed checkpoint has no rng_states (written without this hook); the '
+                'run continues with freshly seeded generators, so it is not an exact resume',
+                logger='current',
+                level=logging.WARNING,
+            )
             return
         world_size = get_world_size()
         if saved['world_size'] != world_size:
-            print_log(f"RNGStateHook: the checkpoint's rng_states come from {saved['world_size']} process(es), this "
-                      f'run has {world_size}; generators not restored, so the resume is not exact',
-                      logger='current', level=logging.WARNING)
+            print_log(
+                f"RNGStateHook: the checkpoint's rng_states come from {saved['world_size']} process(es), this "
+                f'run has {world_size}; generators not restored, so the resume is not exact',
+                logger='current',
+                level=logging.WARNING,
+            )
             return
         states = saved['ranks'][get_rank()]
         loop = runner.train_loop

@@ -1,5 +1,6 @@
 """`TemperatureScheduleHook`: a backbone temperature (Edge-RecViT's Gumbel-softmax `gumbel_tau`)
 annealed over training."""
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,15 @@ class TemperatureScheduleHook(Hook):
     priority = 'NORMAL'
     SCHEDULES = ('cosine', 'linear', 'exp')
 
-    def __init__(self, start: float = 1.0, end: float = 0.1, begin: int = 0, stop: int | None = None,
-                 schedule: str = 'cosine', attribute: str = 'gumbel_tau') -> None:
+    def __init__(
+        self,
+        start: float = 1.0,
+        end: float = 0.1,
+        begin: int = 0,
+        stop: int | None = None,
+        schedule: str = 'cosine',
+        attribute: str = 'gumbel_tau',
+    ) -> None:
         name = 'TemperatureScheduleHook'
         start = check_float(f'{name} start', start, 0.0, math.inf, low_open=True)
         end = check_float(f'{name} end', end, 0.0, math.inf, low_open=True)

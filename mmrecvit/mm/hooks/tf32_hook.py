@@ -1,5 +1,6 @@
 """`TF32Hook`: lets fp32 matrix products and convolutions use TensorFloat-32 on GPUs that have it
 (mmengine has no switch for it); our configs list it."""
+
 from __future__ import annotations
 
 import torch

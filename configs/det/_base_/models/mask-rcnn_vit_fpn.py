@@ -9,13 +9,20 @@ custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.tta', 'mmrecvit.mm.coco'
 
 embed_dim = 384  # ViT-S
 model = dict(
-    backbone=dict(_delete_=True, type='PlainViT', arch='small', drop_path_rate=0.1,
-                  init_cfg=dict(type='Pretrained', checkpoint='checkpoints/deit_small_patch16_224-cd65a155.pth')),
+    backbone=dict(
+        _delete_=True,
+        type='PlainViT',
+        arch='small',
+        drop_path_rate=0.1,
+        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/deit_small_patch16_224-cd65a155.pth'),
+    ),
     neck=[
         dict(type='SimplePyramid', in_channels=embed_dim),
-        dict(type='FPN', in_channels=[embed_dim // 4, embed_dim // 2, embed_dim, embed_dim], out_channels=256,
-             num_outs=5),
-    ])
+        dict(
+            type='FPN', in_channels=[embed_dim // 4, embed_dim // 2, embed_dim, embed_dim], out_channels=256, num_outs=5
+        ),
+    ],
+)
 
 # RecursionHook adds the backbones' auxiliary losses and recursion statistics to the loss dict / training log.
 # RNGStateHook stores the random generators' states in checkpoints so that `--resume` continues exactly
@@ -36,11 +43,26 @@ randomness = dict(seed=0, diff_rank_seed=True)
 tta_model = dict(type='MaskDetTTAModel', tta_cfg=dict(nms=dict(type='nms', iou_threshold=0.5), max_per_img=100))
 tta_pipeline = [
     dict(type='LoadImageFromFile', backend_args=None),
-    dict(type='TestTimeAug', transforms=[
-        [dict(type='Resize', scale=(1333, 800), keep_ratio=True)],
-        [dict(type='RandomFlip', prob=1.0), dict(type='RandomFlip', prob=0.0)],
-        [dict(type='LoadAnnotations', with_bbox=True, with_mask=True)],
-        [dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor',
-                                               'flip', 'flip_direction'))],
-    ]),
+    dict(
+        type='TestTimeAug',
+        transforms=[
+            [dict(type='Resize', scale=(1333, 800), keep_ratio=True)],
+            [dict(type='RandomFlip', prob=1.0), dict(type='RandomFlip', prob=0.0)],
+            [dict(type='LoadAnnotations', with_bbox=True, with_mask=True)],
+            [
+                dict(
+                    type='PackDetInputs',
+                    meta_keys=(
+                        'img_id',
+                        'img_path',
+                        'ori_shape',
+                        'img_shape',
+                        'scale_factor',
+                        'flip',
+                        'flip_direction',
+                    ),
+                )
+            ],
+        ],
+    ),
 ]
