@@ -36,6 +36,15 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    with '.py' and looks names up without it); `is_installed` asks `importlib.metadata`, then the import
    system, as mmengine does, without the reload. Same configs, ~6x faster.
 
+5. mmpretrain 1.2.0 turns its multimodal models on (`WITH_MULTIMODAL`) whenever `transformers>=4.28` is
+   installed, and their BLIP language model imports `apply_chunking_to_forward` and
+   `find_pruneable_heads_and_indices` from `transformers.modeling_utils`, which transformers 5 removed: its
+   bare `except` leaves `PreTrainedModel = None`, and `import mmpretrain.models` (hence `import mmdet.models`,
+   whose ReID preprocessor imports mmpretrain's) fails with `TypeError: NoneType takes no arguments`. With
+   transformers >= 5 installed (our `[hf]` extra) and mmpretrain's models not yet imported, `WITH_MULTIMODAL`
+   is set False before they are: mmpretrain then registers its placeholders for BLIP, CLIP, Flamingo... (which
+   say they need other dependencies when built), and everything else of mmpretrain, mmdet and mmseg imports.
+
 numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/test_compat.py`).
 
 mmpretrain 1.2.0 with mmcv 2.1.0 / mmengine 0.10.7 / torch 2.14 / numpy 2: nothing beyond fix 1 was
@@ -53,6 +62,7 @@ import importlib.metadata
 import importlib.util
 import os.path as osp
 import pickle
+import sys
 
 import numpy as np
 import torch
@@ -133,6 +143,18 @@ def is_installed(package: str) -> bool:
         return spec is not None and spec.origin is not None
 
 
+def mmpretrain_multimodal_breaks() -> bool:
+    """Whether importing mmpretrain's models would fail on transformers >= 5 (fix 5): both installed, and its
+    models not yet imported (after that the flag has been read)."""
+    if importlib.util.find_spec('mmpretrain') is None or 'mmpretrain.models' in sys.modules:
+        return False
+    try:
+        major = int(importlib.metadata.version('transformers').split('.')[0])
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return major >= 5
+
+
 def apply() -> None:
     """Apply every fix once (idempotent)."""
     global _applied
@@ -148,4 +170,8 @@ def apply() -> None:
 
         config_utils._get_cfg_metainfo = cfg_metainfo  # looked up by name in `_get_external_cfg_path`
         config_module.is_installed = is_installed  # `Config._get_cfg_path`'s own import of it
+    if mmpretrain_multimodal_breaks():
+        import mmpretrain.utils.dependency as dependency  # read by mmpretrain.models/datasets when imported
+
+        dependency.WITH_MULTIMODAL = False
     _applied = True
