@@ -60,9 +60,9 @@ SUBPROCESS_ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONWARNINGS': 'ignor
 
 
 def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
-    """A command in the repository, output captured (for the failure message), one thread per process."""
+    """A command in the repository (or `cwd`), output captured (for the failure message), one thread per process."""
     return subprocess.run(
-        cmd, cwd=REPO, capture_output=True, text=True, timeout=900, **{'env': SUBPROCESS_ENV, **kwargs}
+        cmd, capture_output=True, text=True, timeout=900, **{'cwd': REPO, 'env': SUBPROCESS_ENV, **kwargs}
     )
 
 
