@@ -52,3 +52,11 @@ def layer_depth_table(model: nn.Module) -> dict[int, tuple[str, float, int]]:
                 )
             table[id(param)] = (f'{prefix}.{name}' if prefix else name, depth, num_layers)
     return table
+
+
+def layer_lr_scales(model: nn.Module, rate: float) -> dict[str, float]:
+    """Full parameter name -> learning-rate factor `rate ** (num_layers - layer depth)` for every parameter of every
+    mmrecvit backbone of `model` (the rest, neck and heads, keep 1: absent here)."""
+    return {
+        name: decay.lr_scale(rate, depth, num_layers) for name, depth, num_layers in layer_depth_table(model).values()
+    }

@@ -22,7 +22,7 @@ TARBALL = 'pytorch-image-models-aa4b5850.tar.gz'
 PLACES = [Path(REPO).parent / 'shared' / 'vendor', Path('/work/shared/vendor')]
 SCRIPTS = ('train.py', 'validate.py')
 # validate.py after `import mmrecvit` (it has no --device-modules); argv[1:] are its own arguments
-VALIDATE = "import runpy, sys, mmrecvit; sys.argv[0] = 'validate.py'; runpy.run_path('validate.py', run_name='__main__')"
+VALIDATE = "import runpy, sys, mmrecvit; sys.argv[0] = 'validate.py'; runpy.run_path(sys.argv[0], run_name='__main__')"
 
 
 def checked_scripts(vendor: Path, out: Path) -> Path:
