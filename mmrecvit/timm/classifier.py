@@ -59,10 +59,14 @@ class RecViTClassifier(nn.Module):
         self.in_chans = backbone.patch_embed.proj.in_channels
         self.num_prefix_tokens = backbone.num_prefix_tokens
         self.has_class_token = backbone.with_cls_token
+        # timm's per-layer feature_info; `module` names the layer: a layer of a recursive method has no module of
+        # its own (a shared block runs several), so timm's hook and fx feature classes cannot take it, and a
+        # name must still be unique (transformers' stage names): our features come from forward_intermediates
         self.feature_info = [
-            dict(module=f'backbone.{name}', num_chs=self.embed_dim, reduction=backbone.patch_size)
-            for name in layer_modules(backbone)
+            dict(module=f'layer{i}', num_chs=self.embed_dim, reduction=backbone.patch_size)
+            for i in range(backbone.depth)
         ]
+        self.stops_early = False  # set by prune_intermediate_layers on a backbone that cannot be cut
         self.head_drop = nn.Dropout(drop_rate)
         self.reset_classifier(num_classes, global_pool)
 
@@ -105,7 +109,7 @@ class RecViTClassifier(nn.Module):
 
     def forward_features(self, x: Tensor, compute: float | None = None) -> Tensor:
         """(B, C, H, W) -> the final token states (B, N, D) after the final norm."""
-        (tokens,), _ = self.backbone.get_intermediate_states(x, [self.backbone.depth - 1], compute)
+        tokens, _ = self.backbone.forward_intermediates(x, 1, output_fmt='NLC', compute=compute)
         return tokens
 
     def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
@@ -127,39 +131,37 @@ class RecViTClassifier(nn.Module):
         intermediates_only: bool = False,
         compute: float | None = None,
     ) -> list[Any] | tuple[Tensor, list[Any]]:
-        """timm's `VisionTransformer.forward_intermediates` (its argument order): the backbone's, which reads the
-        layers `indices` (None: all; an int n: the last n; a list, negatives from the end) in one forward.
-        `return_prefix_tokens`: each intermediate becomes (map, prefix tokens (B, P, D)), as timm's (smp's DPT
-        reads them). The final output is the last layer's tokens after the final norm (`forward_features`)."""
-        out = self.backbone.forward_intermediates(
+        """timm's `VisionTransformer.forward_intermediates`, in its argument order: the backbone's (`indices` None
+        for all layers, n for the last n, or a list; `norm`; `output_fmt` 'NCHW' or 'NLC'; `return_prefix_tokens`,
+        which smp's DPT reads; `compute` for this call). The final output is `forward_features`'. After
+        `prune_intermediate_layers` on a method that cannot be cut, it stops early (the pruned layers do not run)."""
+        return self.backbone.forward_intermediates(
             x,
             indices,
             norm=norm,
-            output_fmt='NLC' if return_prefix_tokens else output_fmt,
+            output_fmt=output_fmt,
             intermediates_only=intermediates_only,
-            stop_early=stop_early,
+            stop_early=stop_early or self.stops_early,
             compute=compute,
             return_prefix_tokens=return_prefix_tokens,
         )
-        return out
 
     def prune_intermediate_layers(
-        self, indices: int | Sequence[int] = 1, prune_norm: bool = False, prune_head: bool = True
+        self, indices: int | Sequence[int] | None = 1, prune_norm: bool = False, prune_head: bool = True
     ) -> list[int]:
-        """timm's: the layers after the last of `indices` are not run any more, the final norm (`prune_norm`) and
-        the head (`prune_head`) become identities; returns the indices as absolute layers. None: the backbone's
-        `out_indices` (timm's feature wrapper passes it when `features_only=True` comes without `out_indices`)."""
+        """timm's: the layers after the last of `indices` go (the backbone cuts them where its method allows:
+        PlainViT, NaiveRecursiveViT; elsewhere a later layer is part of what an earlier one computes, and the
+        forward stops early instead), the final norm (`prune_norm`) and the head (`prune_head`) become
+        identities; returns the indices as sorted absolute layers. None: the backbone's `out_indices` (what
+        timm's feature wrapper passes for `features_only=True` without `out_indices`)."""
         indices = list(self.backbone.out_indices) if indices is None else indices
-        kept = self.backbone.prune_intermediate_layers(indices, prune_norm=prune_norm)
+        take = self.backbone.take_indices(indices)
+        if type(self.backbone).cut_layers is not ViTBackbone.cut_layers:  # the method can drop its later layers
+            self.backbone.prune_intermediate_layers(take, prune_norm=prune_norm)
+        else:
+            self.stops_early = self.stops_early or take[-1] < self.backbone.depth - 1
+            if prune_norm:
+                self.backbone.norm = nn.Identity()
         if prune_head:
             self.reset_classifier(0)
-        return kept
-
-
-def layer_modules(backbone: ViTBackbone) -> list[str]:
-    """The module name of the block that computes each layer's state in the full forward (its last step there):
-    `feature_info`'s `module` (hooks on it fire once per step that runs it; our features come from
-    `forward_intermediates`, timm's getter)."""
-    plan = backbone.plan(backbone.full_setting(), backbone.pretrain_grid, [backbone.depth - 1])
-    last = {step.layer: step.block for step in plan.steps}
-    return [backbone.block_name(last[layer]) for layer in range(backbone.depth)]
+        return take
