@@ -8,7 +8,7 @@ from backbone_cases import distance_to_deit
 from timm.models.vision_transformer import VisionTransformer
 
 from mmrecvit.benchmark import PeakMemoryTracker
-from mmrecvit.models import SRViT
+from mmrecvit.models import PlainViT, SRViT
 from mmrecvit.models.checkpoint import CheckpointError
 
 pytestmark = pytest.mark.usefixtures('one_thread')
@@ -359,3 +359,62 @@ def test_srvit_step_transform_kinds():
     model = SRViT(**TINY, step_transform='none')
     model(torch.randn(1, 3, 64, 64))
     assert not [w for w in model.stats.work if getattr(w, 'name', '').startswith('step_transforms')]
+
+
+# ---- windows: global context in every recursion (issue 37) -------------------------------------------------------
+def global_steps_per_unit(model, plan):
+    """unit -> the number of steps of `plan` that attend globally."""
+    counts = dict.fromkeys(range(len(model.unit_sizes)), 0)
+    for step in plan.steps:
+        counts[step.unit] += step.windows is None or not hasattr(step.windows, 'size')
+    return counts
+
+
+def test_windowed_function_start_reaches_global_context_unlike_its_all_windowed_twin(deit):
+    """At the function start recursion 1 holds 0.99 of every mixture: it must see global context itself."""
+    vit, sd = deit
+    x = torch.randn(2, 3, 128, 128, generator=torch.Generator().manual_seed(2))  # 8 x 8 patches, 16 windows of 2
+    outs = {}
+    for name, kwargs in (('windowed', {}), ('all windowed', dict(global_steps=[]))):
+        model = SRViT(**TINY, num_recursions=4, window_size=2, **kwargs)
+        distance_to_deit(model, vit, sd)  # loads the DeiT stand-in (timm_init='function')
+        with torch.no_grad():
+            outs[name] = model.eval()(x)[-1]
+    a, b = outs['windowed'], outs['all windowed']
+    assert ((a - b).norm() / b.norm()) > 1e-2  # the former layout (global only in recursion 4): ~1e-4
+    # T = 1 is the windowed PlainViT (ViTDet's layout) exactly.
+    plain = PlainViT(**TINY, window_size=2, out_indices=[11])
+    srvit = SRViT(**TINY, num_recursions=1, window_size=2, out_indices=[11])
+    for model in (plain, srvit):
+        distance_to_deit(model, vit, sd)
+    with torch.no_grad():
+        torch.testing.assert_close(srvit.eval()(x)[0], plain.eval()(x)[0], rtol=0, atol=1e-5)
+
+
+def test_every_eval_setting_keeps_a_global_step_in_every_unit():
+    model = build(num_recursions=[3, 2, 4, 2], unit_sizes=[1, 1, 1, 3], window_size=2).eval()
+    grid = (8, 8)
+    assert model.global_layers() == (0, 1, 2, 3, 5)  # stage ends 0, 2, 3, 5 of 6; unit 1 ([1]) holds none: its last
+    per_recursion = [1, 1, 1, 2]  # global layers per unit
+    for T in ([3, 2, 4, 2], [1, 1, 1, 1], [2, 1, 3, 2], 1):
+        model.eval_recursions = T
+        for setting in model.settings(grid):
+            counts = global_steps_per_unit(model, model.plan(setting, grid, [model.depth - 1]))
+            assert counts == {u: t * n for u, (t, n) in enumerate(zip(setting, per_recursion))}, (T, setting)
+    model.eval_recursions = None
+    for compute in (0.1, 0.3, 0.6, 1.0):
+        with torch.no_grad():
+            model(torch.randn(1, 3, 128, 128), compute=compute)
+        windowed = [w for w in model.stats.blocks if w.attn_pairs < w.queries * w.keys]
+        assert len(model.stats.blocks) - len(windowed) >= 4, compute  # the FLOP model counts the global steps
+
+
+@pytest.mark.parametrize('eval_recursions', [None, [2, 1, 2, 1], [1, 2, 1, 1]])
+def test_windowed_flops_follow_the_global_steps_run(eval_recursions):
+    from mmrecvit.mm.complexity import traced_flops
+
+    model = build(num_recursions=[2, 3, 2, 1], window_size=2, eval_recursions=eval_recursions).eval()
+    x = torch.randn(1, 3, 128, 128)
+    with torch.no_grad():
+        model(x)
+    assert model.stats.flops == pytest.approx(traced_flops(model, (x,)), rel=1e-12)
