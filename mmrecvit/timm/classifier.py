@@ -86,7 +86,7 @@ class RecViTClassifier(nn.Module):
 
     def forward_features(self, x: Tensor) -> Tensor:
         """(B, C, H, W) -> the final token states (B, N, D) after the final norm."""
-        (tokens,), _ = self.backbone.get_intermediate_states(x, [self.backbone.depth - 1])
+        tokens, _ = self.backbone.forward_intermediates(x, 1, output_fmt='NLC')
         return tokens
 
     def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:

@@ -44,8 +44,10 @@ def test_timm_style_training_step(method):
     model.set_grad_checkpointing()
     assert model.backbone.with_cp
     images, labels = torch.randn(2, 3, 64, 64), torch.tensor([1, 3])
-    loss = LabelSmoothingCrossEntropy(0.1)(model(images), labels)
-    loss = loss + sum(model.backbone.stats.aux_losses.values(), torch.zeros(()))
+    # model(images) with the backbone's statistics: the final tokens and the forward's aux losses
+    (tokens, _), stats = model.backbone.forward_intermediates(images, 1, output_fmt='NLC', return_stats=True)
+    loss = LabelSmoothingCrossEntropy(0.1)(model.forward_head(tokens), labels)
+    loss = loss + sum(stats.aux_losses.values(), torch.zeros(()))
     loss.backward()
     optimizer.step()
     assert model.forward_features(images).shape == (2, 17, 192)
