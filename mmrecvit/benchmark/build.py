@@ -104,10 +104,10 @@ def _identity(x: Tensor) -> Tensor:
     return x
 
 
-def backbone_flops(module: nn.Module) -> float | None:
-    """FLOPs per image of the last forward of one of our backbones (`stats.flops`, `models/flops.py`);
-    None for a module that reports no statistics."""
-    stats = getattr(module, 'stats', None)
+def backbone_flops(output: Any) -> float | None:
+    """FLOPs per image of the forward of one of our backbones whose result is `output` (its `stats.flops`,
+    `models/flops.py`); None for an output that carries no statistics."""
+    stats = getattr(output, 'stats', None)
     return None if stats is None else float(stats.flops)
 
 
@@ -128,12 +128,18 @@ def timm_vit_flops(model: nn.Module, hw: Sequence[int]) -> float | None:
 
 
 def _backbone_model(spec: ModelSpec, module: nn.Module, origin: str) -> BenchModel:
+    last: list[Any] = [None]  # the last forward's result, whose statistics give its FLOPs
+
+    def run(images: Tensor) -> Any:
+        last[0] = module(images)
+        return last[0]
+
     return BenchModel(
         spec=spec,
         module=module,
         prepare=_identity,
-        run=module,
-        flops=lambda: backbone_flops(module),
+        run=run,
+        flops=lambda: backbone_flops(last[0]),
         timed=f'{origin}: `forward(images)`, i.e. all the maps it returns for its out_indices',
     )
 

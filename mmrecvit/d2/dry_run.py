@@ -175,7 +175,7 @@ def dry_run(
                 return model(copies.pop())
 
         forwards: list[float] = []  # the backbone's FLOP model of each of its forwards
-        hook = net.register_forward_hook(lambda m, a, o: forwards.append(float(total_flops(m.stats.work))))
+        hook = net.register_forward_hook(lambda m, a, o: forwards.append(float(total_flops(o.stats.work))))
         result.test = measure_step(test_step, dev, repeats, progress=lambda s: say(f'test {s}'))
         hook.remove()
         result.backbone_model_flops = sum(forwards) / (repeats + 1) * len(test_batch)

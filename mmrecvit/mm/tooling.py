@@ -171,14 +171,15 @@ def backbone_of(model: nn.Module) -> nn.Module | None:
     return getattr(model, 'backbone', None)
 
 
-def forward_backbone(model: nn.Module, data: dict) -> nn.Module:
-    """Run only the backbone on the prepared inputs (no grad), for its statistics; returns it."""
+def forward_backbone(model: nn.Module, data: dict) -> tuple[nn.Module, Any]:
+    """Run only the backbone on the prepared inputs (no grad), for its statistics: (the backbone, the forward's
+    `ForwardStats` or None for a backbone that reports none)."""
     backbone = backbone_of(model)
     if backbone is None:
         raise ValueError(f'{type(model).__name__} has no backbone')
     with torch.no_grad():
-        backbone(data['inputs'])
-    return backbone
+        out = backbone(data['inputs'])
+    return backbone, getattr(out, 'stats', None)
 
 
 def is_lazy_config(file: str | Path) -> bool:

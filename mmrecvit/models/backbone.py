@@ -1,7 +1,7 @@
 """`ViTBackbone`: what every backbone shares, and the contract a method fulfils (SPEC §5).
 
-Data flow: image -> `embedding.embed` -> the method's plan, run step by step -> the states of the
-requested layers -> `to_maps` (B, D, h, w) for a neck, or the pooled final state for a classifier.
+Data flow: image -> `embedding.embed` -> the method's plan, run step by step -> the states of the requested
+layers -> `forward_intermediates` (timm's formats) -> maps for a neck, or the pooled final state for a classifier.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from . import arguments as args
-from . import embedding
+from . import embedding, features
 from . import layer_decay as decay
 from .checkpoint import load_pretrained
 from .checks import check_bool, check_choice, check_float, check_int, check_sequence
@@ -24,43 +24,23 @@ from .flops import conv_work
 from .layers import Block, Mlp
 from .numerics import NONFINITE_MODES, FiniteGuard, tracing
 from .plan import Forward, Plan, Step, rescaled_layers, step_work
-from .stats import ForwardStats
+from .stats import FeatureMaps, ForwardStats
 from .windows import Global, Windows
 
 
 class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
     """Base class of every backbone: embeddings, the forward path, outputs, checkpointing, pretrained loading.
 
-    **Vocabulary** (the same in every backbone, config and tool):
+    **Vocabulary** (docs/methods/README.md has the glossary): a **layer** is a position 0..L-1 of the stack,
+    `depth` = L; `out_indices` are layers. A **block** is one unique set of parameters (`blocks.{i}`). A
+    **step** is one block application, t = 0..`num_steps`-1 (stochastic depth, `global_steps` and
+    checkpointing follow steps); a **recursion** is one pass of a recursion unit.
 
-    * **layer**: a position of the stack, 0..L-1, and **depth** = L their number: what a plain ViT of the
-      same depth calls block i. `out_indices` are layers (negatives count from the end), the same for all
-      six backbones, so a config that swaps only `type=` reads the same levels; a forward that runs K of
-      the L layers (the compute knob, reViT at another depth) reads layer i at `plan.rescaled_layers`.
-      (Issue 27 corrects SPEC's notation, where L / depth counts block applications: those are `num_steps`.)
-    * **block**: one unique set of block parameters (`blocks.{i}`); `num_blocks` counts them.
-    * **step** (application): one run of a block, numbered t = 0..`num_steps`-1 in execution order.
-      Stochastic depth, window layout (`global_steps`) and activation checkpointing follow steps. A layer
-      is one step in every method but SR-ViT, whose unit runs its layers `num_recursions` times in place.
-    * **recursion**: one pass of a recursion unit (a group of consecutive blocks applied again);
-      `num_recursions` counts the passes (SR-ViT's T per unit, MoR-ViT's N_r).
-    * a token's **depth** (Edge-RecViT's token map) is the number of layers it ran; MoR-ViT's token map
-      `recursions` the number of recursions it took part in.
-
-    **The subclass contract** (checked when a model is built; a missing piece is an error naming it):
-
-    1. `__init__` calls `super().__init__(embed_dim=..., num_heads=..., depth=L, **kwargs)` and builds
-       `blocks` (an `nn.ModuleList` of the unique blocks, `make_block`) and the method's other modules;
-    2. `plan(setting, grid, layers)` returns the `plan.Plan` of a forward at `setting` on a `grid` input
-       that returns `layers`: the one description of what the forward does, which `run` executes, the FLOP
-       model counts and the compute knob compares;
-    3. `convert_timm_state_dict(state_dict)` maps a timm/DeiT state dict to the model's keys.
-
-    It may override `default_setting()` (what a forward runs: the layers L), `settings(grid)` (the compute
-    knob's candidates, smallest first, ending at the default), `full_setting()` (the knob's full-depth
-    reference), `run(x, plan, fwd)` (default: each step's block on every token), `forward_states` (for
-    settings only known during the forward: Edge-RecViT's depths), `num_steps`, `default_out_indices()`,
-    `default_global_steps()` and `block_name(i)`.
+    **The subclass contract** (checked when a model is built): `__init__` calls `super().__init__(embed_dim=...,
+    num_heads=..., depth=L, **kwargs)` and builds `blocks` (`make_block`) and its other modules; `plan(setting,
+    grid, layers)` returns the `plan.Plan` of a forward, which `run` executes, the FLOP model counts and the
+    compute knob compares; `convert_timm_state_dict(state_dict)` maps a timm/DeiT state dict to its keys. The
+    optional overrides are listed in docs/methods/README.md ("The subclass contract").
 
     Args:
         embed_dim, num_heads, mlp_ratio, qkv_bias, init_values: block sizes (see `layers.Block`).
@@ -83,7 +63,7 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
             classification outputs (a dense backbone's maps stay un-normalised, as mmseg's ViT).
         window_size: window attention (ViTDet, `windows.py`) at every step but `global_steps` (0: global).
         global_steps: the steps with global attention when windowed (default `default_global_steps()`: the
-            ends of the four stages; SR-ViT: the units' last steps).
+            ends of the four stages; SR-ViT: its global layers in every recursion).
         use_rel_pos: ViTDet's decomposed relative position biases (`rel_pos.py`): one zero-initialised pair of
             tables per unique block, sized for `img_size`'s grid, shared by all its steps (windowed and global,
             every recursion) and resized to each step's window or global grid.
@@ -147,7 +127,6 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         self.window_size = check_int('window_size', window_size, 0)
         self._global_steps = global_steps
         self.use_rel_pos = check_bool('use_rel_pos', use_rel_pos)
-        self.stats: ForwardStats | None = None  # the last forward's (each forward builds its own)
 
         self.patch_embed = embedding.PatchEmbed(in_channels, self.embed_dim, self.patch_size)
         self.cls_token, self.pos_embed = embedding.init_tokens(
@@ -324,41 +303,66 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         fwd.plan = self.plan(setting, fwd.grid, layers).until_outputs()
         return self.run(x, fwd.plan, fwd)
 
-    def forward_tokens(self, x: Tensor, layers: Sequence[int], grid: tuple[int, int] | None = None) -> list[Tensor]:
-        """Token states (B, N, D) -> the states of `layers`, without the embedding, the final norm or the
-        finiteness checks (NaN/inf only replaced): for tests and tools that bring their own tokens. `grid`: their
-        patch grid (default 1 x (N - prefix tokens), which is all a plan needs without windows). Sets `self.stats`."""
-        if grid is None:
-            if self.window_size or self.use_rel_pos:
-                raise ValueError('window attention and relative position biases need the tokens\' patch grid: '
-                                 'pass grid=(h, w)')
-            grid = (1, x.shape[1] - self.num_prefix_tokens)
-        fwd = Forward(tuple(grid))
-        states = self.forward_states(x, args.check_out_indices(list(layers), self.depth, 'layers'), fwd)
-        fwd.stats.work, fwd.stats.grid = fwd.plan.work(), fwd.grid
-        self.stats = fwd.stats
-        return states
+    def forward_intermediates(self, x: Tensor, indices: int | Sequence[int] | None = None, norm: bool = False,
+                              output_fmt: str = 'NCHW', intermediates_only: bool = False, stop_early: bool = False,
+                              compute: float | None = None, *, return_prefix_tokens: bool = False,
+                              return_stats: bool = False) -> Any:
+        """Image -> the states of some layers with timm's semantics (`VisionTransformer.forward_intermediates`):
+        the one way to get features (STYLE 7), which `forward` and the timm classifier call.
 
-    def get_intermediate_states(self, x: Tensor, layers: Sequence[int],
-                                compute: float | None = None) -> tuple[list[Tensor], tuple[int, int]]:
-        """Image -> (states (B, N, D) of `layers`, patch grid): the one way to get features (STYLE 7).
-
-        compute: the knob for this call (None: the attribute's default). Sets `self.stats` to this forward's
-        statistics, whose token maps are (B, ..., h, w).
+        indices: layers (`out_indices`' vocabulary; `features.take_indices`): an int n the last n, a list those
+        (negatives from the end), None all; the intermediates come in layer order. norm: the final norm on each.
+        output_fmt: 'NCHW' maps (B, D, h, w) or 'NLC' patch tokens (B, h*w, D), prefix tokens dropped (timm's;
+        `return_prefix_tokens` keeps them beside each). intermediates_only: the list alone, else (final tokens
+        (B, N, D) after the final norm, list). stop_early: no layer after the last one taken runs. compute: the
+        test-time knob for this call (`compute.py`). return_stats: (result, the forward's `ForwardStats`).
         """
+        take = features.take_indices(indices, self.depth, type(self).__name__)
+        fmt = check_choice('output_fmt', output_fmt, features.OUTPUT_FORMATS)
+        dtype = args.AMP_DTYPES[check_choice('amp_dtype', self.amp_dtype, list(args.AMP_DTYPES))]
+        last = [] if stop_early or take[-1] == self.depth - 1 else [self.depth - 1]
+        if dtype is None:
+            states, grid, stats = self._intermediate_states(x, take + last, compute)
+        else:
+            with torch.autocast(x.device.type, dtype=dtype):
+                states, grid, stats = self._intermediate_states(x, take + last, compute)
+            states = [s.float() for s in states]
+        intermediates = [self.norm(s) if norm else s for s in states[: len(take)]]
+        intermediates = features.timm_format(intermediates, grid, self.num_prefix_tokens, fmt, return_prefix_tokens)
+        result = intermediates if intermediates_only else (self.norm(states[-1]), intermediates)
+        return (result, stats) if return_stats else result
+
+    def prune_intermediate_layers(self, indices: int | Sequence[int] = 1, prune_norm: bool = False,
+                                  prune_head: bool = True) -> list[int]:
+        """timm's: keep the layers up to the last of `indices` and return them (sorted), cutting the rest where the
+        method allows it (`cut_layers`: PlainViT, NaiveRecursiveViT; others refuse). `prune_norm`: the final norm
+        becomes the identity. A backbone has no head (`prune_head` is for the classifier)."""
+        take = features.take_indices(indices, self.depth, type(self).__name__)
+        if take[-1] < self.depth - 1:
+            self.cut_layers(take[-1] + 1)
+            self.out_indices = tuple(take)
+        if prune_norm:
+            self.norm = nn.Identity()
+        return take
+
+    def cut_layers(self, depth: int) -> None:
+        """Keep the first `depth` layers (`prune_intermediate_layers`); refused unless a method allows it."""
+        raise ValueError(f'{type(self).__name__} cannot be cut to its first {depth} of {self.depth} layers: later '
+                         'layers are part of what earlier ones compute; use forward_intermediates(indices=...)')
+
+    def _intermediate_states(self, x: Tensor, layers: Sequence[int],
+                             compute: float | None) -> tuple[list[Tensor], tuple[int, int], ForwardStats]:
+        """Image -> (states (B, N, D) of `layers`, patch grid, this forward's statistics)."""
         fraction = check_compute(self.compute if compute is None else compute)
         if fraction is not None and self.training:
             raise RuntimeError(f'compute={fraction} is a test-time knob (eval mode only); call model.eval() '
                                'or set compute=None to train')
-        layers = args.check_out_indices(list(layers), self.depth, 'layers')
-        # One sync at the end resolves every router/aux-loss check (none while tracing: it would bake the flags
-        # into the trace).
+        # One sync at the end resolves every router/aux-loss check (none while tracing: it would be baked in).
         mode = check_choice('nonfinite', self.nonfinite, NONFINITE_MODES)  # a plain attribute: may be set later
         fwd = Forward(self.patch_grid(x), fraction, None if tracing() else FiniteGuard(type(self).__name__, mode))
         # No local name keeps the embedded tokens alive while the blocks run (peak memory as timm).
         states = self.forward_states(self.embed(x), layers, fwd)
         plan, stats = fwd.plan, fwd.stats
-        states = [self.norm(s) if p == plan.final else s for s, p in zip(states, plan.outputs)]
         stats.aux_losses = {k: fwd.finite(f'auxiliary loss {k}', 'the end of the forward', v)
                             for k, v in stats.aux_losses.items()}
         if fwd.guard is not None:
@@ -366,29 +370,27 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         stats.grid = fwd.grid
         stats.work = [conv_work('patch_embed', self.patch_embed.proj, fwd.grid), *plan.work()]
         stats.token_maps = {k: m.reshape(*m.shape[:-1], *fwd.grid) for k, m in stats.token_maps.items()}
-        self.stats = stats
-        return states, fwd.grid
+        return states, fwd.grid, stats
 
     def forward(self, x: Tensor, compute: float | None = None) -> tuple[Tensor, ...]:
-        """(B, C, H, W) -> `out_type`'s outputs: maps (B, D, ceil(H/p), ceil(W/p)), one per `out_indices`, or a
-        1-tuple with the (B, D) classification feature. `compute`: the knob for this call."""
-        dtype = args.AMP_DTYPES[check_choice('amp_dtype', self.amp_dtype, list(args.AMP_DTYPES))]
-        if dtype is None:
-            return self._outputs(x, compute)
-        with torch.autocast(x.device.type, dtype=dtype):
-            outputs = self._outputs(x, compute)
-        return tuple(o.float() for o in outputs)
-
-    def _outputs(self, x: Tensor, compute: float | None) -> tuple[Tensor, ...]:
+        """(B, C, H, W) -> `out_type`'s outputs (what mmdet/mmseg/mmpretrain and `mmrecvit.d2` call): maps (B, D,
+        ceil(H/p), ceil(W/p)) of `out_indices` (the final norm, if any, on the last layer's, as mmpretrain's ViT)
+        or a 1-tuple with the (B, D) classification feature, as a `FeatureMaps` tuple carrying this forward's
+        statistics in `.stats` (a plain tuple while `torch.export` traces). `compute`: the knob for this call."""
         if self.out_type == 'featmap':
-            states, grid = self.get_intermediate_states(x, self.out_indices, compute)
-            return embedding.to_maps(states, grid, self.num_prefix_tokens)
-        (final,), _ = self.get_intermediate_states(x, [self.depth - 1], compute)
-        return (self.pool(final),)
-
-    def to_maps(self, states: Sequence[Tensor], grid: tuple[int, int]) -> tuple[Tensor, ...]:
-        """States (B, N, D) -> maps (B, D, h, w) without the prefix tokens (`embedding.to_maps`)."""
-        return embedding.to_maps(list(states), grid, self.num_prefix_tokens)
+            layers, L = self.out_indices, self.depth
+            (final, maps), stats = self.forward_intermediates(x, layers, stop_early=True, compute=compute,
+                                                             return_stats=True)
+            by_layer = dict(zip(sorted(set(layers)), maps))
+            if L - 1 in by_layer and not isinstance(self.norm, nn.Identity):
+                by_layer[L - 1] = embedding.to_maps([final], stats.grid, self.num_prefix_tokens)[0]
+            outputs = tuple(by_layer[i] for i in layers)
+        else:
+            (final, _), stats = self.forward_intermediates(x, 1, output_fmt='NLC', compute=compute,
+                                                           return_stats=True)
+            outputs = (self.pool(final),)
+        # torch.export takes plain containers only (pytrees): a plain tuple there, the statistics stay eager.
+        return outputs if torch.compiler.is_exporting() else FeatureMaps(outputs, stats)
 
     def pool(self, tokens: Tensor) -> Tensor:
         """(B, N, D) normalised final tokens -> (B, D): the CLS token, or the mean of the patch tokens."""

@@ -13,7 +13,7 @@ routers included). Each method maps c onto its own mechanism through its plan (`
 * and runs the largest setting whose FLOPs are <= c x full (rounding down: never above the budget), or
   the smallest setting when none fits.
 
-The FLOPs actually reached are the forward's own `model.stats.flops`, as for every forward. A
+The FLOPs actually reached are the forward's own `stats.flops` (`model(x).stats`), as for every forward. A
 token-adaptive method's own setting may already cost less than c x full (an Edge-RecViT ranker or MoR-ViT's
 default capacities run well below full depth): the knob only cuts, so such fractions give the default
 forward, and `stats.flops` says what it cost. The knob acts in eval mode only: a forward in training mode

@@ -20,11 +20,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .arguments import check_out_indices, deprecated, resolve_arch
+from .arguments import check_out_indices, deprecated, resolve_arch, stage_ends
 from .backbone import ViTBackbone
 from .checkpoint import fresh_parameters, split_timm_blocks
 from .checks import check_choice, check_int, check_renamed, check_sequence
 from .flops import linear_work
+from .mixture import RecursionMixture
 from .numerics import full_precision
 from .plan import Forward, Plan, Step, step_work
 from .registry import register_backbone
@@ -89,58 +90,6 @@ class SoftRouter(nn.Module):
             return F.linear(h.to(w.dtype), w[t: t + 1], b[t: t + 1])
 
 
-class RecursionMixture:
-    """One unit's readout, accumulated while recursing: it holds O(1) states, never all T (SPEC §1).
-
-    `add(h_t, z_t)` takes each recursion's state (B, N, D) and router logit (B, N, 1) (None: no router);
-    `result()` is the unit output. The soft mixture is an online softmax over recursions with a running max m
-    (a constant shift, detached), normaliser s and sum a (m = z_1, s = 1, a = h_1 after the first recursion):
-
-        m' = max(m, z_t),  s' = s e^(m - m') + e^(z_t - m'),  a' = a e^(m - m') + e^(z_t - m') h_t,
-
-    so that a / s = sum_t softmax(z)_t h_t, for logits known up front (unit input) and those only known after
-    each recursion (recursion states) alike. readout 'soft': a / s. 'final': the last state. 'hard': the
-    state of the per-token argmax recursion (first one on ties) with the straight-through gradient of
-    one-hot(argmax) + w - sg(w): `h_argmax + m_sg - sg(m_sg)`, `m_sg = sum_t w_t sg(h_t)`, exactly zero in the
-    forward and not computed when the logits need no gradient (eval).
-    """
-
-    def __init__(self, readout: str) -> None:
-        self.readout = readout
-        self.last: Tensor | None = None  # the latest state ('final') / the argmax state ('hard')
-        self.max: Tensor | None = None   # running max of the logits (B, N, 1), detached
-        self.norm: Tensor | None = None  # s (B, N, 1)
-        self.acc: Tensor | None = None   # a (B, N, D)
-
-    def add(self, h: Tensor, logit: Tensor | None) -> None:
-        if self.readout == 'final' or logit is None:
-            self.last = h
-            return
-        z = logit.detach()
-        new_max = z if self.max is None else torch.maximum(self.max, z)
-        if self.readout == 'hard':
-            self.last = h if self.max is None else torch.where(z > self.max, h, self.last)
-        # 'hard' needs the soft mixture for its router gradient only: skipped without autograd.
-        if self.readout == 'soft' or logit.requires_grad:
-            value = h if self.readout == 'soft' else h.detach()
-            take = torch.exp(logit - new_max)  # (B, N, 1)
-            if self.acc is None:
-                self.norm, self.acc = take, take * value
-            else:
-                keep = torch.exp(self.max - new_max)
-                self.norm = self.norm * keep + take
-                self.acc = self.acc * keep + take * value
-        self.max = new_max
-
-    def result(self) -> Tensor:
-        if self.acc is None:  # 'final', a unit without router, or 'hard' without autograd
-            return self.last
-        mixture = self.acc / self.norm
-        if self.readout == 'soft':
-            return mixture
-        return self.last + (mixture - mixture.detach())
-
-
 @dataclass(frozen=True)
 class UnitStep(Step):
     """A step of SR-ViT's plan: unit `unit`, recursion `recursion` (0-based), the `first`/`last` block of it."""
@@ -199,7 +148,7 @@ class SRViT(ViTBackbone):
             [4, 4, 2, 2]); the state after a unit's last layer is the unit's mixture y_u, after another layer
             the state of that layer in the unit's last recursion. (`out_units`, deprecated: unit numbers.)
         Other arguments: see `ViTBackbone` (`drop_path_rate` grows over all `num_steps` steps; `global_steps`
-        default to the units' last steps).
+        default to the `global_layers` in every recursion).
 
     Parameters: `blocks.{i}` (timm names), `step_transforms.{u}.{t}.proj` for recursions t >= 1,
     `routers.{u}.proj` for units with T_u >= 2 (readout 'soft'/'hard').
@@ -283,9 +232,24 @@ class SRViT(ViTBackbone):
         """The units' last layers: their outputs."""
         return tuple(sum(self._units[: u + 1]) - 1 for u in range(len(self._units)))
 
+    def global_layers(self) -> tuple[int, ...]:
+        """The layers that attend globally under windows: ViTDet's stage ends of the `depth` layers (a windowed
+        PlainViT's), and the last layer of a unit that holds none; each unit then has at least one."""
+        ends = set(stage_ends(self.depth))
+        return tuple(b for blocks in self.unit_blocks for b in ([b for b in blocks if b in ends] or [blocks[-1]]))
+
     def default_global_steps(self) -> tuple[int, ...]:
-        """Global attention at the last step of every unit (its output, a multi-level feature)."""
-        return tuple(self.unit_end(u) for u in range(len(self.unit_sizes)))
+        """Every recursion of every unit runs its `global_layers` globally (docs/methods/srvit.md, "Windows"):
+        global context in each recursion, so at every `eval_recursions` and compute setting; T = 1 is the
+        windowed PlainViT's layout."""
+        layers = set(self.global_layers())
+        return tuple(
+            self.unit_first_step[u] + t * len(blocks) + j
+            for u, blocks in enumerate(self.unit_blocks)
+            for t in range(self.num_recursions[u])
+            for j, b in enumerate(blocks)
+            if b in layers
+        )
 
     # ---- the plan -----------------------------------------------------------------------------
     def default_setting(self) -> tuple[int, ...]:

@@ -1,12 +1,15 @@
-"""Per-forward statistics every backbone reports (SPEC §5, STYLE 8).
+"""Per-forward statistics every backbone reports (SPEC §5, STYLE 8), travelling with the forward's result.
 
-After each forward a backbone stores a `ForwardStats` in `backbone.stats`. Logging (the training
-hook), FLOP counting and the depth-map tool all read these same numbers instead of re-deriving them.
+Each forward builds its own `ForwardStats` and hands it back with what it computed: `forward` returns a
+`FeatureMaps` tuple whose `.stats` it is, `forward_intermediates(..., return_stats=True)` returns it beside
+the result. Nothing is kept on the module, so two forwards never overwrite each other's numbers; logging (the
+training hooks), FLOP counting and the depth-map tool all read these same numbers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from torch import Tensor
 
@@ -22,7 +25,7 @@ class ForwardStats:
     scalars: detached numbers for the training log (mean depth, fractions, gate values ...).
     token_maps: per-token tensors for visualisation, each (B, ..., h, w) on the patch grid, e.g.
         `depth` (B, h, w) or `mixture/unit0` (B, T, h, w). A backbone's `forward_states` stores
-        them as (B, ..., h*w) over the patch tokens (no CLS); `get_intermediate_states` reshapes.
+        them as (B, ..., h*w) over the patch tokens (no CLS); `forward_intermediates` reshapes.
     tables: other per-forward tensors for tools that are not per token, e.g. reViT's gates
         `gates` (L, E).
     work: what the forward computed, in execution order (`flops.py`): one `BlockWork` per block
@@ -46,3 +49,19 @@ class ForwardStats:
     def flops(self) -> float:
         """Analytic FLOPs per image of the whole forward (2 x MACs, `flops.py`)."""
         return total_flops(self.work)
+
+
+class FeatureMaps(tuple):
+    """A backbone's outputs, a plain tuple of tensors to every framework (mmdet's necks, mmseg's heads index
+    it), with the forward's statistics in `stats`: how the auxiliary losses reach the adapters
+    (`mmrecvit.adapters.collect_stats`)."""
+
+    stats: ForwardStats
+
+    def __new__(cls, outputs: Any, stats: ForwardStats) -> FeatureMaps:
+        self = super().__new__(cls, outputs)
+        self.stats = stats
+        return self
+
+    def __reduce__(self) -> Any:  # pickles (and deep-copies) as the plain tuple it is to the frameworks
+        return tuple, (tuple(self),)

@@ -52,6 +52,11 @@ class PlainViT(ViTBackbone):
         """Identity: our names are timm's (block i <- timm block i)."""
         return dict(state_dict)
 
+    def cut_layers(self, depth: int) -> None:
+        """The first `depth` layers and their blocks, as timm's `prune_intermediate_layers` cuts a ViT."""
+        del self.blocks[depth:]
+        cut_dense_layers(self, depth)
+
 
 @register_backbone('naiverecvit')
 class NaiveRecursiveViT(ViTBackbone):
@@ -107,3 +112,15 @@ class NaiveRecursiveViT(ViTBackbone):
         groups = [list(range(j * (n // k), (j + 1) * (n // k))) for j in range(k)]
         rest.update(pick_or_average_blocks(blocks, groups, self.timm_init, prefix='blocks'))
         return rest
+
+    def cut_layers(self, depth: int) -> None:
+        """The first `depth` layers of the cycle, and the blocks they run."""
+        del self.blocks[depth:]
+        cut_dense_layers(self, depth)
+
+
+def cut_dense_layers(model: ViTBackbone, depth: int) -> None:
+    """`depth` layers left of a one-block-per-layer model, with their stochastic-depth rates (the outputs are
+    `prune_intermediate_layers`' to set)."""
+    model._depth = depth
+    model.drop_path_rates = model.drop_path_rates[:depth]

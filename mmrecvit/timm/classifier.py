@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from ..adapters import layer_depth_table
 from ..models import ViTBackbone
+from ..models.features import take_indices
 from .weights import load_pretrained
 
 POOLS = {'token': 'cls_token', 'avg': 'avg_featmap'}  # timm's global_pool -> our out_type
@@ -155,7 +156,7 @@ class RecViTClassifier(nn.Module):
         identities; returns the indices as sorted absolute layers. None: the backbone's `out_indices` (what
         timm's feature wrapper passes for `features_only=True` without `out_indices`)."""
         indices = list(self.backbone.out_indices) if indices is None else indices
-        take = self.backbone.take_indices(indices)
+        take = take_indices(indices, self.backbone.depth, type(self.backbone).__name__)
         if type(self.backbone).cut_layers is not ViTBackbone.cut_layers:  # the method can drop its later layers
             self.backbone.prune_intermediate_layers(take, prune_norm=prune_norm)
         else:

@@ -2,9 +2,8 @@
 
 import pytest
 import torch
-from backbone_cases import BACKBONE_CASES
+from backbone_cases import BACKBONE_CASES, traced_with_stats
 
-from mmrecvit.mm.complexity import traced_flops
 from mmrecvit.models import BACKBONES, EdgeRecViT, MoRViT
 from mmrecvit.models.flops import BlockWork, OpWork
 
@@ -34,9 +33,9 @@ def test_analytic_count_equals_mmengine_on_static_backbones(case, warm):
     if warm:
         with torch.no_grad():
             model(x)
-    traced = traced_flops(model, (x,))  # the traced forward also fills model.stats
+    traced, stats = traced_with_stats(model, x)  # the traced forward's own statistics
     assert traced > 0
-    assert model.stats.flops == pytest.approx(traced, rel=1e-12)
+    assert stats.flops == pytest.approx(traced, rel=1e-12)
 
 
 def test_every_kind_of_work_is_reported():
@@ -44,8 +43,8 @@ def test_every_kind_of_work_is_reported():
     names = {}
     for name in BACKBONES:
         model = BACKBONES[name](**BACKBONE_CASES[name]).train()
-        model(torch.randn(2, 3, 64, 64))
-        names[name] = {w.name.split('.')[0] for w in model.stats.work if isinstance(w, OpWork)}
+        stats = model(torch.randn(2, 3, 64, 64)).stats
+        names[name] = {w.name.split('.')[0] for w in stats.work if isinstance(w, OpWork)}
     assert names['PlainViT'] == names['NaiveRecursiveViT'] == {'patch_embed'}
     assert names['SRViT'] == {'patch_embed', 'routers', 'step_transforms'}
     assert names['ReViT'] == {'patch_embed', 'router', 'block'}  # ψ and the merge of the expert bank
@@ -62,7 +61,7 @@ def test_hand_count_of_a_token_adaptive_forward():
     depth = torch.tensor([[2] * 8 + [5] * 8])
     model.assign_depths = lambda chosen: depth
     with torch.no_grad():
-        model(torch.randn(1, 3, 64, 64))
+        stats = model(torch.randn(1, 3, 64, 64)).stats
     N = 17
 
     def block(q, k, new_kv=0):  # 2 x MACs: qkv + k/v of cached tokens + q.k and attn.v + proj + MLP
@@ -76,8 +75,8 @@ def test_hand_count_of_a_token_adaptive_forward():
         + block(9, N)  # step 3: same block, cached keys reused
         + block(9, N, new_kv=8)
     )  # step 4: the tail, the cache is re-projected
-    assert model.stats.flops == expected
-    blocks = model.stats.blocks
+    assert stats.flops == expected
+    blocks = stats.blocks
     assert [b.queries for b in blocks] == [17, 17, 9, 9, 9] and [b.new_kv for b in blocks] == [0, 0, 8, 0, 8]
 
 
@@ -86,11 +85,11 @@ def test_mor_capacity_count_and_routers():
     a router Linear(D -> 1) on the candidates."""
     model = MoRViT(**BACKBONE_CASES['MoRViT'], capacities=[1.0, 0.5, 0.25]).eval()
     with torch.no_grad():
-        model(torch.randn(1, 3, 64, 64))
+        stats = model(torch.randn(1, 3, 64, 64)).stats
     D, N = 32, 17
-    queries = [b.queries for b in model.stats.blocks]
+    queries = [b.queries for b in stats.blocks]
     assert queries == [N, N, 1 + 8, 1 + 4, N]  # CLS + ceil(cap * 16) patch tokens
-    assert all(b.keys == b.queries for b in model.stats.blocks)
-    routers = [w for w in model.stats.work if isinstance(w, OpWork) and w.name.startswith('routers')]
+    assert all(b.keys == b.queries for b in stats.blocks)
+    routers = [w for w in stats.work if isinstance(w, OpWork) and w.name.startswith('routers')]
     assert [w.macs for w in routers] == [N * D, N * D, (1 + 8) * D]  # scored: the previous recursion's tokens
-    assert isinstance(model.stats.work[0], OpWork) and isinstance(model.stats.work[1], BlockWork)
+    assert isinstance(stats.work[0], OpWork) and isinstance(stats.work[1], BlockWork)

@@ -44,8 +44,10 @@ def test_timm_style_training_step(method):
     model.set_grad_checkpointing()
     assert model.backbone.with_cp
     images, labels = torch.randn(2, 3, 64, 64), torch.tensor([1, 3])
-    loss = LabelSmoothingCrossEntropy(0.1)(model(images), labels)
-    loss = loss + sum(model.backbone.stats.aux_losses.values(), torch.zeros(()))
+    # model(images) with the backbone's statistics: the final tokens and the forward's aux losses
+    (tokens, _), stats = model.backbone.forward_intermediates(images, 1, output_fmt='NLC', return_stats=True)
+    loss = LabelSmoothingCrossEntropy(0.1)(model.forward_head(tokens), labels)
+    loss = loss + sum(stats.aux_losses.values(), torch.zeros(()))
     loss.backward()
     optimizer.step()
     assert model.forward_features(images).shape == (2, 17, 192)
@@ -106,10 +108,10 @@ def test_compute_per_call(method):
     model = timm.create_model(f'{method}_tiny_patch16_224', num_classes=5, img_size=64).eval()
     x = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
-        full = model(x)
-        flops = sum(w.flops for w in model.backbone.stats.work)
-        half = model(x, compute=0.5)
-        assert sum(w.flops for w in model.backbone.stats.work) < flops
+        full, half = model(x), model(x, compute=0.5)
+        _, at_full = model.backbone.forward_intermediates(x, 1, return_stats=True)
+        _, at_half = model.backbone.forward_intermediates(x, 1, compute=0.5, return_stats=True)
+        assert at_half.flops < at_full.flops
         assert torch.equal(model.forward_head(model.forward_features(x, compute=0.5)), half)
         model.backbone.compute = 0.5
         assert torch.equal(model(x), half) and not torch.equal(full, half)

@@ -108,8 +108,7 @@ def test_visualize_depth_draws_every_statistic(name, tiny_configs, seg_image, tm
     model, _ = build_model(cfg)
     data = prepare_inputs(model, cfg, seg_image, (64, 80))
     with torch.no_grad():
-        model.backbone(data['inputs'])
-    stats = model.backbone.stats
+        stats = model.backbone(data['inputs']).stats
     expected = {f'ADE_val_00000001_{visualize_depth.safe_name(k)}.png' for k in stats.token_maps}
     expected |= {f'ADE_val_00000001_table_{visualize_depth.safe_name(k)}.png' for k in stats.tables}
     assert {p.name for p in written} == expected
@@ -130,7 +129,9 @@ def test_visualize_depth_uses_the_checkpoint(tiny_configs, seg_image, tmp_path):
     assert weights.startswith('whole model')
     written = visualize_depth.visualize(loaded, cfg, [seg_image], tmp_path / 'vis', weights, (64, 80))
     assert {p.name for p in written} == {'ADE_val_00000001_depth.png', 'ADE_val_00000001_confidence.png'}
-    assert (loaded.backbone.stats.token_maps['depth'] == 1).all()
+    with torch.no_grad():
+        stats = loaded.backbone(prepare_inputs(loaded, cfg, seg_image, (64, 80))['inputs']).stats
+    assert (stats.token_maps['depth'] == 1).all()
 
 
 # ---- gen_metafile -------------------------------------------------------------------------------

@@ -145,8 +145,7 @@ def test_timm2mmrecvit_converts_every_backbone_end_to_end(name, timm_source, tmp
     if name == 'PlainViT':  # independent of the tool: block outputs equal timm's on another input
         x = torch.randn(1, 3, 64, 64)
         with torch.no_grad():
-            states, grid = model.get_intermediate_states(x, range(6))
-            ours = model.to_maps(states, grid)
+            ours = model.forward_intermediates(x, list(range(6)), intermediates_only=True)
             theirs = ref.forward_intermediates(x, indices=list(range(6)), norm=False, intermediates_only=True)
         assert all((a - b).abs().max() < 1e-5 for a, b in zip(ours, theirs))
     if name == 'SRViT':  # block i <- DeiT block i, whatever T

@@ -7,7 +7,7 @@ For each (config, checkpoint) pair and each fraction c, the config's model is bu
 `model.backbone.compute = c` (`mmrecvit/models/compute.py`: c of the backbone's full-depth FLOPs,
 mapped onto each method's own mechanism) and evaluated on the config's test set through mmengine's
 Runner test loop with the config's own metric (CocoMetric, IoUMetric, Accuracy), as tools/test.py
-does. At each setting the backbone's GFLOPs (its analytic count, `backbone.stats.flops`, 2 x MACs
+does. At each setting the backbone's GFLOPs (its analytic count, the forward's `stats.flops`, 2 x MACs
 per image, the mean over the first `--flops-images` test inputs after the data preprocessor) and its
 latency (the median of `--latency-runs` timed forwards of the first test input, after one warm-up)
 are measured.
@@ -155,8 +155,7 @@ def measure_backbone(runner, num_images: int, runs: int) -> tuple[float, float]:
         inputs = model.data_preprocessor(copy.copy(data), False)['inputs']
         for image in inputs.split(1):
             backbone(image)  # a first forward fills what a backbone caches (reViT's merged experts)
-            backbone(image)
-            flops.append(backbone.stats.flops)
+            flops.append(backbone(image).stats.flops)
             first = image if first is None else first
     if first is None:
         raise SystemExit('the test dataloader gave no data')

@@ -5,7 +5,7 @@ really processed.
     python tools/analysis_tools/get_flops.py CONFIG --shape 224 224 --per-step
     python tools/analysis_tools/get_flops.py CONFIG --image my.jpg --checkpoint work_dirs/x/iter_150.pth
 
-The backbone is counted by its own analytic FLOP model (`backbone.stats.work`: the work its forward
+The backbone is counted by its own analytic FLOP model (its forward result's `stats.work`: the work its forward
 really did, so token-adaptive backbones are charged for the tokens they processed, next to the dense
 count); the neck and heads by mmengine's counter (`FlopAnalyzer`, the base of mmdet's and mmseg's own
 get_flops). For a static backbone mmengine's trace of the backbone is printed too and equals the

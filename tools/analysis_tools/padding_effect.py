@@ -52,8 +52,7 @@ def main(argv=None) -> dict:
 
     def run(x: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
         with torch.no_grad():
-            backbone(x[None])
-        stats = backbone.stats
+            stats = backbone(x[None]).stats
         return stats.token_maps[TOKEN_MAPS[name]][0].float(), {k: float(v) for k, v in stats.aux_losses.items()}
 
     rows, losses = [], []

@@ -5,7 +5,7 @@
     python tools/analysis_tools/visualize_depth.py \\
         configs/seg/upernet_srvit-ti_1xb4-150it_toy-ade20k-256x256.py none   # toy image
 
-Everything comes from the statistics of one forward of the backbone (`backbone.stats`, the numbers
+Everything comes from the statistics of one forward of the backbone (its result's `.stats`, the numbers
 the training log and get_flops read too), and the tool iterates over whatever the backbone reports,
 so a new backbone needs no change here:
 
@@ -196,8 +196,7 @@ def visualize(
     written: list[Path] = []
     for image in images:
         data = prepare_inputs(model, cfg, image, shape)
-        backbone = forward_backbone(model, data)
-        stats = backbone.stats
+        backbone, stats = forward_backbone(model, data)
         name = type(backbone).__name__
         if stats is None:
             print(f'{image}: {name} reports no statistics: nothing to draw')

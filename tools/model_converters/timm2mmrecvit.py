@@ -95,8 +95,7 @@ def check_parity(
     x = torch.randn(
         1, arch['in_chans'], arch['img_size'], arch['img_size'], generator=torch.Generator().manual_seed(seed)
     )
-    states, grid = twin.get_intermediate_states(x, ours_idx)
-    ours = twin.to_maps(states, grid)
+    ours = twin.forward_intermediates(x, ours_idx, intermediates_only=True)
     theirs = ref.forward_intermediates(x, indices=timm_idx, norm=False, intermediates_only=True, output_fmt='NCHW')
     worst = 0.0
     for i, a, b in zip(timm_idx, ours, theirs):
