@@ -1,4 +1,4 @@
-"""What the framework adapters (`mmrecvit.mm`, `mmrecvit.d2`) read from a model holding our backbones.
+"""What the framework adapters (`mmrecvit.mm`, `mmrecvit.d2`, `mmrecvit.timm`) read from a model holding our backbones.
 
 Plain PyTorch, so each adapter only hands the numbers to its framework: the auxiliary losses and
 statistics of each backbone forward (to a loss dict and a log), and each parameter's layer depth (to

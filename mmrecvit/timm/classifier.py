@@ -131,10 +131,12 @@ class RecViTClassifier(nn.Module):
         output_fmt: str = 'NCHW',
         intermediates_only: bool = False,
         compute: float | None = None,
-    ) -> list[Any] | tuple[Tensor, list[Any]]:
+        return_stats: bool = False,
+    ) -> Any:
         """timm's `VisionTransformer.forward_intermediates`, in its argument order: the backbone's (`indices` None
         for all layers, n for the last n, or a list; `norm`; `output_fmt` 'NCHW' or 'NLC'; `return_prefix_tokens`,
-        which smp's DPT reads; `compute` for this call). The final output is `forward_features`'. After
+        which smp's DPT reads; `compute` for this call; `return_stats`: (result, the forward's `ForwardStats`, whose
+        `aux_losses` a training loop adds). The final output is `forward_features`'. After
         `prune_intermediate_layers` on a method that cannot be cut, it stops early (the pruned layers do not run)."""
         return self.backbone.forward_intermediates(
             x,
@@ -145,6 +147,7 @@ class RecViTClassifier(nn.Module):
             stop_early=stop_early or self.stops_early,
             compute=compute,
             return_prefix_tokens=return_prefix_tokens,
+            return_stats=return_stats,
         )
 
     def prune_intermediate_layers(

@@ -134,11 +134,12 @@ def test_prune_intermediate_layers_keeps_the_maps(method):
     model = tiny(method, num_classes=5).eval()
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
-        before = model.forward_intermediates(x, indices=layers, intermediates_only=True)
+        before, ran = model.forward_intermediates(x, indices=layers, intermediates_only=True, return_stats=True)
         assert model.prune_intermediate_layers([-1 - (model.backbone.depth - 1 - i) for i in layers]) == layers
         assert isinstance(model.get_classifier(), torch.nn.Identity)
-        after = model.forward_intermediates(x, indices=layers, intermediates_only=True)
+        after, pruned = model.forward_intermediates(x, indices=layers, intermediates_only=True, return_stats=True)
     torch.testing.assert_close(after, before, rtol=0, atol=0)
+    assert pruned.flops < ran.flops  # the layers after the last one read are gone (cut) or not run (stop early)
 
 
 def test_bad_input_is_one_clear_error():
