@@ -59,9 +59,14 @@ def _pretrained_cfg() -> dict[str, Any]:
 
 
 def _build(
-    backbone: str, arch: str, num_classes: int = 1000, global_pool: str = 'token', drop_rate: float = 0.0,
-    in_chans: int = 3, **kwargs: Any,
-) -> RecViTClassifier:  # fmt: skip
+    backbone: str,
+    arch: str,
+    num_classes: int = 1000,
+    global_pool: str = 'token',
+    drop_rate: float = 0.0,
+    in_chans: int = 3,
+    **kwargs: Any,
+) -> RecViTClassifier:
     """The model class timm's builder calls: timm's arguments mapped to ours."""
     if global_pool not in POOLS:
         raise ValueError(f'global_pool must be one of {list(POOLS)}, got {global_pool!r}')
