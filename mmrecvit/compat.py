@@ -21,7 +21,7 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    `--resume`, `tools/test.py`, `load_checkpoint` and the mmdet/mmseg/mmpretrain inferencers) is a
    bare `torch.load(filename, map_location)`: weights-only only while torch's default says so
    (`TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1` turns it off), and a bad file ends in the unpickler's
-   own error. It is re-registered as `mmrecvit.models.checkpoint.load_checkpoint_file`, the one
+   own error. It is re-registered as `mmrecvit.models.checkpoint_files.load_checkpoint_file`, the one
    reader of our tools and backbones: `weights_only=True` explicitly, one error naming the file
    for a truncated/corrupt/foreign file, a refused pickled object or NaN/inf weights. A compat fix,
    not a hook, because the inferencers and `load_checkpoint` load outside any Runner.
@@ -105,7 +105,7 @@ def load_local_checkpoint(filename: str, map_location: object = None) -> object:
     """mmengine's local-file loader, through ours (fix 3)."""
     import os.path as osp
 
-    from .models.checkpoint import load_checkpoint_file
+    from .models.checkpoint_files import load_checkpoint_file
 
     return load_checkpoint_file(osp.expanduser(filename), map_location='cpu' if map_location is None else map_location)
 

@@ -27,7 +27,8 @@ from mmengine.model import BaseTTAModel, is_model_wrapper
 from mmengine.runner.checkpoint import find_latest_checkpoint
 from torch import nn
 
-from ..models.checkpoint import CheckpointError, load_checkpoint_file, state_dict_mismatch, unwrap_state_dict
+from ..models.checkpoint import CheckpointError, state_dict_mismatch
+from ..models.checkpoint_files import load_checkpoint_file, unwrap_state_dict
 
 
 def checkpoint_to_load(cfg: Any) -> tuple[str | None, bool]:

@@ -5,7 +5,7 @@ call (`forward(x, compute=...)`). None is the default forward, unchanged. A frac
 the backbone's *full-depth* FLOPs at the size of the input at hand (every block application of the full
 schedule over every token: the dense upper bound of the method, as `flops.py` counts it, patch embedding and
 routers included). Each method maps c onto its own mechanism through its plan (`ViTBackbone.settings`,
-`setting_within`; each class docstring says how):
+`ViTBackbone.within`; each class docstring says how):
 
 * it lists its achievable settings from the smallest to its own current setting (the forward that
   `compute=None` runs, so `compute=1.0` is always exactly that forward),

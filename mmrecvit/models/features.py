@@ -1,15 +1,22 @@
-"""timm's feature conventions for `ViTBackbone.forward_intermediates`: which layers `indices` names, and the
-formats the intermediates come in (timm's `VisionTransformer.forward_intermediates`)."""
+"""timm's feature API, which every backbone has (`ViTBackbone` derives from `TimmFeatures`): `forward_intermediates`
+and `prune_intermediate_layers` with the semantics of timm's `VisionTransformer`, and the framework `forward` (mmdet,
+mmseg, mmpretrain, detectron2) built on them; which layers `indices` names and the formats the intermediates come
+in. The forward itself (image -> the states of some layers and this forward's statistics) is the backbone's
+`_intermediate_states`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+import torch
 from timm.models._features import feature_take_indices
-from torch import Tensor
+from torch import Tensor, nn
 
-from .checks import check_int
+from . import arguments as args
+from .checks import check_choice, check_int
 from .embedding import to_maps
+from .stats import FeatureMaps
 
 OUTPUT_FORMATS = ('NCHW', 'NLC')
 
@@ -41,3 +48,99 @@ def timm_format(
     the prefix tokens dropped, or kept beside each as (intermediate, prefix (B, P, D))."""
     out = list(to_maps(states, grid, num_prefix)) if output_fmt == 'NCHW' else [s[:, num_prefix:] for s in states]
     return list(zip(out, [s[:, :num_prefix] for s in states])) if return_prefix_tokens else out
+
+
+def prune(model: Any, indices: int | Sequence[int], prune_norm: bool) -> list[int]:
+    """timm's `prune_intermediate_layers` for a `ViTBackbone` (its docstring): the layers after the last of `indices`
+    cut where the model runs one block per layer (`layer_blocks`), else refused."""
+    take = take_indices(indices, model.depth, type(model).__name__)
+    depth = take[-1] + 1
+    if depth < model.depth:
+        if model.layer_blocks is None:
+            raise ValueError(
+                f'{type(model).__name__} cannot be cut to its first {depth} of {model.depth} layers: later layers '
+                'are part of what earlier ones compute; use forward_intermediates(indices=...)'
+            )
+        del model.blocks[max(model.layer_blocks[:depth]) + 1 :]
+        model._depth, model.layer_blocks = depth, model.layer_blocks[:depth]
+        model.drop_path_rates = model.drop_path_rates[:depth]
+        model.out_indices = tuple(take)
+    if prune_norm:
+        model.norm = nn.Identity()
+    return take
+
+
+class TimmFeatures:
+    """timm's feature API and the framework forward of a `ViTBackbone` (the module docstring)."""
+
+    def forward_intermediates(
+        self,
+        x: Tensor,
+        indices: int | Sequence[int] | None = None,
+        norm: bool = False,
+        output_fmt: str = 'NCHW',
+        intermediates_only: bool = False,
+        stop_early: bool = False,
+        compute: float | None = None,
+        *,
+        return_prefix_tokens: bool = False,
+        return_stats: bool = False,
+    ) -> Any:
+        """Image -> the states of some layers with timm's semantics (`VisionTransformer.forward_intermediates`):
+        the one way to get features (STYLE 7), which `forward` and the timm classifier call.
+
+        indices: layers (`out_indices`' vocabulary; `features.take_indices`): an int n the last n, a list those
+        (negatives from the end), None all; the intermediates come in layer order. norm: the final norm on each.
+        output_fmt: 'NCHW' maps (B, D, h, w) or 'NLC' patch tokens (B, h*w, D), prefix tokens dropped (timm's;
+        `return_prefix_tokens` keeps them beside each). intermediates_only: the list alone, else (final tokens
+        (B, N, D) after the final norm, list). stop_early: no layer after the last one taken runs. compute: the
+        test-time knob for this call (`compute.py`). return_stats: (result, the forward's `ForwardStats`).
+        """
+        take = take_indices(indices, self.depth, type(self).__name__)
+        fmt = check_choice('output_fmt', output_fmt, OUTPUT_FORMATS)
+        dtype = args.AMP_DTYPES[check_choice('amp_dtype', self.amp_dtype, list(args.AMP_DTYPES))]
+        layers = take if stop_early or take[-1] == self.depth - 1 else [*take, self.depth - 1]
+        if dtype is None:
+            states, final, stats = self._intermediate_states(x, layers, compute)
+        else:
+            with torch.autocast(x.device.type, dtype=dtype):
+                states, final, stats = self._intermediate_states(x, layers, compute)
+            states, final = [s.float() for s in states], final.float()
+        intermediates = [self.norm(s) if norm else s for s in states[: len(take)]]
+        intermediates = timm_format(intermediates, stats.grid, self.num_prefix_tokens, fmt, return_prefix_tokens)
+        result = intermediates if intermediates_only else (self.norm(final), intermediates)
+        return (result, stats) if return_stats else result
+
+    def forward(self, x: Tensor, compute: float | None = None) -> tuple[Tensor, ...]:
+        """(B, C, H, W) -> `out_type`'s outputs (what mmdet/mmseg/mmpretrain and `mmrecvit.d2` call): maps (B, D,
+        ceil(H/p), ceil(W/p)) of `out_indices` (the final norm, if any, on the last layer's, as mmpretrain's ViT)
+        or a 1-tuple with the (B, D) classification feature, as a `FeatureMaps` tuple carrying this forward's
+        statistics in `.stats` (a plain tuple while `torch.export` traces). `compute`: the knob for this call."""
+        if self.out_type == 'featmap':
+            layers, L = self.out_indices, self.depth
+            (final, maps), stats = self.forward_intermediates(
+                x, layers, stop_early=True, compute=compute, return_stats=True
+            )
+            by_layer = dict(zip(sorted(set(layers)), maps))
+            if L - 1 in by_layer and not isinstance(self.norm, nn.Identity):
+                by_layer[L - 1] = to_maps([final], stats.grid, self.num_prefix_tokens)[0]
+            outputs = tuple(by_layer[i] for i in layers)
+        else:
+            (final, _), stats = self.forward_intermediates(x, 1, output_fmt='NLC', compute=compute, return_stats=True)
+            outputs = (self.pool(final),)
+        # torch.export takes plain containers only (pytrees): a plain tuple there, the statistics stay eager.
+        return outputs if torch.compiler.is_exporting() else FeatureMaps(outputs, stats)
+
+    def pool(self, tokens: Tensor) -> Tensor:
+        """(B, N, D) normalised final tokens -> (B, D): the CLS token, or the mean of the patch tokens."""
+        return tokens[:, 0] if self.out_type == 'cls_token' else tokens[:, self.num_prefix_tokens :].mean(1)
+
+    # ---- timm's pruning -------------------------------------------------------------------------
+    def prune_intermediate_layers(
+        self, indices: int | Sequence[int] = 1, prune_norm: bool = False, prune_head: bool = True
+    ) -> list[int]:
+        """timm's: keep the layers up to the last of `indices` and return them (sorted), cutting the rest where the
+        method allows it (one block per layer: PlainViT, NaiveRecursiveViT; the others refuse with an error naming
+        the method). `prune_norm`: the final norm becomes the identity. A backbone has no head (`prune_head` is
+        for the classifier)."""
+        return prune(self, indices, prune_norm)

@@ -25,8 +25,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from torch import nn
+
 # Parameters that form the input tokens: depth 0 (names or module prefixes).
 EMBEDDING_PARAMETERS = ('patch_embed', 'cls_token', 'pos_embed')
+
+
+def positions(steps: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    """(module name, layer) of every step of a full forward -> module name -> the 1-based layer positions it runs at
+    (what `ViTBackbone.layer_positions` hands the functions below)."""
+    out: dict[str, list[int]] = {}
+    for name, layer in steps:
+        out.setdefault(name, []).append(layer + 1)
+    return out
 
 
 def num_layers(positions: Mapping[str, Sequence[int]]) -> int:
@@ -55,3 +66,14 @@ def layer_depth(
 def lr_scale(rate: float, depth: float, num_layers: int) -> float:
     """The learning-rate factor of a parameter at `depth`: rate ** (num_layers - depth) (BEiT/ViTDet)."""
     return rate ** (num_layers - depth)
+
+
+def parameter_depth(model: nn.Module, name: str, positions: Mapping[str, Sequence[int]]) -> float:
+    """`layer_depth` of the parameter `name` of `model`, a `KeyError` naming it when the model has no such one."""
+    names = dict(model.named_parameters())
+    if name not in names:
+        raise KeyError(
+            f'{name!r} is not a parameter of {type(model).__name__}; pass a name from named_parameters(), e.g. '
+            f'{next(iter(names))!r}'
+        )
+    return layer_depth(name, positions)

@@ -9,11 +9,11 @@ f_u, input x) runs T_u recursions and reads its trajectory out per token:
 and y_u is the next unit's input and the u-th multi-level feature (SPEC §5). Decisions and measurements:
 docs/methods/srvit.md.
 """
+
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -25,10 +25,10 @@ from .backbone import ViTBackbone
 from .checkpoint import fresh_parameters, split_timm_blocks
 from .checks import check_choice, check_int, check_renamed, check_sequence
 from .flops import linear_work
-from .mixture import RecursionMixture
 from .numerics import full_precision
 from .plan import Forward, Plan, Step, step_work
 from .registry import register_backbone
+from .srvit_layers import STEP_TRANSFORMS, RecursionMixture, SoftRouter
 
 READOUTS = ('soft', 'final', 'hard')
 ROUTER_INPUTS = ('unit_input', 'recursion_states')
@@ -37,76 +37,14 @@ TIMM_INITS = ('function', 'fresh')
 FIRST_RECURSION_WEIGHT = 0.99
 
 
-class StepTransform(nn.Module):
-    """S_{u,t}(h) = h + Linear(h), D x D with bias, zero-initialised (SPEC §1 decision): the identity at
-    initialisation, so a DeiT-initialised model repeats DeiT's unit trajectory."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.proj = nn.Linear(dim, dim)
-        nn.init.zeros_(self.proj.weight)
-        nn.init.zeros_(self.proj.bias)
-
-    def forward(self, h: Tensor) -> Tensor:
-        return h + self.proj(h)
-
-
-class StepShift(nn.Module):
-    """S_{u,t}(h) = h + b, a learned per-channel shift, zero-initialised: the cheap ablation of the step
-    transform (D parameters instead of D^2 + D)."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.bias = nn.Parameter(torch.zeros(dim))
-
-    def forward(self, h: Tensor) -> Tensor:
-        return h + self.bias
-
-
-# The step transform's kinds (SPEC §1 ablation): what runs before recursions t >= 2.
-STEP_TRANSFORMS = {'linear': StepTransform, 'shift': StepShift, 'none': None}
-
-
-class SoftRouter(nn.Module):
-    """R_u: Linear(D -> T) scoring the T recursions of a unit, zero-initialised (uniform mixture).
-
-    `forward(x)` gives the logits of all recursions from one input (the unit input, SPEC §1);
-    `recursion_logit(h, t)` scores recursion t from its own state with row t only ('recursion_states').
-    """
-
-    def __init__(self, dim: int, num_recursions: int) -> None:
-        super().__init__()
-        self.proj = nn.Linear(dim, num_recursions)
-        nn.init.zeros_(self.proj.weight)
-        nn.init.zeros_(self.proj.bias)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.proj(x)  # (B, N, D) -> (B, N, T)
-
-    def recursion_logit(self, h: Tensor, t: int) -> Tensor:
-        """(B, N, D) -> (B, N, 1), in full precision (see `backbone.full_precision`)."""
-        w, b = self.proj.weight, self.proj.bias
-        with torch.autocast(h.device.type, enabled=False):
-            return F.linear(h.to(w.dtype), w[t: t + 1], b[t: t + 1])
-
-
-@dataclass(frozen=True)
-class UnitStep(Step):
-    """A step of SR-ViT's plan: unit `unit`, recursion `recursion` (0-based), the `first`/`last` block of it."""
-
-    unit: int = 0
-    recursion: int = 0
-    first: bool = False
-    last: bool = False
-
-
 def _per_unit(name: str, value: Any, num_units: int, low: int, high: Sequence[int] | None = None) -> tuple[int, ...]:
     """An int for every unit, or one int per unit, each in [low, high[u]]."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value] * num_units
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TypeError(f'{name} must be an int or a list of {num_units} ints (one per unit), '
-                        f'got {type(value).__name__} {value!r}')
+        raise TypeError(
+            f'{name} must be an int or a list of {num_units} ints (one per unit), got {type(value).__name__} {value!r}'
+        )
     values = list(value)
     if len(values) != num_units:
         raise ValueError(f'{name} must be an int or a list of {num_units} ints (one per unit), got {value!r}')
@@ -157,26 +95,38 @@ class SRViT(ViTBackbone):
     `scalars['w/u{u}r{t}']` their means (t 1-based), `scalars['recursions/u{u}']` the mean expected recursion.
     """
 
-    def __init__(self, arch: str = 'small', embed_dim: int | None = None, depth: int | None = None,
-                 num_heads: int | None = None, unit_sizes: Sequence[int] | None = None,
-                 num_recursions: int | Sequence[int] = 4, eval_recursions: int | Sequence[int] | None = None,
-                 readout: str = 'soft', router_input: str = 'unit_input', step_transform: str = 'linear',
-                 timm_init: str = 'function', **kwargs: Any) -> None:
+    def __init__(
+        self,
+        arch: str = 'small',
+        embed_dim: int | None = None,
+        depth: int | None = None,
+        num_heads: int | None = None,
+        unit_sizes: Sequence[int] | None = None,
+        num_recursions: int | Sequence[int] = 4,
+        eval_recursions: int | Sequence[int] | None = None,
+        readout: str = 'soft',
+        router_input: str = 'unit_input',
+        step_transform: str = 'linear',
+        timm_init: str = 'function',
+        **kwargs: Any,
+    ) -> None:
         check_renamed('SRViT', kwargs, {'num_steps': 'num_recursions', 'eval_steps': 'eval_recursions'})
         num_blocks = deprecated('SRViT', kwargs, 'num_blocks', 'depth', ' (the layers are the unique blocks)')
         if num_blocks is not None:
             check_int('num_blocks', num_blocks, 1)
         if num_blocks is not None and depth is not None and num_blocks != depth:
             raise ValueError(f'SRViT: num_blocks={num_blocks} (deprecated) and depth={depth} disagree; pass depth only')
-        sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth if num_blocks is None else num_blocks,
-                             num_heads=num_heads)
+        sizes = resolve_arch(
+            arch, embed_dim=embed_dim, depth=depth if num_blocks is None else num_blocks, num_heads=num_heads
+        )
         units = self._check_unit_sizes(unit_sizes, check_int('depth (the number of layers)', sizes['depth'], 1))
         recursions = _per_unit('num_recursions', num_recursions, len(units), 1)
         out_units = deprecated('SRViT', kwargs, 'out_units', 'out_indices', ' (unit u is the layer ending it)')
         if out_units is not None:
             ends = [sum(units[: u + 1]) - 1 for u in range(len(units))]
             kwargs['out_indices'] = [ends[u] for u in check_out_indices(out_units, len(units), 'out_units')]
-        self._units, self._recursions = units, recursions  # read by num_steps during construction
+        if kwargs.get('out_indices') is None:  # the units' last layers: their outputs are the mixtures y_u
+            kwargs['out_indices'] = [sum(units[: u + 1]) - 1 for u in range(len(units))]
         super().__init__(**sizes, **kwargs)
         self.readout = check_choice('readout', readout, list(READOUTS))
         self.router_input = check_choice('router_input', router_input, list(ROUTER_INPUTS))
@@ -189,25 +139,35 @@ class SRViT(ViTBackbone):
         self.blocks = nn.ModuleList(self.make_block() for _ in range(self.depth))
         make = STEP_TRANSFORMS[self.step_transform] or (lambda _: nn.Identity())
         self.step_transforms = nn.ModuleList(
-            nn.ModuleList([nn.Identity()] + [make(self.embed_dim) for _ in range(1, t)]) for t in recursions)
-        self.routers = nn.ModuleDict({str(u): SoftRouter(self.embed_dim, t) for u, t in enumerate(recursions)
-                                      if t > 1 and readout != 'final'})
+            nn.ModuleList([nn.Identity()] + [make(self.embed_dim) for _ in range(1, t)]) for t in recursions
+        )
+        self.routers = nn.ModuleDict(
+            {str(u): SoftRouter(self.embed_dim, t) for u, t in enumerate(recursions) if t > 1 and readout != 'final'}
+        )
         starts = [sum(units[:u]) for u in range(len(units))]
         self.unit_blocks = tuple(tuple(range(s, s + n)) for s, n in zip(starts, units))
         self.unit_first_step = tuple(sum(n * t for n, t in zip(units[:u], recursions[:u])) for u in range(len(units)))
+        # Under windows, every recursion of a unit attends globally at the unit's global layers: ViTDet's stage
+        # ends of the depth (a windowed PlainViT's), or the unit's last layer when it holds none (issue 37).
+        ends = set(stage_ends(self.depth))
+        self.global_layers = tuple(b for u in self.unit_blocks for b in ([b for b in u if b in ends] or [u[-1]]))
 
     @staticmethod
     def _check_unit_sizes(unit_sizes: Sequence[int] | None, depth: int) -> tuple[int, ...]:
         if unit_sizes is None:
             if depth % 6:
-                raise ValueError(f'unit_sizes has no default for depth={depth} (defaults exist for multiples of 6: '
-                                 '[n/3, n/3, n/6, n/6]); pass unit_sizes, positive ints summing to depth')
+                raise ValueError(
+                    f'unit_sizes has no default for depth={depth} (defaults exist for multiples of 6: '
+                    '[n/3, n/3, n/6, n/6]); pass unit_sizes, positive ints summing to depth'
+                )
             unit_sizes = [depth // 3, depth // 3, depth // 6, depth // 6]
         listed = check_sequence('unit_sizes', unit_sizes)
         sizes = tuple(check_int(f'unit_sizes[{u}]', n, 1) for u, n in enumerate(listed))
         if sum(sizes) != depth:
-            raise ValueError(f'unit_sizes must be positive ints summing to depth ({depth}), '
-                             f'got {list(unit_sizes)} (sum {sum(sizes)})')
+            raise ValueError(
+                f'unit_sizes must be positive ints summing to depth ({depth}), '
+                f'got {list(unit_sizes)} (sum {sum(sizes)})'
+            )
         return sizes
 
     @property
@@ -220,46 +180,9 @@ class SRViT(ViTBackbone):
         value = self.num_recursions if value is None else value
         self._eval_recursions = _per_unit('eval_recursions', value, len(self.num_recursions), 1, self.num_recursions)
 
-    @property
-    def num_steps(self) -> int:
-        return sum(n * t for n, t in zip(self._units, self._recursions))
-
-    def unit_end(self, u: int) -> int:
-        """The step that ends unit u in the full schedule."""
-        return self.unit_first_step[u] + self.unit_sizes[u] * self.num_recursions[u] - 1
-
-    def default_out_indices(self) -> tuple[int, ...]:
-        """The units' last layers: their outputs."""
-        return tuple(sum(self._units[: u + 1]) - 1 for u in range(len(self._units)))
-
-    def global_layers(self) -> tuple[int, ...]:
-        """The layers that attend globally under windows: ViTDet's stage ends of the `depth` layers (a windowed
-        PlainViT's), and the last layer of a unit that holds none; each unit then has at least one."""
-        ends = set(stage_ends(self.depth))
-        return tuple(b for blocks in self.unit_blocks for b in ([b for b in blocks if b in ends] or [blocks[-1]]))
-
-    def default_global_steps(self) -> tuple[int, ...]:
-        """Every recursion of every unit runs its `global_layers` globally (docs/methods/srvit.md, "Windows"):
-        global context in each recursion, so at every `eval_recursions` and compute setting; T = 1 is the
-        windowed PlainViT's layout."""
-        layers = set(self.global_layers())
-        return tuple(
-            self.unit_first_step[u] + t * len(blocks) + j
-            for u, blocks in enumerate(self.unit_blocks)
-            for t in range(self.num_recursions[u])
-            for j, b in enumerate(blocks)
-            if b in layers
-        )
-
-    # ---- the plan -----------------------------------------------------------------------------
-    def default_setting(self) -> tuple[int, ...]:
-        return self.num_recursions if self.training else self.eval_recursions
-
-    def full_setting(self) -> tuple[int, ...]:
-        return self.num_recursions
-
-    def settings(self, grid: tuple[int, int]) -> list[tuple[int, ...]]:
-        """From the recursions in force, one less at a time from the unit with the most (the last on ties)."""
+    def recursion_settings(self) -> list[tuple[int, ...]]:
+        """The compute knob's candidates, smallest first: from the recursions in force, one less at a time from the
+        unit with the most (the later unit on ties), down to one per unit."""
         chain = [tuple(self.eval_recursions)]
         while max(chain[-1]) > 1:
             t = list(chain[-1])
@@ -268,14 +191,54 @@ class SRViT(ViTBackbone):
             chain.append(tuple(t))
         return chain[::-1]
 
-    def plan(self, setting: Sequence[int], grid: tuple[int, int], layers: Sequence[int]) -> Plan:
-        """Unit after unit, recursion after recursion (`setting`: the recursions of each unit), the unit's blocks
-        in order; a step transform before each recursion t >= 1, the router before or after (`router_input`)."""
-        tokens, D = grid[0] * grid[1] + self.num_prefix_tokens, self.embed_dim
-        steps, where = [], {}  # where[layer]: the position its output is read after
+    # ---- the forward ----------------------------------------------------------------------------
+    def forward_layers(self, x: Tensor, fwd: Forward) -> Tensor:
+        """Unit after unit: T_u recursions of the unit's blocks (a step transform before each but the first), then
+        the per-token mixture of the recursions (`RecursionMixture`), the next unit's input and the unit's output.
+        T_u: `num_recursions` in training, `eval_recursions` in eval, fewer with the compute knob."""
+        T = self.num_recursions if self.training else self.eval_recursions
+        if fwd.compute is not None:
+            T = self.within(fwd.compute, fwd.grid, self.recursion_settings())
+        fwd.setting, maps = T, {}
         for u, blocks in enumerate(self.unit_blocks):
             router = self.routers[str(u)] if str(u) in self.routers else None
-            for t in range(setting[u]):
+            unit_logits = (
+                full_precision(router, x) if router is not None and self.router_input == 'unit_input' else None
+            )
+            mixture, logits, h = RecursionMixture(self.readout), [], x
+            for t in range(T[u]):
+                h = self.step_transforms[u][t](h)  # S_{u,t}; the identity before recursion 0
+                for j, b in enumerate(blocks):
+                    h = self.run_block(self.blocks[b], h, self.unit_first_step[u] + t * len(blocks) + j, fwd)
+                    if t == T[u] - 1 and b != blocks[-1] and b in fwd.layers:  # inside the unit: its last recursion
+                        fwd.keep((b,), h)
+                        if b == fwd.stop:
+                            return self._statistics(maps, fwd, h)
+                z = None
+                if router is not None:
+                    z = unit_logits[..., t : t + 1] if unit_logits is not None else router.recursion_logit(h, t)
+                    z = fwd.finite(f'routers.{u} logits', f'unit {u}, recursion {t + 1}', z, router)
+                    logits.append(z.detach())
+                mixture.add(h, z)
+            x = mixture.result()  # y_u: the next unit's input
+            weights = self._readout_weights(logits, T[u], x)  # (B, N, T')
+            maps[f'mixture/unit{u}'] = weights[:, self.num_prefix_tokens :].transpose(1, 2)  # (B, T', h*w)
+            if blocks[-1] in fwd.layers:
+                fwd.keep((blocks[-1],), x)
+            if blocks[-1] >= fwd.stop:
+                break
+        return self._statistics(maps, fwd, x)
+
+    def plan(self, setting: Sequence[int] | None, grid: tuple[int, int]) -> Plan:
+        """Unit after unit, recursion after recursion (`setting`: the recursions of each unit; None: all T), the
+        unit's blocks in order; a step transform before each recursion t >= 1, the router before or after
+        (`router_input`)."""
+        T = self.num_recursions if setting is None else setting
+        tokens, D = grid[0] * grid[1] + self.num_prefix_tokens, self.embed_dim
+        steps = []
+        for u, blocks in enumerate(self.unit_blocks):
+            router = self.routers[str(u)] if str(u) in self.routers else None
+            for t in range(T[u]):
                 for j, b in enumerate(blocks):
                     index = self.unit_first_step[u] + t * len(blocks) + j
                     before, after = [], []
@@ -285,45 +248,10 @@ class SRViT(ViTBackbone):
                         before.append(linear_work(f'step_transforms.{u}.{t}', tokens, D, D))
                     if j == len(blocks) - 1 and router is not None and self.router_input != 'unit_input':
                         after.append(linear_work(f'routers.{u}', tokens, D, 1))
-                    windows = self.windows(index, grid)
-                    steps.append(UnitStep(index, b, b, step_work(self.blocks[b], tokens, windows), windows,
-                                          self.drop_path_rates[index], tuple(before), tuple(after),
-                                          unit=u, recursion=t, first=j == 0, last=j == len(blocks) - 1))
-                    where[b] = len(steps) - 1  # the last recursion's is the one kept
-        return Plan(tuple(steps), tuple(where[i] for i in layers), final=len(steps) - 1)
-
-    def run(self, x: Tensor, plan: Plan, fwd: Forward) -> list[Tensor]:
-        """Each unit's recursions, mixed per token as the readout says; states read as the plan says."""
-        states: list[Tensor | None] = [None] * len(plan.outputs)
-        maps = {}
-        for i, step in enumerate(plan.steps):
-            u, t = step.unit, step.recursion
-            router = self.routers[str(u)] if str(u) in self.routers else None
-            if step.first and t == 0:  # a unit starts: its input x
-                T = sum(1 for s in plan.steps if s.unit == u and s.first)
-                mixture, logits, h = RecursionMixture(self.readout), [], x
-                unit_logits = None
-                if router is not None and self.router_input == 'unit_input':
-                    unit_logits = full_precision(router, x)
-            if step.first:
-                h = self.step_transforms[u][t](h)  # S_{u,t}; the identity before recursion 0
-            h = self.apply_block(self.blocks[step.block], h, step)
-            if step.last:
-                z = None
-                if router is not None:
-                    z = unit_logits[..., t: t + 1] if unit_logits is not None else router.recursion_logit(h, t)
-                    z = fwd.finite(f'routers.{u} logits', f'unit {u}, recursion {t + 1}', z, router)
-                    logits.append(z.detach())
-                mixture.add(h, z)
-                if t == T - 1:  # the unit ends: its output is the next unit's input
-                    x = h = mixture.result()
-                    weights = self._readout_weights(logits, T, x)
-                    maps[f'mixture/unit{u}'] = weights[:, self.num_prefix_tokens:].transpose(1, 2)  # (B, T', h*w)
-            for j in plan.reads(i):
-                states[j] = h
-        fwd.stats.token_maps.update(maps)
-        fwd.stats.scalars.update(self._scalars(maps))
-        return states
+                    windows = self.windows(index, grid, layer=b)
+                    work = step_work(self.blocks[b], tokens, windows)
+                    steps.append(Step(index, b, b, work, windows, tuple(before), tuple(after)))
+        return Plan(tuple(steps))
 
     def _readout_weights(self, logits: list[Tensor], num_recursions: int, x: Tensor) -> Tensor:
         """The per-token weights the readout applied: (B, N, T')."""
@@ -335,6 +263,12 @@ class SRViT(ViTBackbone):
         if self.readout == 'hard':
             return F.one_hot(z.argmax(-1), num_recursions).to(z.dtype)
         return z.softmax(-1)
+
+    def _statistics(self, maps: dict[str, Tensor], fwd: Forward, x: Tensor) -> Tensor:
+        """The readout weights of the units run and their means into `fwd.stats`; returns `x`."""
+        fwd.stats.token_maps.update(maps)
+        fwd.stats.scalars.update(self._scalars(maps))
+        return x
 
     def _scalars(self, maps: dict[str, Tensor]) -> dict[str, Tensor]:
         scalars = {}
@@ -352,8 +286,10 @@ class SRViT(ViTBackbone):
         the routers start as `timm_init` says."""
         _, blocks = split_timm_blocks(state_dict)
         if len(blocks) != self.depth:
-            raise ValueError(f'cannot map a {len(blocks)}-block checkpoint onto SRViT with depth={self.depth}: '
-                             'SR-ViT block i takes checkpoint block i')
+            raise ValueError(
+                f'cannot map a {len(blocks)}-block checkpoint onto SRViT with depth={self.depth}: '
+                'SR-ViT block i takes checkpoint block i'
+            )
         out = fresh_parameters(self, dict(state_dict), r'^(step_transforms|routers)\.')
         if self.timm_init == 'function':
             for key in [k for k in out if k.startswith('routers.') and k.endswith('.bias')]:

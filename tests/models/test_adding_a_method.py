@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import REPO, run
 
-# The whole method, as a user writes it (README "Adding a method"): its blocks, its plan and its timm key map.
+# The whole method, as a user writes it (README "Adding a method"): its blocks, the block of each layer (the base
+# class's one-block-per-layer forward and plan) and its timm key map.
 METHOD = '''
 from torch import nn
 
@@ -27,9 +28,7 @@ class HalvesViT(ViTBackbone):
     def __init__(self, arch='small', embed_dim=None, depth=None, num_heads=None, **kwargs):
         super().__init__(**resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads), **kwargs)
         self.blocks = nn.ModuleList(self.make_block() for _ in range(2))
-
-    def plan(self, setting, grid, layers):  # setting: the first K layers (the compute knob's baseline)
-        return self.dense_plan([2 * t // self.depth for t in range(setting)], grid, layers)
+        self.layer_blocks = tuple(2 * t // self.depth for t in range(self.depth))  # the block of each layer
 
     def convert_timm_state_dict(self, state_dict):
         rest, blocks = split_timm_blocks(state_dict)

@@ -4,7 +4,7 @@ import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
 
-from mmrecvit.models import BACKBONES, edge_recvit, mor_vit
+from mmrecvit.models import BACKBONES, edge_recvit, token_adaptive
 from mmrecvit.models.compute import check_compute, largest_within
 from mmrecvit.models.flops import BlockWork
 from mmrecvit.models.plan import rescaled_layers
@@ -66,7 +66,7 @@ def test_the_setting_reached_fits_the_budget_unless_it_is_the_smallest(name):
 
 def _full_flops(model, x):
     """Full-depth FLOPs of `model` on `x`: the plan of its full setting (every step over every token)."""
-    return model.plan_flops(model.full_setting(), model.patch_grid(x))
+    return model.plan_flops(None, model.patch_grid(x))
 
 
 @pytest.mark.parametrize('name', NAMES)
@@ -202,7 +202,7 @@ def test_edge_recvit_plan_is_what_its_engine_ran():
     for kwargs in (dict(), dict(window_size=2), dict(frozen_kv=False), dict(tail_on_all=True)):
         model = build('EdgeRecViT', **kwargs)
         with pytest.MonkeyPatch.context() as mp:
-            calls, projected, update = engine_work(edge_recvit, mp), [], edge_recvit.KVCache.update
+            calls, projected, update = engine_work(token_adaptive, mp), [], edge_recvit.KVCache.update
 
             def recording_update(self, *args, update=update, projected=projected):
                 new = update(self, *args)
@@ -227,7 +227,7 @@ def test_mor_vit_scales_its_capacities(monkeypatch):
     assert all(s <= d for s, d in zip(scaled, default)) and scaled != default
     assert model.capacities is None
     # The plan counts what the engine ran: every token subset of every recursion.
-    calls = engine_work(mor_vit, monkeypatch)
+    calls = engine_work(token_adaptive, monkeypatch)
     stats = run(model, x)[0].stats
     shared = [w for w, step in zip(stats.blocks, range(model.depth)) if 0 < step < model.depth - 1]
     assert len(shared) == len(calls) == 4 and all(same_work(p, c) for p, c in zip(shared, calls))
@@ -270,9 +270,3 @@ def test_two_threads_at_different_compute_on_one_model_each_get_their_own_result
     for compute, ref in zip(fractions, refs):
         assert len(results[compute]) == 20
         assert all(torch.equal(a, b) for out in results[compute] for a, b in zip(out, ref)), (name, compute)
-
-
-def test_edge_settings_are_chosen_in_the_forward_not_by_setting_within():
-    model = build('EdgeRecViT')
-    with pytest.raises(TypeError, match='depths_within'):
-        model.setting_within(0.5, (4, 3))

@@ -20,7 +20,7 @@ ALL_STEPS = list(range(12))
 
 def build(forced_mean_depth=None, forced_depth_seed=0, **kw):
     """A tiny Edge-RecViT; `forced_mean_depth`: run a fixed, seeded depth pattern of that mean per
-    image instead of the ranker's choice (the benchmark harness's override of `assign_depths`)."""
+    image instead of the ranker's choice (the benchmark harness's `depth_pattern`)."""
     torch.manual_seed(0)
     model = EdgeRecViT(**{**TINY, **kw}).eval()
     if forced_mean_depth is not None:

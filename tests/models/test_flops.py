@@ -3,6 +3,7 @@
 import pytest
 import torch
 from backbone_cases import BACKBONE_CASES, traced_with_stats
+from torch.utils.flop_counter import FlopCounterMode
 
 from mmrecvit.models import BACKBONES, EdgeRecViT, MoRViT
 from mmrecvit.models.flops import BlockWork, OpWork
@@ -59,7 +60,7 @@ def test_hand_count_of_a_token_adaptive_forward():
     assert (model.embed_dim, model.mlp_hidden, model.depth) == (D, H, L)
     # 16 patch tokens (64 x 64 px) + CLS: half the patches stop after 2 steps, half run all 5.
     depth = torch.tensor([[2] * 8 + [5] * 8])
-    model.assign_depths = lambda chosen: depth
+    model.depth_pattern = lambda chosen: depth
     with torch.no_grad():
         stats = model(torch.randn(1, 3, 64, 64)).stats
     N = 17
@@ -93,3 +94,35 @@ def test_mor_capacity_count_and_routers():
     routers = [w for w in stats.work if isinstance(w, OpWork) and w.name.startswith('routers')]
     assert [w.macs for w in routers] == [N * D, N * D, (1 + 8) * D]  # scored: the previous recursion's tokens
     assert isinstance(stats.work[0], OpWork) and isinstance(stats.work[1], BlockWork)
+
+
+# ---- the plan counts what each method's forward executed (issue 39 item 1) ------------------------------------
+EXECUTED = [(name, {}) for name in sorted(BACKBONES)] + [
+    ('SRViT', dict(window_size=2, router_input='recursion_states')),
+    ('ReViT', dict(step_drop_rate=0.5)),
+    ('EdgeRecViT', dict(execution='masked')),
+    ('EdgeRecViT', dict(window_size=2, use_rel_pos=True)),
+    ('MoRViT', dict(routing='token_choice')),
+    ('MoRViT', dict(unit_size=2, capacities=[1.0, 0.5, 0.25], window_size=2)),
+]
+
+
+@pytest.mark.parametrize('train', [False, True], ids=['eval', 'train'])
+@pytest.mark.parametrize('name, kwargs', EXECUTED, ids=[f'{n}-{"-".join(map(str, k.values()))}' for n, k in EXECUTED])
+def test_the_plan_counts_what_the_forward_executed(name, kwargs, train):
+    """torch's FlopCounterMode on the same forward (every matrix product but the CPU attention kernel, which it does
+    not count: our attention term is left out of the comparison) equals the forward's own statistics."""
+    if name == 'ReViT':  # the products of its balance and diversity losses are the loss's, not the forward's
+        kwargs = {**kwargs, 'balance_loss_weight': 0.0, 'diversity_loss_weight': 0.0}
+    torch.manual_seed(0)
+    model = BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs}).train(train)
+    if name == 'EdgeRecViT':
+        with torch.no_grad():
+            model.ranker.fc2.weight.mul_(30.0)  # spread depths: tokens exit at different layers
+    x = torch.randn(2, 3, 80, 64)
+    with torch.no_grad():
+        model(x)  # reViT: its eval merges are cached from now on, as in every later forward
+        with FlopCounterMode(display=False) as counter:
+            stats = model(x).stats
+    attention = sum(4 * (w.queries * w.keys if w.attn_pairs is None else w.attn_pairs) * w.dim for w in stats.blocks)
+    assert counter.get_total_flops() / 2 == pytest.approx(stats.flops - attention, rel=1e-9)

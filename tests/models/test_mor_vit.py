@@ -9,7 +9,7 @@ from backbone_cases import distance_to_deit, masked_attention, token_states
 from timm.models.vision_transformer import VisionTransformer
 
 from mmrecvit.models import MoRViT
-from mmrecvit.models import mor_vit as mor_module
+from mmrecvit.models import token_adaptive as engine
 from mmrecvit.models.checkpoint import load_pretrained
 
 TINY = dict(arch='tiny', embed_dim=32, num_heads=2, img_size=64)  # N_r = 10, L = 12 by default
@@ -77,13 +77,13 @@ def reference(model, tokens):
 def record_subsets(monkeypatch):
     """Spy on the engine: the (B, N) mask of every subset MoR runs."""
     seen = []
-    real = mor_module.run_subset
+    real = engine.run_subset  # every subset run goes through the engine's one function
 
     def spy(block, x, active, **kw):
         seen.append(active.mask())
         return real(block, x, active, **kw)
 
-    monkeypatch.setattr(mor_module, 'run_subset', spy)
+    monkeypatch.setattr(engine, 'run_subset', spy)
     return seen
 
 
@@ -396,12 +396,12 @@ def test_mor_additive_update():
 
 
 def chosen(model, x):
-    from mmrecvit.models.mor_vit import ExpertChoice
+    from mmrecvit.models.mor_routing import ExpertChoice
     from mmrecvit.models.plan import Forward
     from mmrecvit.models.token_adaptive import capacity_tokens
 
     k = capacity_tokens(model.capacity_schedule[0], x.shape[1] - 1)
-    active, _ = ExpertChoice(model, x, Forward((1, x.shape[1] - 1))).select(0, x, k)
+    active, _ = ExpertChoice(model, x, Forward((1, x.shape[1] - 1), [model.depth - 1])).select(0, x, k)
     return active.index
 
 

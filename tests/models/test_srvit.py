@@ -261,13 +261,13 @@ def test_applications_are_scheduled_and_indexed_by_step(monkeypatch):
     assert model.depth == 6  # the layers: each unit runs its layers in place
     assert model.schedule[:6] == [0, 1, 0, 1, 2, 3]  # unit 0 (blocks 0, 1) twice, then unit 1 (blocks 2, 3)
     calls = []
-    apply_block = model.apply_block
+    run_block = model.run_block  # the one block execution every step goes through
 
-    def spy(block, x, step):
-        calls.append((step.index, next(i for i, b in enumerate(model.blocks) if b is block)))
-        return apply_block(block, x, step)
+    def spy(block, x, step, fwd, **kwargs):
+        calls.append((step, next(i for i, b in enumerate(model.blocks) if b is block)))
+        return run_block(block, x, step, fwd, **kwargs)
 
-    monkeypatch.setattr(model, 'apply_block', spy)
+    monkeypatch.setattr(model, 'run_block', spy)
     stats = model(torch.randn(1, 3, 32, 32)).stats
     assert calls == list(enumerate(model.schedule))
     assert len(stats.blocks) == len(calls)
@@ -364,8 +364,9 @@ def test_srvit_step_transform_kinds():
 def global_steps_per_unit(model, plan):
     """unit -> the number of steps of `plan` that attend globally."""
     counts = dict.fromkeys(range(len(model.unit_sizes)), 0)
+    unit_of = {b: u for u, blocks in enumerate(model.unit_blocks) for b in blocks}
     for step in plan.steps:
-        counts[step.unit] += step.windows is None or not hasattr(step.windows, 'size')
+        counts[unit_of[step.layer]] += step.windows is None or not hasattr(step.windows, 'size')
     return counts
 
 
@@ -393,12 +394,12 @@ def test_windowed_function_start_reaches_global_context_unlike_its_all_windowed_
 def test_every_eval_setting_keeps_a_global_step_in_every_unit():
     model = build(num_recursions=[3, 2, 4, 2], unit_sizes=[1, 1, 1, 3], window_size=2).eval()
     grid = (8, 8)
-    assert model.global_layers() == (0, 1, 2, 3, 5)  # stage ends 0, 2, 3, 5 of 6; unit 1 ([1]) holds none: its last
+    assert model.global_layers == (0, 1, 2, 3, 5)  # stage ends 0, 2, 3, 5 of 6; unit 1 ([1]) holds none: its last
     per_recursion = [1, 1, 1, 2]  # global layers per unit
     for T in ([3, 2, 4, 2], [1, 1, 1, 1], [2, 1, 3, 2], 1):
         model.eval_recursions = T
-        for setting in model.settings(grid):
-            counts = global_steps_per_unit(model, model.plan(setting, grid, [model.depth - 1]))
+        for setting in model.recursion_settings():
+            counts = global_steps_per_unit(model, model.plan(setting, grid))
             assert counts == {u: t * n for u, (t, n) in enumerate(zip(setting, per_recursion))}, (T, setting)
     model.eval_recursions = None
     for compute in (0.1, 0.3, 0.6, 1.0):

@@ -87,8 +87,8 @@ def test_the_schedule_decides_which_steps_are_windowed():
     srvit = BACKBONES['SRViT'](**BACKBONE_CASES['SRViT'], window_size=2)
     # every application of the global layers (the stage ends 0, 2, 3, 5 of 6, and 4, the last layer of the unit
     # [4] that holds none), in every recursion of the units [0, 1] x 2, [2, 3] x 3, [4] x 2, [5] x 1 (issue 37)
-    assert srvit.global_layers() == (0, 2, 3, 4, 5)
-    assert [srvit.schedule[s] for s in srvit.default_global_steps()] == [0, 0, 2, 3, 2, 3, 2, 3, 4, 4, 5]
+    assert srvit.global_layers == (0, 2, 3, 4, 5)
+    assert [s.layer for s in srvit.plan(None, (4, 4)).steps if s.windows is None] == [0, 0, 2, 3, 2, 3, 2, 3, 4, 4, 5]
 
 
 @pytest.mark.parametrize('name', ['PlainViT', 'SRViT', 'ReViT', 'NaiveRecursiveViT'])

@@ -5,7 +5,7 @@ weights, and a pickle carrying an arbitrary object (whose code must not run). En
 `init_cfg=dict(type='Pretrained')`, `tools/train.py` with `load_from` and with `--resume FILE`,
 `tools/test.py`, both converters (tools/model_converters/), and the inferencers of tools/demo.py.
 
-Every read goes through `mmrecvit.models.checkpoint.load_checkpoint_file` (weights only): our tools
+Every read goes through `mmrecvit.models.checkpoint_files.load_checkpoint_file` (weights only): our tools
 and backbones call it, and `mmrecvit.compat` (fix 3) makes it mmengine's loader of local files, which
 `load_from`, `--resume`, `tools/test.py` and the inferencers use. A checkpoint of another model is
 refused by the strict loaders (init_cfg, converters) or, where mmengine loads non-strictly, by
@@ -21,7 +21,7 @@ import pytest
 import torch
 from helpers import REPO, build_model, truncated
 
-from mmrecvit.models.checkpoint import CORRUPT, CheckpointError
+from mmrecvit.models.checkpoint_files import CORRUPT, CheckpointError
 
 sys.path[:0] = [osp.join(REPO, 'tools'), osp.join(REPO, 'tools', 'model_converters')]
 import demo as demo_tool  # noqa: E402  (tools/demo.py)

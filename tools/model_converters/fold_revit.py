@@ -29,12 +29,8 @@ from torch import Tensor
 
 from mmrecvit.models import PlainViT
 from mmrecvit.models.arguments import ARCH_SETTINGS
-from mmrecvit.models.checkpoint import (
-    load_checkpoint_file,
-    load_state_dict_strict,
-    select_prefix,
-    unwrap_state_dict,
-)
+from mmrecvit.models.checkpoint import load_state_dict_strict, select_prefix
+from mmrecvit.models.checkpoint_files import load_checkpoint_file, unwrap_state_dict
 from mmrecvit.models.revit import ReViT, fold_to_plainvit
 
 PREFIX = 'backbone.'

@@ -1,13 +1,66 @@
-"""SR-ViT's readout (SPEC §1): the per-token mixture of a unit's recursions, accumulated while it recurses.
-
-Never more than O(1) states of the T a unit runs (SPEC §1: "never keep T states"); the decision and its
-derivation: docs/methods/srvit.md ("O(1) states").
+"""SR-ViT's building blocks (SPEC §1): the step transform before each recursion, the soft router that scores a
+unit's recursions, and the per-token mixture of the recursions, accumulated while the unit recurses (O(1) states
+of the T a unit runs: SPEC §1's "never keep T states"; derivation in docs/methods/srvit.md, "O(1) states").
 """
 
 from __future__ import annotations
 
 import torch
-from torch import Tensor
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class StepTransform(nn.Module):
+    """S_{u,t}(h) = h + Linear(h), D x D with bias, zero-initialised (SPEC §1 decision): the identity at
+    initialisation, so a DeiT-initialised model repeats DeiT's unit trajectory."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        nn.init.zeros_(self.proj.weight)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, h: Tensor) -> Tensor:
+        return h + self.proj(h)
+
+
+class StepShift(nn.Module):
+    """S_{u,t}(h) = h + b, a learned per-channel shift, zero-initialised: the cheap ablation of the step
+    transform (D parameters instead of D^2 + D)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, h: Tensor) -> Tensor:
+        return h + self.bias
+
+
+# The step transform's kinds (SPEC §1 ablation): what runs before recursions t >= 2.
+STEP_TRANSFORMS = {'linear': StepTransform, 'shift': StepShift, 'none': None}
+
+
+class SoftRouter(nn.Module):
+    """R_u: Linear(D -> T) scoring the T recursions of a unit, zero-initialised (uniform mixture).
+
+    `forward(x)` gives the logits of all recursions from one input (the unit input, SPEC §1);
+    `recursion_logit(h, t)` scores recursion t from its own state with row t only ('recursion_states').
+    """
+
+    def __init__(self, dim: int, num_recursions: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim, num_recursions)
+        nn.init.zeros_(self.proj.weight)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.proj(x)  # (B, N, D) -> (B, N, T)
+
+    def recursion_logit(self, h: Tensor, t: int) -> Tensor:
+        """(B, N, D) -> (B, N, 1), in full precision (see `backbone.full_precision`)."""
+        w, b = self.proj.weight, self.proj.bias
+        with torch.autocast(h.device.type, enabled=False):
+            return F.linear(h.to(w.dtype), w[t : t + 1], b[t : t + 1])
 
 
 class RecursionMixture:
