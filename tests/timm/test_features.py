@@ -84,6 +84,7 @@ def layers_to_read(method):
 @pytest.mark.parametrize('method', list(BACKBONE_CASES))
 def test_features_only_maps_equal_the_mm_and_d2_adapters(method):
     from mmdet.registry import MODELS as MMDET
+    from mmengine.registry import DefaultScope
     from mmseg.registry import MODELS as MMSEG
 
     from mmrecvit.d2 import D2_BACKBONES
@@ -98,8 +99,9 @@ def test_features_only_maps_equal_the_mm_and_d2_adapters(method):
     x = torch.randn(2, 3, 64, 80)
     with torch.no_grad():
         ours = features(x)
-        for registry in (MMDET, MMSEG):
-            mm = registry.build(dict(type=method, **BACKBONE_CASES[method], out_indices=layers)).eval()
+        for scope, registry in (('mmdet', MMDET), ('mmseg', MMSEG)):
+            with DefaultScope.overwrite_default_scope(scope):  # another test may leave another scope set
+                mm = registry.build(dict(type=method, **BACKBONE_CASES[method], out_indices=layers)).eval()
             load_state_dict_into(mm, weights)
             torch.testing.assert_close(list(mm(x)), ours, rtol=0, atol=0)
         d2 = D2_BACKBONES[method](**BACKBONE_CASES[method], out_indices=layers).eval()
