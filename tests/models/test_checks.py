@@ -406,3 +406,55 @@ def test_knobs_changed_on_a_built_model_are_checked(name, attr, value, exc, word
             model(torch.randn(1, 3, 32, 32))
 
     expect_error(set_and_run, exc, words)
+
+
+# A misspelt argument name (issue 41): one line naming the class, the name and the closest accepted ones (difflib),
+# whether the name reaches the subclass's own __init__ or ViTBackbone's through **kwargs.
+MISSPELT = [
+    ('PlainViT', 'dept', "PlainViT got an unknown argument 'dept' (closest: 'depth')"),
+    ('NaiveRecursiveViT', 'num_block', "NaiveRecursiveViT got an unknown argument 'num_block' (closest: 'num_blocks')"),
+    (
+        'SRViT',
+        'num_recursion',
+        "SRViT got an unknown argument 'num_recursion' (closest: 'num_recursions', 'eval_recursions')",
+    ),
+    ('ReViT', 'with_cpp', "ReViT got an unknown argument 'with_cpp' (closest: 'with_cp')"),
+    ('EdgeRecViT', 'dept', "EdgeRecViT got an unknown argument 'dept' (closest: 'depth', 'max_depth')"),
+    ('MoRViT', 'num_recursion', "MoRViT got an unknown argument 'num_recursion' (closest: 'num_recursions')"),
+]
+
+
+@pytest.mark.parametrize('name, arg, message', MISSPELT, ids=[m[0] for m in MISSPELT])
+def test_a_misspelt_argument_names_the_class_and_the_closest_accepted_ones(name, arg, message):
+    with pytest.raises(TypeError) as info:
+        BACKBONES[name](**BACKBONE_CASES[name], **{arg: 1})
+    assert str(info.value) == message
+
+
+def test_an_argument_like_none_accepted_lists_them_all_and_several_are_named_together():
+    with pytest.raises(TypeError) as info:
+        BACKBONES['PlainViT'](**BACKBONE_CASES['PlainViT'], zzz=1, dept=2)
+    accepted = sorted(set(inspect.signature(BACKBONES['PlainViT'].__init__).parameters) - {'self', 'kwargs'})
+    accepted += [a for a in constructor_arguments(ViTBackbone) if a not in accepted]
+    assert str(info.value) == (
+        f"PlainViT got unknown arguments 'zzz', 'dept' (closest: 'depth'); it accepts: {', '.join(sorted(accepted))}"
+    )
+
+
+def test_the_neck_names_a_misspelt_argument_too():
+    with pytest.raises(TypeError) as info:
+        SimplePyramid(in_channel=32)
+    assert str(info.value) == "SimplePyramid got an unknown argument 'in_channel' (closest: 'in_channels')"
+
+
+def test_a_method_without_kwargs_names_its_own_arguments():
+    """A subclass whose __init__ takes no **kwargs: Python's own error would fire before its body runs."""
+
+    class Halves(BACKBONES['PlainViT']):
+        def __init__(self, arch: str = 'tiny', halves: int = 2) -> None:
+            super().__init__(arch=arch, depth=2 * halves, embed_dim=32, num_heads=2, img_size=64)
+
+    with pytest.raises(TypeError) as info:
+        Halves(halfs=3)
+    assert str(info.value) == "Halves got an unknown argument 'halfs' (closest: 'halves')"
+    assert Halves(halves=1).depth == 2
