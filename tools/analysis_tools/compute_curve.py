@@ -34,6 +34,7 @@ from mmengine.config import DictAction
 from tqdm import tqdm
 
 import mmrecvit  # noqa: F401  (compat fixes + registration)
+from mmrecvit.inputs import bad_input, checkpoint_file, config_file
 from mmrecvit.mm import cli
 from mmrecvit.models.compute import check_compute
 
@@ -93,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     work_root = Path(args.work_dir) if args.work_dir else out_dir / 'work'
-    pairs = list(zip(args.pairs[::2], args.pairs[1::2]))
+    with bad_input(parser.prog):  # a wrong file: one line, before any evaluation starts
+        pairs = [(config_file(c), checkpoint_file(k) or 'none') for c, k in zip(args.pairs[::2], args.pairs[1::2])]
     rows = []
     with tqdm(total=len(pairs) * len(fractions), desc='compute settings', unit='setting') as bar:
         for (config, checkpoint), label in zip(pairs, labels(pairs)):

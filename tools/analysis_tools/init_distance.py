@@ -34,9 +34,11 @@ from PIL import Image
 from tqdm import tqdm
 
 from mmrecvit.datasets import TOY_COCO_DIR, make_toy_data
+from mmrecvit.inputs import InputError, bad_input, checkpoint_file
 from mmrecvit.mm.complexity import markdown_table
 from mmrecvit.models import BACKBONES
 from mmrecvit.models.checkpoint import load_state_dict_into, read_checkpoint, timm_architecture, timm_vit
+from mmrecvit.models.checks import closest
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -78,9 +80,13 @@ def candidates(depth: int) -> list[tuple[str, str, str, dict[str, Any]]]:
 
 def load_source(checkpoint: str, seed: int) -> dict[str, torch.Tensor]:
     if checkpoint.startswith('timm:'):
+        name = checkpoint[len('timm:') :]
+        if not timm.is_model(name):
+            near = ', '.join(closest(name, timm.list_models())) or 'none'
+            raise InputError(f'CHECKPOINT {checkpoint!r}: timm has no model {name!r}; closest: {near}')
         torch.manual_seed(seed)
-        return timm.create_model(checkpoint[len('timm:') :], pretrained=False).state_dict()
-    return read_checkpoint(checkpoint)
+        return timm.create_model(name, pretrained=False).state_dict()
+    return read_checkpoint(checkpoint_file(checkpoint, allow_none=False))
 
 
 def toy_images(count: int, size: int, data_root: Path) -> torch.Tensor:
@@ -158,7 +164,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     args = parser.parse_args(argv)
     if args.images < 1:
         parser.error(f'--images must be >= 1, got {args.images}')
-    sd = load_source(args.checkpoint, args.seed)
+    with bad_input(parser.prog):  # a wrong file or an unknown timm model: one line
+        sd = load_source(args.checkpoint, args.seed)
     arch = timm_architecture(sd)
     heads = args.num_heads or max(1, arch['embed_dim'] // 64)
     size = args.size or arch['img_size']

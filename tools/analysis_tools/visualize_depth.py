@@ -40,6 +40,7 @@ import numpy as np
 from matplotlib.colors import BoundaryNorm, Normalize
 from mmengine.config import DictAction
 
+from mmrecvit.inputs import bad_input, checkpoint_file, image_file
 from mmrecvit.mm.tooling import (
     build_model,
     default_image,
@@ -262,12 +263,13 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     parser = build_parser()
     args = parser.parse_args(argv)
     shape = shape_arg(parser, args.shape)
-    cfg = load_config(args.config, args.cfg_options)
-    scope = init_scope(cfg)
-    checkpoint = None if args.checkpoint.lower() == 'none' else args.checkpoint
-    model, weights = build_model(cfg, checkpoint, seed=args.seed)
+    with bad_input(parser.prog):  # a wrong file, argument or checkpoint: one line
+        images = [Path(image_file(p)) for p in args.images]
+        cfg = load_config(args.config, args.cfg_options)
+        scope = init_scope(cfg)
+        model, weights = build_model(cfg, checkpoint_file(args.checkpoint), seed=args.seed)
     print(f'weights: {weights}')
-    images = [Path(p) for p in args.images] or [default_image(scope, REPO / 'data')]
+    images = images or [default_image(scope, REPO / 'data')]
     written = visualize(model, cfg, images, Path(args.out_dir), weights, shape)
     for p in written:
         print(f'wrote {p}')

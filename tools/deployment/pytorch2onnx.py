@@ -21,7 +21,8 @@ Parity: the file runs in onnxruntime (CPUExecutionProvider) next to PyTorch eage
 the export size and, with --dynamic, at two other sizes (`--check-shapes` to choose); a table of max
 |onnxruntime - eager| per output and size is printed. If any exceeds --tolerance (1e-4, fp32) nothing is
 saved and the exit status is 1. The file is written next to --out under a temporary name and renamed on
-success. CHECKPOINT: a checkpoint (see tools/analysis_tools/get_flops.py) or `none` for random weights.
+success, with the mode a new file gets under the umask (as `open` would create it; 0644 under umask 022).
+CHECKPOINT: a checkpoint (see tools/analysis_tools/get_flops.py) or `none` for random weights.
 """
 
 from __future__ import annotations
@@ -91,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def new_file_mode() -> int:
+    """The mode `open()` gives a new file under this process's umask."""
+    umask = os.umask(0)  # the only way to read it: set, then put back at once
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple[int, int]]:
     shape = tuple(args.shape)
     if args.check_shapes is None:
@@ -113,10 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     sizes = check_sizes(parser, args)
-    cfg = load_config(args.config, args.cfg_options)
-    scope = init_scope(cfg)
-    checkpoint = None if args.checkpoint == 'none' else args.checkpoint
-    model, weights = build_model(cfg, checkpoint, seed=args.seed)
+    with bad_input(parser.prog):  # a wrong file, argument or checkpoint: one line
+        cfg = load_config(args.config, args.cfg_options)
+        scope = init_scope(cfg)
+        model, weights = build_model(cfg, checkpoint_file(args.checkpoint), seed=args.seed)
     folded = args.revit_mode == 'fold' and deploy.fold_revit_backbone(model)
     module = deploy.export_module(model, scope)
     try:

@@ -33,6 +33,7 @@ import torch
 import yaml
 
 from mmrecvit.benchmark import interleaved_order, time_call
+from mmrecvit.inputs import InputError, bad_input, config_file
 from mmrecvit.mm.complexity import count_complexity
 from mmrecvit.mm.tooling import build_model, default_image, init_scope, load_config, prepare_inputs
 
@@ -183,7 +184,7 @@ def find_scores(folders: Sequence[str]) -> dict[str, dict[str, Any]]:
     for folder in folders:
         paths = sorted(Path(folder).glob('*/scores.json'))
         if not paths:
-            raise FileNotFoundError(f'--scores {folder}: no */scores.json there (tools/demo.py writes them)')
+            raise InputError(f'--scores {folder}: no */scores.json there (tools/demo.py writes them)')
         for path in paths:
             saved = json.loads(path.read_text())
             if 'config' in saved:  # not the summary of a `--task transfer` run (its two runs are in sub-folders)
@@ -344,8 +345,9 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     args = parser.parse_args(argv)
     if args.latency_repeats < 0:
         parser.error(f'--latency-repeats must be >= 0 (0 skips the timing), got {args.latency_repeats}')
-    configs = [Path(c).resolve() for c in args.configs] if args.configs else discover(REPO)
-    scores = find_scores(args.scores)
+    with bad_input(parser.prog):  # a missing config or score folder: one line
+        configs = [Path(config_file(c, '--configs')).resolve() for c in args.configs or []] or discover(REPO)
+        scores = find_scores(args.scores)
     measured, entries, failed = {}, [], []
     for i, config in enumerate(configs, 1):
         print(f'[{i}/{len(configs)}] {display(config)}', file=sys.stderr, flush=True)

@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 import mmrecvit  # noqa: F401  (logging of the checkpoint filter goes to mmengine's logger)
 from mmrecvit.benchmark import SpecError, parse_spec
+from mmrecvit.inputs import bad_input, checkpoint_file, config_file
 from mmrecvit.models import BACKBONES, PlainViT, SRViT
 from mmrecvit.models.checkpoint import (
     CheckpointError,
@@ -161,11 +162,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument('--tolerance', type=float, default=1e-5, help='parity tolerance (default 1e-5)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the random parity input')
     args = parser.parse_args(argv)
-    try:
-        name, kwargs = backbone_cfg(args.model, args.config)
-    except SpecError as e:
-        parser.error(str(e))
-    meta = convert(args.src, args.dst, name, kwargs, args.tolerance, args.seed)
+    with bad_input(parser.prog):  # a wrong file, backbone argument or checkpoint: one line
+        src = checkpoint_file(args.src, 'SRC', allow_none=False)
+        try:
+            name, kwargs = backbone_cfg(args.model, args.config and config_file(args.config, '--config'))
+        except SpecError as e:
+            parser.error(str(e))
+        meta = convert(src, args.dst, name, kwargs, args.tolerance, args.seed)
     print(f'{name}({", ".join(f"{k}={v!r}" for k, v in kwargs.items())}): {meta["params"] / 1e6:.2f}M parameters')
     print(f'check: {meta["check"]}')
     print(f'wrote {args.dst} (re-loaded strictly through init_cfg=dict(type="Pretrained", checkpoint=...))')
