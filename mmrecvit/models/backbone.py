@@ -3,7 +3,6 @@
 Data flow: image -> `embedding.embed` -> the method's plan, run step by step -> the states of the
 requested layers -> `to_maps` (B, D, h, w) for a neck, or the pooled final state for a classifier.
 """
-
 from __future__ import annotations
 
 import abc
@@ -121,41 +120,20 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         cls.__init__ = checked_init
 
     @refuse_unknown_keywords  # the end of the chain: what subclasses pass on with **kwargs is checked here
-    def __init__(
-        self,
-        *,
-        embed_dim: int,
-        num_heads: int,
-        depth: int,
-        out_indices: Sequence[int] | None = None,
-        mlp_ratio: float = 4.0,
-        qkv_bias: bool = True,
-        init_values: float | None = None,
-        patch_size: int = 16,
-        img_size: int | Sequence[int] = 224,
-        in_channels: int = 3,
-        with_cls_token: bool = True,
-        drop_path_rate: float = 0.0,
-        with_cp: bool = False,
-        pretrained: str | None = None,
-        init_cfg: dict | None = None,
-        out_type: str = 'featmap',
-        final_norm: bool | None = None,
-        window_size: int = 0,
-        global_steps: Sequence[int] | None = None,
-        use_rel_pos: bool = False,
-        amp_dtype: str | None = None,
-        nonfinite: str = 'raise',
-        compute: float | None = None,
-    ) -> None:
+    def __init__(self, *, embed_dim: int, num_heads: int, depth: int, out_indices: Sequence[int] | None = None,
+                 mlp_ratio: float = 4.0, qkv_bias: bool = True, init_values: float | None = None,
+                 patch_size: int = 16, img_size: int | Sequence[int] = 224, in_channels: int = 3,
+                 with_cls_token: bool = True, drop_path_rate: float = 0.0, with_cp: bool = False,
+                 pretrained: str | None = None, init_cfg: dict | None = None, out_type: str = 'featmap',
+                 final_norm: bool | None = None, window_size: int = 0, global_steps: Sequence[int] | None = None,
+                 use_rel_pos: bool = False, amp_dtype: str | None = None, nonfinite: str = 'raise',
+                 compute: float | None = None) -> None:
         super().__init__()
-        (self.embed_dim, self.num_heads, self.mlp_ratio, self.patch_size, self.pretrain_grid) = args.check_sizes(
-            embed_dim, num_heads, mlp_ratio, patch_size, img_size
-        )
+        (self.embed_dim, self.num_heads, self.mlp_ratio, self.patch_size,
+         self.pretrain_grid) = args.check_sizes(embed_dim, num_heads, mlp_ratio, patch_size, img_size)
         self.qkv_bias = check_bool('qkv_bias', qkv_bias)
-        self.init_values = (
-            None if init_values is None else check_float('init_values', init_values, 0.0, float('inf'), low_open=True)
-        )
+        self.init_values = None if init_values is None else check_float('init_values', init_values, 0.0,
+                                                                         float('inf'), low_open=True)
         check_int('in_channels', in_channels, 1)
         self.with_cls_token = check_bool('with_cls_token', with_cls_token)
         self.num_prefix_tokens = int(with_cls_token)
@@ -175,29 +153,20 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
 
         self.patch_embed = embedding.PatchEmbed(in_channels, self.embed_dim, self.patch_size)
         self.cls_token, self.pos_embed = embedding.init_tokens(
-            self.embed_dim, self.pretrain_grid[0] * self.pretrain_grid[1] + self.num_prefix_tokens, with_cls_token
-        )
+            self.embed_dim, self.pretrain_grid[0] * self.pretrain_grid[1] + self.num_prefix_tokens, with_cls_token)
         self.norm = nn.LayerNorm(self.embed_dim, eps=1e-6) if final_norm else nn.Identity()
 
     def _finish_construction(self) -> None:
         """The contract (class docstring), then what needs the subclass's structure: outputs, global steps."""
         blocks = getattr(self, 'blocks', None)
         if not isinstance(blocks, (nn.ModuleList, list, tuple)) or not blocks:
-            raise TypeError(
-                f'{type(self).__name__} must set `blocks` (its unique blocks, an nn.ModuleList) in '
-                '__init__ (the ViTBackbone contract)'
-            )
+            raise TypeError(f'{type(self).__name__} must set `blocks` (its unique blocks, an nn.ModuleList) in '
+                            '__init__ (the ViTBackbone contract)')
         self.out_indices = args.check_out_indices(
-            self.default_out_indices() if self._out_indices is None else self._out_indices, self.depth
-        )
-        self.global_steps = (
-            None
-            if self._global_steps is None
-            else tuple(
-                check_int('global_steps entry (an application step)', s, 0, self.num_steps - 1)
-                for s in check_sequence('global_steps', self._global_steps, min_len=0)
-            )
-        )
+            self.default_out_indices() if self._out_indices is None else self._out_indices, self.depth)
+        self.global_steps = None if self._global_steps is None else tuple(
+            check_int('global_steps entry (an application step)', s, 0, self.num_steps - 1)
+            for s in check_sequence('global_steps', self._global_steps, min_len=0))
         self.drop_path_rates = torch.linspace(0, self.drop_path_rate, self.num_steps, device='cpu').tolist()
 
     # ---- structure ----------------------------------------------------------------------------
@@ -221,15 +190,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         return int(self.embed_dim * self.mlp_ratio)
 
     def make_block(self, mlp_layer: Any = Mlp) -> Block:
-        return Block(
-            self.embed_dim,
-            self.num_heads,
-            self.mlp_ratio,
-            self.qkv_bias,
-            self.init_values,
-            mlp_layer,
-            self.pretrain_grid if self.use_rel_pos else None,
-        )
+        return Block(self.embed_dim, self.num_heads, self.mlp_ratio, self.qkv_bias, self.init_values, mlp_layer,
+                     self.pretrain_grid if self.use_rel_pos else None)
 
     @property
     def schedule(self) -> list[int]:
@@ -247,9 +209,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         """The steps with global attention when `global_steps` is None: the ends of 4 equal stages."""
         return args.stage_ends(self.num_steps)
 
-    def windows(
-        self, step: int, grid: tuple[int, int], global_steps: Sequence[int] | None = None
-    ) -> Windows | Global | None:
+    def windows(self, step: int, grid: tuple[int, int],
+                global_steps: Sequence[int] | None = None) -> Windows | Global | None:
         """The attention layout of `step` on a `grid` input: its windows, or for global attention a `Global`
         with relative position biases and None without. `global_steps`: default the model's."""
         if global_steps is None:
@@ -281,9 +242,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         least the smallest): the compute knob (`compute.py`)."""
         candidates = self.settings(grid)
         full = self.plan_flops(self.full_setting(), grid)
-        return candidates[
-            largest_within(fraction, full, lambda i: self.plan_flops(candidates[i], grid), len(candidates))
-        ]
+        return candidates[largest_within(fraction, full, lambda i: self.plan_flops(candidates[i], grid),
+                                         len(candidates))]
 
     def plan_flops(self, setting: Any, grid: tuple[int, int]) -> float:
         """FLOPs per image of the forward at `setting` (its plan and the patch embedding)."""
@@ -294,17 +254,9 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         """The plan of one block per layer over every token: step t (layer t) runs `blocks[t]`; `layers` of the
         L-layer model are read at their rescaled layers among the len(blocks) run."""
         tokens = grid[0] * grid[1] + self.num_prefix_tokens
-        steps = tuple(
-            Step(
-                t,
-                t,
-                b,
-                step_work(self.blocks[b], tokens, w := self.windows(t, grid)),
-                w,
-                self.drop_path_rates[t] if t < len(self.drop_path_rates) else 0.0,
-            )
-            for t, b in enumerate(blocks)
-        )
+        steps = tuple(Step(t, t, b, step_work(self.blocks[b], tokens, w := self.windows(t, grid)), w,
+                           self.drop_path_rates[t] if t < len(self.drop_path_rates) else 0.0)
+                      for t, b in enumerate(blocks))
         return Plan(steps, rescaled_layers(layers, self.depth, len(blocks)), final=len(blocks) - 1)
 
     def layer_positions(self) -> dict[str, list[int]]:
@@ -324,10 +276,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         """Layer depth in [0, `num_layers`] of a parameter (a name of `named_parameters()`; `layer_decay.py`)."""
         names = dict(self.named_parameters())
         if param_name not in names:
-            raise KeyError(
-                f'{param_name!r} is not a parameter of {type(self).__name__}; pass a name from '
-                f'named_parameters(), e.g. {next(iter(names))!r}'
-            )
+            raise KeyError(f'{param_name!r} is not a parameter of {type(self).__name__}; pass a name from '
+                           f'named_parameters(), e.g. {next(iter(names))!r}')
         return decay.layer_depth(param_name, self.layer_positions())
 
     # ---- weights ------------------------------------------------------------------------------
@@ -335,12 +285,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         """Load `init_cfg`'s checkpoint strictly (called by mmengine's Runner; no-op without one). Modules
         initialise themselves at construction (timm's scheme; routers zero)."""
         if self.init_cfg is not None:
-            load_pretrained(
-                self,
-                self.init_cfg['checkpoint'],
-                prefix=self.init_cfg.get('prefix'),
-                map_location=self.init_cfg.get('map_location', 'cpu'),
-            )
+            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
+                            map_location=self.init_cfg.get('map_location', 'cpu'))
         self.is_init = True  # mmengine's BaseModule convention: do not initialise twice
 
     @abc.abstractmethod
@@ -386,9 +332,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         patch grid (default 1 x (N - prefix tokens), which is all a plan needs without windows). Sets `self.stats`."""
         if grid is None:
             if self.window_size or self.use_rel_pos:
-                raise ValueError(
-                    "window attention and relative position biases need the tokens' patch grid: pass grid=(h, w)"
-                )
+                raise ValueError('window attention and relative position biases need the tokens\' patch grid: '
+                                 'pass grid=(h, w)')
             grid = (1, x.shape[1] - self.num_prefix_tokens)
         fwd = Forward(tuple(grid))
         states = self.forward_states(x, args.check_out_indices(list(layers), self.depth, 'layers'), fwd)
@@ -396,9 +341,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         self.stats = fwd.stats
         return states
 
-    def get_intermediate_states(
-        self, x: Tensor, layers: Sequence[int], compute: float | None = None
-    ) -> tuple[list[Tensor], tuple[int, int]]:
+    def get_intermediate_states(self, x: Tensor, layers: Sequence[int],
+                                compute: float | None = None) -> tuple[list[Tensor], tuple[int, int]]:
         """Image -> (states (B, N, D) of `layers`, patch grid): the one way to get features (STYLE 7).
 
         compute: the knob for this call (None: the attribute's default). Sets `self.stats` to this forward's
@@ -406,10 +350,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         """
         fraction = check_compute(self.compute if compute is None else compute)
         if fraction is not None and self.training:
-            raise RuntimeError(
-                f'compute={fraction} is a test-time knob (eval mode only); call model.eval() '
-                'or set compute=None to train'
-            )
+            raise RuntimeError(f'compute={fraction} is a test-time knob (eval mode only); call model.eval() '
+                               'or set compute=None to train')
         layers = args.check_out_indices(list(layers), self.depth, 'layers')
         # One sync at the end resolves every router/aux-loss check (none while tracing: it would bake the flags
         # into the trace).
@@ -419,9 +361,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         states = self.forward_states(self.embed(x), layers, fwd)
         plan, stats = fwd.plan, fwd.stats
         states = [self.norm(s) if p == plan.final else s for s, p in zip(states, plan.outputs)]
-        stats.aux_losses = {
-            k: fwd.finite(f'auxiliary loss {k}', 'the end of the forward', v) for k, v in stats.aux_losses.items()
-        }
+        stats.aux_losses = {k: fwd.finite(f'auxiliary loss {k}', 'the end of the forward', v)
+                            for k, v in stats.aux_losses.items()}
         if fwd.guard is not None:
             fwd.guard.finish()
         stats.grid = fwd.grid
@@ -453,4 +394,4 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
 
     def pool(self, tokens: Tensor) -> Tensor:
         """(B, N, D) normalised final tokens -> (B, D): the CLS token, or the mean of the patch tokens."""
-        return tokens[:, 0] if self.out_type == 'cls_token' else tokens[:, self.num_prefix_tokens :].mean(1)
+        return tokens[:, 0] if self.out_type == 'cls_token' else tokens[:, self.num_prefix_tokens:].mean(1)
