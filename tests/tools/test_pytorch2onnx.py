@@ -1,7 +1,9 @@
 """tools/deployment/pytorch2onnx.py end to end: det, seg and cls toy configs, parity before saving, refusals."""
 
 import importlib.util
+import os
 import os.path as osp
+import stat
 
 import pytest
 from helpers import REPO
@@ -23,9 +25,14 @@ def load_tool():
 
 def test_tool_det_dynamic(tmp_path, capsys):
     out = tmp_path / 'det.onnx'
-    assert load_tool().main([DET, 'none', '--shape', '64', '64', '--dynamic', '--out', str(out)]) == 0
+    umask = os.umask(0o027)  # a umask the temporary file's 0600 would not match
+    try:
+        assert load_tool().main([DET, 'none', '--shape', '64', '64', '--dynamic', '--out', str(out)]) == 0
+    finally:
+        os.umask(umask)
     text = capsys.readouterr().out
     assert out.is_file() and 'saved' in text
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640  # what open() makes under umask 027
     assert text.count(' ok\n') + text.endswith(' ok') >= 3 * 5  # 5 neck maps at 3 sizes
     assert not list(tmp_path.glob('*.tmp'))
 

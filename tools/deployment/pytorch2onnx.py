@@ -38,6 +38,7 @@ import torch
 from mmengine.config import DictAction
 
 from mmrecvit import deploy
+from mmrecvit.inputs import bad_input, checkpoint_file
 from mmrecvit.mm.tooling import build_model, init_scope, load_config
 
 
@@ -150,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not deploy.parity_ok(rows, args.tolerance):
             print(f'parity FAILED (tolerance {args.tolerance:g}): nothing saved', file=sys.stderr)
             return 1
+        os.chmod(tmp, new_file_mode())  # mkstemp made it 0600, whatever the umask
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
