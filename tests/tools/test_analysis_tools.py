@@ -133,6 +133,23 @@ def test_visualize_depth_uses_the_checkpoint(tiny_configs, seg_image, tmp_path):
     assert (loaded.backbone.stats.token_maps['depth'] == 1).all()
 
 
+def test_visualize_depth_colour_bars_are_as_tall_as_their_image(tmp_path, monkeypatch):
+    """Issue 41.7: `fig.colorbar(ax=...)` spanned the axes' box, taller than a wide image's panel."""
+    figures = []
+    monkeypatch.setattr(visualize_depth.plt, 'close', figures.append)  # keep the figure to measure it
+    image = np.zeros((64, 160, 3), np.uint8)  # a wide image: 4 x 10 patches
+    depths = np.arange(40).reshape(4, 10) % 3 + 1
+    visualize_depth.draw_token_map(image, depths, 16, 'title', 'depth', tmp_path / 'd.png')
+    visualize_depth.draw_token_map(image, np.random.rand(3, 4, 10), 16, 'title', 'mixture', tmp_path / 'm.png')
+    for fig in figures:
+        fig.canvas.draw()
+        bars = [ax for ax in fig.axes if getattr(ax, '_colorbar', None) is not None]  # matplotlib marks its bars so
+        panels = [ax for ax in fig.axes if ax.images and ax not in bars][1:]  # not the input image
+        assert len(bars) == len(panels) > 0
+        for bar, panel in zip(bars, panels):
+            assert abs(bar.get_position().height - panel.get_position().height) < 1e-3
+
+
 # ---- gen_metafile -------------------------------------------------------------------------------
 def test_gen_metafile_writes_a_valid_model_index(tiny_configs, tmp_path, capsys):
     out = tmp_path / 'metafile.yml'
