@@ -18,7 +18,7 @@ from . import arguments as args
 from . import embedding
 from . import layer_decay as decay
 from .checkpoint import load_pretrained
-from .checks import check_bool, check_choice, check_float, check_int, check_sequence, refuse_unknown_keywords
+from .checks import check_bool, check_choice, check_float, check_int, check_sequence, checked_keywords
 from .compute import check_compute, largest_within
 from .flops import conv_work
 from .layers import Block, Mlp
@@ -96,6 +96,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
             fraction in (0, 1] of the full-depth backbone FLOPs at the input's size. `forward(x, compute=...)`
             takes one per call; eval mode only.
     """
+    # An argument that acts only in some modes of another is refused in the others (checks.check_modes).
+    mode_arguments = {'global_steps': ('window_size', (0,))}  # window_size 0: every step attends globally
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Wrap each subclass's `__init__` so that the contract is checked once the whole model is built (when
@@ -104,7 +106,7 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         init = cls.__dict__.get('__init__')
         if init is None:
             return
-        init = refuse_unknown_keywords(init)  # a misspelt argument: one line naming the closest ones (checks.py)
+        init = checked_keywords(init)  # a misspelt or ineffective argument: one line naming why (checks.py)
 
         @functools.wraps(init)
         def checked_init(self: ViTBackbone, *a: Any, **k: Any) -> None:
@@ -119,7 +121,7 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
 
         cls.__init__ = checked_init
 
-    @refuse_unknown_keywords  # the end of the chain: what subclasses pass on with **kwargs is checked here
+    @checked_keywords  # the end of the chain: what subclasses pass on with **kwargs is checked here
     def __init__(self, *, embed_dim: int, num_heads: int, depth: int, out_indices: Sequence[int] | None = None,
                  mlp_ratio: float = 4.0, qkv_bias: bool = True, init_values: float | None = None,
                  patch_size: int = 16, img_size: int | Sequence[int] = 224, in_channels: int = 3,

@@ -64,13 +64,41 @@ def check_keywords(cls: type, init: Callable, kwargs: Mapping[str, Any]) -> None
     raise ArgumentTypeError(f'{cls.__name__} got {"an " if not plural else ""}unknown argument{plural} {named}{rest}')
 
 
-def refuse_unknown_keywords(init: Callable) -> Callable:
-    """Decorate an `__init__` so that a keyword it cannot take is refused by `check_keywords` (not Python's
-    "got an unexpected keyword argument", which names neither the class built nor what it accepts)."""
+def default_of(cls: type, name: str) -> Any:
+    """The default of keyword `name` along `cls`'s `__init__` chain (the first `__init__` that names it)."""
+    for klass in cls.__mro__:
+        if '__init__' in vars(klass):
+            param = inspect.signature(inspect.unwrap(vars(klass)['__init__'])).parameters.get(name)
+            if param is not None:
+                return param.default
+    raise KeyError(f'{cls.__name__} has no argument {name!r}')
+
+
+def check_modes(cls: type, kwargs: Mapping[str, Any]) -> None:
+    """`mode_arguments` of `cls` and its bases, {argument: (mode argument, the modes that ignore it)}: an argument
+    given while its mode argument (given, or its default) is one of those modes would have no effect; it is refused,
+    naming the mode, instead of being silently ignored."""
+    table: dict[str, tuple[str, Sequence[Any]]] = {}
+    for klass in reversed(cls.__mro__):
+        table.update(vars(klass).get('mode_arguments', {}))
+    for name, (mode, ignored_in) in table.items():
+        value = kwargs[mode] if mode in kwargs else default_of(cls, mode)
+        if name in kwargs and value in ignored_in:
+            raise ArgumentValueError(
+                f'{cls.__name__}: {name}={kwargs[name]!r} has no effect with {mode}={value!r}; '
+                f'leave {name} out or choose another {mode}'
+            )
+
+
+def checked_keywords(init: Callable) -> Callable:
+    """Decorate an `__init__` so that its keywords are checked before it runs: one it cannot take is refused by
+    `check_keywords` (not Python's "got an unexpected keyword argument", which names neither the class built nor
+    what it accepts), one with no effect in the mode chosen by `check_modes`."""
 
     @functools.wraps(init)
     def checked(self: Any, *args: Any, **kwargs: Any) -> None:
         check_keywords(type(self), init, kwargs)
+        check_modes(type(self), kwargs)
         init(self, *args, **kwargs)
 
     return checked

@@ -67,8 +67,6 @@ COMMON = [
     ('window_size', -1, ValueError, ['window_size', '[0, inf]']),
     ('window_size', 14.0, TypeError, ['window_size', INT]),
     ('use_rel_pos', 'yes', TypeError, ['use_rel_pos', BOOL]),
-    ('global_steps', 3, TypeError, ['global_steps', 'list or tuple']),
-    ('global_steps', [0.5], TypeError, ['global_steps entry', INT]),
     ('final_norm', 'yes', TypeError, ['final_norm', BOOL]),
     ('nonfinite', 'ignore', ValueError, ['nonfinite', "['raise', 'warn']"]),
     ('nonfinite', None, ValueError, ['nonfinite', "['raise', 'warn']"]),
@@ -199,16 +197,22 @@ SPECIFIC = {
         ('out_indices', [5], ValueError, ['out_indices entry', '[-5, 4]']),
         ('out_indices', ['0'], TypeError, ['out_indices entry', INT]),
         ('timm_init', 'middle', ValueError, ['timm_init', "['average', 'pick']"]),
-        ('shared_init_block', -1, ValueError, ['shared_init_block', '[0, inf]']),
-        ('shared_init_block', 1.0, TypeError, ['shared_init_block', INT]),
     ],
 }
 # Arguments of another argument's mode: (backbone, base kwargs, argument, value, exception, words).
+# Arguments that act only in some modes (checks.check_modes) are checked in a mode where they act.
 COMBINATIONS = [
     *(
-        (name, dict(window_size=2), 'global_steps', [10_000], ValueError, ['global_steps entry (an application step)'])
+        (name, dict(window_size=2), 'global_steps', value, exc, words)
         for name in sorted(BACKBONES)
+        for value, exc, words in (
+            (3, TypeError, ['global_steps', 'list or tuple']),
+            ([0.5], TypeError, ['global_steps entry', INT]),
+            ([10_000], ValueError, ['global_steps entry (an application step)']),
+        )
     ),
+    ('MoRViT', dict(timm_init='pick'), 'shared_init_block', -1, ValueError, ['shared_init_block', '[0, inf]']),
+    ('MoRViT', dict(timm_init='pick'), 'shared_init_block', 1.0, TypeError, ['shared_init_block', INT]),
     *(
         (
             name,
@@ -337,7 +341,7 @@ def constructor_arguments(cls):
 @pytest.mark.parametrize('name', sorted(BACKBONES))
 def test_the_table_covers_every_argument(name):
     cls = BACKBONES[name]
-    covered = {row[0] for row in rows_of(name)} | {'pretrained'}
+    covered = {row[0] for row in rows_of(name)} | {c[2] for c in COMBINATIONS if c[0] == name} | {'pretrained'}
     missing = constructor_arguments(cls) - covered
     assert not missing, f'{name}: constructor arguments without bad-value rows: {sorted(missing)}'
     deprecated = {old for backbone, kwargs, _, _ in DEPRECATED if backbone == name for old in kwargs}
@@ -458,3 +462,60 @@ def test_a_method_without_kwargs_names_its_own_arguments():
         Halves(halfs=3)
     assert str(info.value) == "Halves got an unknown argument 'halfs' (closest: 'halves')"
     assert Halves(halves=1).depth == 2
+
+
+# An argument with no effect in the mode chosen (issue 41, item 7): refused naming the mode, not silently ignored.
+NO_EFFECT = [
+    (
+        'MoRViT',
+        dict(shared_init_block=2),  # timm_init='average' (the default) averages the tied layers: no block is picked
+        "MoRViT: shared_init_block=2 has no effect with timm_init='average'; leave shared_init_block out or choose "
+        'another timm_init',
+    ),
+    (
+        'SRViT',
+        dict(readout='final', router_input='recursion_states'),
+        "SRViT: router_input='recursion_states' has no effect with readout='final'; leave router_input out or choose "
+        'another readout',
+    ),
+    (
+        'SRViT',
+        dict(readout='final', timm_init='fresh'),
+        "SRViT: timm_init='fresh' has no effect with readout='final'; leave timm_init out or choose another readout",
+    ),
+    (
+        'ReViT',
+        dict(num_experts=1, timm_gates='uniform'),
+        "ReViT: timm_gates='uniform' has no effect with num_experts=1; leave timm_gates out or choose another "
+        'num_experts',
+    ),
+    *(
+        (
+            name,
+            dict(global_steps=[1]),  # window_size=0 (the default): every step attends globally already
+            f'{name}: global_steps=[1] has no effect with window_size=0; leave global_steps out or choose another '
+            'window_size',
+        )
+        for name in ('PlainViT', 'EdgeRecViT')
+    ),
+]
+
+
+@pytest.mark.parametrize('name, kwargs, message', NO_EFFECT, ids=[f'{n}-{next(iter(k))}' for n, k, _ in NO_EFFECT])
+def test_an_argument_with_no_effect_in_the_chosen_mode_is_refused_naming_the_mode(name, kwargs, message):
+    with pytest.raises(ValueError) as info:
+        BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs})
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    'name, kwargs',
+    [
+        ('MoRViT', dict(shared_init_block=2, timm_init='pick')),
+        ('SRViT', dict(readout='hard', timm_init='fresh')),
+        ('ReViT', dict(num_experts=2, timm_gates='uniform')),
+        ('PlainViT', dict(global_steps=[1], window_size=2)),
+    ],
+)
+def test_the_same_arguments_in_a_mode_where_they_act_build(name, kwargs):
+    BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs})
