@@ -15,7 +15,10 @@ head's logits); mmpretrain configs -> the classifier's logits. The dynamo export
 reViT (`--revit-mode`): 'fold' (default) exports the folded dense twin (`fold_to_plainvit`, what a
 deployment runs: L plain blocks, no router); 'online' exports the reViT as configured (router and
 expert merge in the graph). Edge-RecViT needs execution='masked' and MoR-ViT routing='expert_choice':
-the other modes run data-dependent token counts and are refused with an error saying so.
+the other modes run data-dependent token counts and are refused with an error saying so. With --dynamic, the
+segmentors' adaptive average pooling (UPerHead's pyramid pooling) is exported in a form exact at every size
+(`mmrecvit.deploy.AdaptiveAvgPoolMatmul`); a module no dynamic graph computes (adaptive max pooling) is refused
+before exporting, with the fixed-size command (mmseg's slide-inference crop when the config slides).
 
 Parity: the file runs in onnxruntime (CPUExecutionProvider) next to PyTorch eager on random inputs at
 the export size and, with --dynamic, at two other sizes (`--check-shapes` to choose); a table of max
@@ -100,6 +103,14 @@ def new_file_mode() -> int:
     return 0o666 & ~umask
 
 
+def fixed_size_command(args: argparse.Namespace, cfg) -> str:
+    """The static export of this config: at mmseg's slide-inference crop (what its windows run at) if it slides,
+    else at --shape."""
+    test_cfg = cfg.model.get('test_cfg') or {}
+    H, W = test_cfg['crop_size'] if test_cfg.get('mode') == 'slide' else args.shape
+    return f'python tools/deployment/pytorch2onnx.py {args.config} {args.checkpoint} --shape {H} {W}'
+
+
 def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple[int, int]]:
     shape = tuple(args.shape)
     if args.check_shapes is None:
@@ -129,9 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     folded = args.revit_mode == 'fold' and deploy.fold_revit_backbone(model)
     module = deploy.export_module(model, scope)
     try:
-        deploy.check_exportable(module)
+        deploy.check_exportable(module, args.dynamic)
     except ValueError as e:
-        raise SystemExit(f'pytorch2onnx: {e}') from e
+        fixed = '' if not args.dynamic else f'; at a fixed size: {fixed_size_command(args, cfg)}'
+        raise SystemExit(f'pytorch2onnx: {e}{fixed}') from e
     out = Path(args.out or Path('work_dirs') / (Path(args.config).stem + '.onnx'))
     out.parent.mkdir(parents=True, exist_ok=True)
 
