@@ -22,6 +22,7 @@ from mmengine.runner import Runner
 from ..inputs import bad_input, config_file
 from .checkpoint import check_checkpoint_matches_model, check_checkpoint_to_load, checkpoint_to_load
 from .dist import setup_cpu_distributed
+from .logs import readable_config, readable_logger
 
 LAUNCHERS = ('none', 'pytorch', 'slurm', 'mpi')
 
@@ -77,10 +78,12 @@ def build_runner(cfg: Config, launcher: str, tool: str, strict_load: bool = Fals
         # the existing instance without making it the current one, so the visualization hook of a second run in
         # one process (tests, `demo.py --task transfer`) would draw with another task's visualizer.
         cfg.visualizer.pop('name', None)
+    readable_config(cfg)  # log intervals that suit the run, the IoU table of the classes in use (logs.py)
     path, resume = checkpoint_to_load(cfg)
     with bad_input(tool):  # a bad checkpoint, argument name or value, or `type`: one line, not torch's traceback
         check_checkpoint_to_load(cfg)  # before the Runner: the file itself (mmrecvit/mm/checkpoint.py)
         runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
         # mmengine loads non-strictly: another model's file would pass with a warning
         check_checkpoint_matches_model(runner.model, path, strict=resume or strict_load)
+    readable_logger(runner.logger)
     return runner

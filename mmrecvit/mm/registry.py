@@ -130,10 +130,13 @@ def register_all() -> list[str]:
             for name, cls in classes.items():
                 _put(reg, name, cls)
             reg.build_func = _suggesting(reg.build_func)
-    if 'mmseg' in scopes:  # tools/test.py --show-dir for segmentors
+    if 'mmseg' in scopes:  # tools/test.py --show-dir, and the IoU table of the classes in use (logs.py)
+        from .metrics import IoUMetricInUse
         from .visualization import SegShowDirVisualizer
 
-        _put(importlib.import_module('mmseg.registry').VISUALIZERS, 'SegShowDirVisualizer', SegShowDirVisualizer)
+        mmseg = importlib.import_module('mmseg.registry')
+        _put(mmseg.VISUALIZERS, 'SegShowDirVisualizer', SegShowDirVisualizer)
+        _put(mmseg.METRICS, 'IoUMetricInUse', IoUMetricInUse)
     on_register(_register_backbone)  # every backbone, also one registered later (`models.register_backbone`)
     _forward_logs_to_mmengine()
     return scopes
