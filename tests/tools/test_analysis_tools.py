@@ -17,7 +17,7 @@ import pytest
 import torch
 import yaml
 from backbone_cases import BACKBONE_CASES
-from helpers import REPO, cached_config
+from helpers import REPO, bad_input_line, cached_config
 
 sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
 sys.path.insert(0, osp.join(REPO, 'tools', 'model_converters'))
@@ -183,11 +183,14 @@ def test_gen_metafile_writes_a_valid_model_index(tiny_configs, tmp_path, capsys)
     assert '| mIoU 31.2 (150 it.) |' in printed or '| mIoU 31.3 (150 it.) |' in printed
 
 
-def test_gen_metafile_refuses_a_scores_folder_without_scores(tiny_configs, tmp_path):
-    with pytest.raises(FileNotFoundError, match='--scores .*no \\*/scores.json'):
-        gen_metafile.main(
+def test_gen_metafile_refuses_a_scores_folder_without_scores(tiny_configs, tmp_path, capsys):
+    line = bad_input_line(
+        capsys,
+        lambda: gen_metafile.main(
             ['--configs', str(tiny_configs['PlainViT']), '--out', str(tmp_path / 'm.yml'), '--scores', str(tmp_path)]
-        )
+        ),
+    )
+    assert line.endswith(f'--scores {tmp_path}: no */scores.json there (tools/demo.py writes them)')
 
 
 def test_every_config_is_indexed_with_a_known_collection():
