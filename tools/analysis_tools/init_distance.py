@@ -49,12 +49,17 @@ def candidates(depth: int) -> list[tuple[str, str, str, dict[str, Any]]]:
     return [
         ('PlainViT', 'block i <- block i', 'is DeiT', dict(depth=depth)),
         ('NaiveRecursiveViT k=3', "timm_init='cycle' (default)", '', dict(depth=depth, num_blocks=3)),
-        ('NaiveRecursiveViT k=3', "timm_init='pick'", 'SPEC §6', dict(depth=depth, num_blocks=3, timm_init='pick')),
+        (
+            'NaiveRecursiveViT k=3',
+            "timm_init='pick'",
+            "the usual 'pick' mapping",
+            dict(depth=depth, num_blocks=3, timm_init='pick'),
+        ),
         ('NaiveRecursiveViT k=3', "timm_init='average'", '', dict(depth=depth, num_blocks=3, timm_init='average')),
         ('SRViT T=4', "timm_init='function' (default)", '', dict(depth=depth)),
         ('SRViT T=4', "timm_init='fresh'", 'uniform mixture', dict(depth=depth, timm_init='fresh')),
         ('ReViT E=4', "timm_gates='programmed' (default)", '', dict(depth=depth)),
-        ('ReViT E=4', "timm_gates='uniform'", 'SPEC §2 zero router', dict(depth=depth, timm_gates='uniform')),
+        ('ReViT E=4', "timm_gates='uniform'", "the paper's zero router", dict(depth=depth, timm_gates='uniform')),
         ('EdgeRecViT', 'head 0, shared n/2, tail n-1, DeiT norm (default)', "ranker's depths", dict(depth=depth)),
         ('EdgeRecViT', 'the same', 'every token at full depth', dict(depth=depth, depth_shift=depth - 1)),
         (

@@ -3,7 +3,7 @@
     python tools/analysis_tools/padding_effect.py CONFIG CHECKPOINT [--num-images 8]
 
 mmdet pads every image of a batch to the batch's largest size, and our token-adaptive backbones see the
-padding as tokens (SPEC keeps the papers' rules):
+padding as tokens (the papers' rules are kept):
 * MoR-ViT expert choice keeps ceil(capacity * N) of each image's N patch tokens, padding included, so
   padding changes which real tokens recurse;
 * Edge-RecViT's ranker sets each token's depth from that token alone, but its DU balance loss

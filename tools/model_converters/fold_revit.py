@@ -1,4 +1,4 @@
-"""Fold a reViT checkpoint into a dense `PlainViT` checkpoint with L blocks (SPEC §2 "Fold to dense").
+"""Fold a reViT checkpoint into a dense `PlainViT` checkpoint with L blocks (docs/methods/revit.md, "fold").
 
     python tools/model_converters/fold_revit.py CHECKPOINT --depth L OUT [--config CFG | --num-heads H]
 

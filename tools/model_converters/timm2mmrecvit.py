@@ -1,4 +1,5 @@
-"""Convert a timm/DeiT ViT checkpoint into initial weights for one of our backbones (SPEC §6).
+"""Convert a timm/DeiT ViT checkpoint into initial weights for one of our backbones (each method's
+timm/DeiT start: docs/methods/).
 
     python tools/model_converters/timm2mmrecvit.py deit_small_patch16_224-cd65a155.pth out.pth \\
         --model 'SRViT(arch="small", num_recursions=4)'
@@ -13,7 +14,7 @@ prefix tokens adapted, pos_embed resampled to the model's grid, **strict** load)
 As HF's conversion scripts do, the result is checked before anything is written:
 
 * parity, where the architecture computes DeiT: a twin of the target at the checkpoint's resolution
-  (`PlainViT`: itself; `SRViT`: with T=1, which is DeiT exactly, SPEC §1) is loaded from SRC, and
+  (`PlainViT`: itself; `SRViT`: with T=1, which is DeiT exactly: docs/methods/srvit.md) is loaded from SRC, and
   its states after every block (PlainViT) or unit (SR-ViT) must match timm's `VisionTransformer`
   built with the same weights (`--tolerance`, relative to max(1, max |timm output|)); the target's
   tensors shared with the twin must then equal the twin's;
