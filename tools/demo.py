@@ -38,12 +38,12 @@ from mmengine.config import Config
 from mmengine.device import get_device
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
-from mmengine.runner import Runner
 from mmpretrain.apis import ImageClassificationInferencer
 from mmseg.apis import MMSegInferencer
 
 import mmrecvit  # noqa: F401  (compat fixes + registration)
 from mmrecvit.datasets import TOY_ADE_DIR, TOY_CLS_DIR, TOY_COCO_DIR, make_toy_data, toy_data_cfg
+from mmrecvit.mm import cli
 from mmrecvit.mm.checkpoint import check_checkpoint_matches_model
 from mmrecvit.mm.tooling import in_percent
 
@@ -87,7 +87,7 @@ def evaluate(cfg: Config, checkpoint: str, work_dir: str) -> dict:
     cfg = cfg.copy()
     cfg.load_from = checkpoint
     cfg.work_dir = work_dir
-    metrics = Runner.from_cfg(cfg).test()
+    metrics = cli.build_runner(cfg, 'none', tool='demo.py').test()
     return {k: float(v) for k, v in metrics.items()}  # numpy scalars (mmseg's IoUMetric) -> JSON-able floats
 
 
@@ -194,7 +194,7 @@ def run_task(
     # whatever val_interval says): both weights are evaluated below, once each, through `test`.
     fit_cfg = cfg.copy()
     fit_cfg.val_dataloader = fit_cfg.val_cfg = fit_cfg.val_evaluator = None
-    runner = Runner.from_cfg(fit_cfg)
+    runner = cli.build_runner(fit_cfg, 'none', tool='demo.py')  # its log as tools/train.py's (mm/logs.py)
     runner.register_hook(SaveInitialWeights(init_ckpt))
     runner.train()
     train_s = time.time() - t0

@@ -49,10 +49,10 @@ def parse_args(argv=None):
 
 def build_cfg(args) -> Config:
     cfg = cli.load_config(args)
-    cfg.load_from = checkpoint_file(args.checkpoint, allow_none=False)
     task = cfg.get('default_scope')
     if task not in SCOPES:
         raise SystemExit(f'config default_scope must be one of {", ".join(map(repr, SCOPES))}, got {task!r}')
+    cfg.load_from = checkpoint_file(args.checkpoint, allow_none=False)
     if args.tta:
         missing = [k for k in ('tta_model', 'tta_pipeline') if not cfg.get(k)]
         if missing:

@@ -76,14 +76,15 @@ def default_of(cls: type, name: str) -> Any:
 
 def check_modes(cls: type, kwargs: Mapping[str, Any]) -> None:
     """`mode_arguments` of `cls` and its bases, {argument: (mode argument, the modes that ignore it)}: an argument
-    given while its mode argument (given, or its default) is one of those modes would have no effect; it is refused,
-    naming the mode, instead of being silently ignored."""
+    given another value than its default while its mode argument (given, or its default) is one of those modes would
+    have no effect; it is refused, naming the mode, instead of being silently ignored. (Its default value passes: an
+    inherited config key that says nothing new.)"""
     table: dict[str, tuple[str, Sequence[Any]]] = {}
     for klass in reversed(cls.__mro__):
         table.update(vars(klass).get('mode_arguments', {}))
     for name, (mode, ignored_in) in table.items():
         value = kwargs[mode] if mode in kwargs else default_of(cls, mode)
-        if name in kwargs and value in ignored_in:
+        if name in kwargs and kwargs[name] != default_of(cls, name) and value in ignored_in:
             raise ArgumentValueError(
                 f'{cls.__name__}: {name}={kwargs[name]!r} has no effect with {mode}={value!r}; '
                 f'leave {name} out or choose another {mode}'

@@ -515,7 +515,9 @@ def test_an_argument_with_no_effect_in_the_chosen_mode_is_refused_naming_the_mod
         ('SRViT', dict(readout='hard', timm_init='fresh')),
         ('ReViT', dict(num_experts=2, timm_gates='uniform')),
         ('PlainViT', dict(global_steps=[1], window_size=2)),
+        ('SRViT', dict(readout='final', router_input='unit_input', timm_init='function')),  # their defaults
+        ('MoRViT', dict(shared_init_block=6)),  # an inherited default says nothing new
     ],
 )
-def test_the_same_arguments_in_a_mode_where_they_act_build(name, kwargs):
+def test_the_same_arguments_where_they_act_or_at_their_default_build(name, kwargs):
     BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs})
