@@ -44,6 +44,13 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    transformers >= 5 installed (our `[hf]` extra) and mmpretrain's models not yet imported, `WITH_MULTIMODAL`
    is set False before they are: mmpretrain then registers its placeholders for BLIP, CLIP, Flamingo... (which
    say they need other dependencies when built), and everything else of mmpretrain, mmdet and mmseg imports.
+6. The pinned stack's notices about its own internals, which a user of these configs can do nothing about, are
+   silenced one by one (`QUIET_WARNINGS`: the module that warns, the category and the message; nothing else is
+   filtered): setuptools' `pkg_resources` deprecation (mmengine and mmseg import it; we pin setuptools < 82
+   knowingly), `torch.jit.script`'s deprecation (fvcore and detectron2 decorate functions with it at import,
+   and mmdet imports detectron2), mmseg's `build_loss` and `reduce_zero_label` deprecations (its own heads and
+   ADE20K pipeline), its "The draw is False" note (the visualization hook off, mmseg's default) and mmcv's
+   ImportWarning that `MultiScaleDeformableAttention` moved. Everything else still warns.
 
 numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/test_compat.py`).
 
@@ -62,12 +69,23 @@ import importlib.metadata
 import importlib.util
 import os.path as osp
 import pickle
+import re
 import sys
+import warnings
 
 import numpy as np
 import torch
 
 _applied = False
+# Fix 6: (module the warning is attributed to, category, start of its message).
+QUIET_WARNINGS = (
+    ('', UserWarning, 'pkg_resources is deprecated as an API'),
+    ('torch.jit._script', FutureWarning, '`torch.jit.script` is deprecated'),
+    ('mmseg.models.builder', UserWarning, '``build_loss`` would be deprecated soon'),
+    ('mmseg.datasets.transforms.loading', UserWarning, '`reduce_zero_label` will be deprecated'),
+    ('mmseg.engine.hooks.visualization_hook', UserWarning, 'The draw is False'),
+    ('mmcv.cnn.bricks.transformer', ImportWarning, '``MultiScaleDeformableAttention`` has been moved'),
+)
 
 
 def _history_buffer_getattr(obj: object, name: str) -> object:
@@ -155,11 +173,18 @@ def mmpretrain_multimodal_breaks() -> bool:
     return major >= 5
 
 
+def quiet_warnings() -> None:
+    """Fix 6: a filter per `QUIET_WARNINGS` entry, ahead of the filters already there."""
+    for module, category, message in QUIET_WARNINGS:
+        warnings.filterwarnings('ignore', message=re.escape(message), category=category, module=re.escape(module))
+
+
 def apply() -> None:
     """Apply every fix once (idempotent)."""
     global _applied
     if _applied:
         return
+    quiet_warnings()
     if importlib.util.find_spec('mmengine') is not None:
         torch.serialization.add_safe_globals(mmengine_safe_globals())
         from mmengine.runner.checkpoint import CheckpointLoader

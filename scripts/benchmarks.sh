@@ -82,7 +82,7 @@ bench cp checkpointing_memory 'Activation checkpointing in training (with_cp)' \
   --mode train --batch 2 --size 512 --warmup 1 --repeats "$(( (REPEATS + 2) / 3 ))" --reference plainvit
 
 bench train train_step 'Training step at equal block applications (12) vs PlainViT-S' \
-  'A training step (train mode with its routers, noise and auxiliary losses; forward, backward, AdamW step) at 224x224: within 5 % of PlainViT-S at 12 applications; MoR-ViT and Edge-RecViT also at their default capacities / ranker depths, where training runs the block on the selected tokens only (MoR expert choice) or on every token with exited ones frozen (Edge-RecViT trains masked, SPEC), so its FLOP ratio is what to compare.' \
+  'A training step (train mode with its routers, noise and auxiliary losses; forward, backward, AdamW step) at 224x224: within 5 % of PlainViT-S at 12 applications; MoR-ViT and Edge-RecViT also at their default capacities / ranker depths, where training runs the block on the selected tokens only (MoR expert choice) or on every token with exited ones frozen (Edge-RecViT trains masked, as its paper), so its FLOP ratio is what to compare.' \
   plainvit-s='PlainViT(arch="small")' \
   naive-s='NaiveRecursiveViT(arch="small", num_blocks=3)' \
   srvit-s-T1='SRViT(arch="small", num_recursions=1)' \

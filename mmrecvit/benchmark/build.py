@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from ..mm.registry import SCOPES
+from ..models.checks import closest
 from ..models.flops import conv_work, dense_work, total_flops
 from .forcing import force_mean_depth, pop_depth_forcing
 from .specs import ModelSpec, SpecError
@@ -90,7 +91,9 @@ def _apply_forcing(spec: ModelSpec, module: nn.Module, forcing: dict[str, Any]) 
 def _build_our_backbone(spec: ModelSpec, name: str, kwargs: dict[str, Any]) -> nn.Module:
     table = _backbones()
     if name not in table:
-        raise SpecError(f'model spec {spec.text!r}: unknown backbone {name!r}; registered: {sorted(table)}')
+        near = closest(name, list(table))
+        hint = f'closest: {", ".join(near)}' if near else f'registered: {", ".join(table)}'
+        raise SpecError(f'model spec {spec.text!r}: unknown backbone {name!r}; {hint}')
     kwargs = dict(kwargs)  # the spec's own dict stays as parsed
     forcing = _pop_forcing(spec, kwargs)
     try:

@@ -73,12 +73,15 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
             group['lr'] = group.get('lr', self.base_lr) * scale
             group['lr_scale'] = scale
         if summary:
-            rows = ', '.join(f'depth {d:g}: x{s:.4g} ({n / 1e6:.2f}M)' for (d, s), n in sorted(summary.items()))
+            (low, first), (high, last) = min(summary), max(summary)
             print_log(
-                f'layer-wise lr decay {self.layer_decay_rate}: {rows}; other parameters x1',
+                f'layer-wise lr decay {self.layer_decay_rate}: backbone lr x{first:.4g} (depth {low:g}) to x{last:.4g} '
+                f"(depth {high:g}) over {len(summary)} depths, other parameters x1 (each depth at log_level='DEBUG')",
                 logger='current',
                 level=logging.INFO,
             )
+            rows = ', '.join(f'depth {d:g}: x{s:.4g} ({n / 1e6:.2f}M)' for (d, s), n in sorted(summary.items()))
+            print_log(f'layer-wise lr decay by depth: {rows}', logger='current', level=logging.DEBUG)
         else:
             print_log(
                 'LayerDecayOptimWrapperConstructor: no module of the model answers layer_depth(); every lr scale is 1',

@@ -21,7 +21,7 @@ from . import arguments as args
 from . import embedding, token_adaptive
 from . import layer_decay as decay
 from .checkpoint import load_pretrained
-from .checks import check_bool, check_choice, check_float, check_int
+from .checks import check_bool, check_choice, check_float, check_int, checked_keywords
 from .compute import check_compute, largest_within
 from .features import TimmFeatures
 from .flops import OpWork, conv_work, total_flops
@@ -92,6 +92,9 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
             takes one per call; eval mode only.
     """
 
+    # An argument that acts only in some modes of another is refused in the others (checks.check_modes).
+    mode_arguments = {'global_steps': ('window_size', (0,))}  # window_size 0: every step attends globally
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Wrap each subclass's `__init__` so that the contract is checked once the whole model is built (when
         the outermost `__init__` returns, whichever class defines it)."""
@@ -99,6 +102,7 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
         init = cls.__dict__.get('__init__')
         if init is None:
             return
+        init = checked_keywords(init)  # a misspelt or ineffective argument: one line naming why (checks.py)
 
         @functools.wraps(init)
         def checked_init(self: ViTBackbone, *a: Any, **k: Any) -> None:
@@ -113,6 +117,7 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
 
         cls.__init__ = checked_init
 
+    @checked_keywords  # the end of the chain: what subclasses pass on with **kwargs is checked here
     def __init__(
         self,
         *,

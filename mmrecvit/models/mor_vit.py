@@ -83,6 +83,7 @@ class MoRViT(ViTBackbone):
     Statistics: `aux_losses` `loss_router_bce` (expert-choice, training) or `loss_balance`, `loss_z`
     (token-choice); `scalars` `sel/r{r}`, `recursions/mean`, `gate/mean`; `token_maps['recursions']` (B, h, w).
     """
+    mode_arguments = {'shared_init_block': ('timm_init', ('average',))}  # it acts with 'pick' only (checks.py)
 
     def __init__(
         self,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from timm.layers import LayerNorm2d
 from torch import Tensor, nn
 
-from .checks import check_bool, check_int, check_sequence
+from .checks import check_bool, check_int, check_sequence, checked_keywords
 
 _SCALES = (4, 2, 1, 0.5, 0.25)
 
@@ -33,6 +33,7 @@ class SimplePyramid(nn.Module):
     norm_inputs: LayerNorm2d on every input map before rescaling.
     """
 
+    @checked_keywords  # a misspelt argument: one line naming the closest ones
     def __init__(
         self,
         in_channels: int,

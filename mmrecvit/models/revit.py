@@ -66,8 +66,10 @@ class ReViT(ViTBackbone):
         compute: the test-time knob through elastic depth: a K-step reViT (coordinates re-spread over K),
             K in 2..L the largest whose FLOPs are <= compute x those at the current L. The router and expert
             merge (cached in eval) are left out of the choice; they are in `stats.flops` when computed.
-        Other arguments: see `ViTBackbone`.
+        Other arguments: see `ViTBackbone`. With E=1 the router's arguments have no effect and are refused.
     """
+    mode_arguments = dict.fromkeys(('router_hidden_dim', 'router_temperature', 'timm_gates', 'balance_loss_weight',
+                                    'z_loss_weight', 'diversity_loss_weight'), ('num_experts', (1,)))  # checks.py
 
     def __init__(
         self,

@@ -73,15 +73,14 @@ class SRViT(ViTBackbone):
         compute: the test-time knob through `eval_recursions`: from the current T'_u, one recursion at a time
             from the unit that has the most left (the finer, later unit on ties), down to 1 per unit; the
             largest of these whose FLOPs are <= compute x those of the full T schedule runs.
-        readout: 'soft' (default) the per-token softmax mixture; 'final' the last state (naive recursion, no
-            routers: no unused parameters in training); 'hard' the per-token argmax recursion with a
-            straight-through gradient (`RecursionMixture`).
+        readout: 'soft' (default) the per-token softmax mixture; 'hard' the per-token argmax recursion with a
+            straight-through gradient (`RecursionMixture`); 'final' the last state (naive recursion: no routers,
+            no unused parameters in training; router_input and timm_init, the routers', are refused with it).
         router_input: what the Soft Router reads (SPEC §1 decision: 'unit_input'); 'recursion_states' scores
             recursion t from its own state with row t of the same Linear (same keys and shapes).
         step_transform: the transform before recursions t >= 2: 'linear' (default), 'shift' or 'none'.
-        timm_init: the routers' start when a timm/DeiT checkpoint is loaded: 'function' (default) puts
-            `FIRST_RECURSION_WEIGHT` = 0.99 on recursion 1, so with the zero step transforms the model starts
-            at DeiT's function for any T; 'fresh' keeps the zero routers (DeiT's trajectory averaged).
+        timm_init: the routers' start from a timm/DeiT checkpoint: 'function' (default) puts 0.99 on recursion 1,
+            so with the zero step transforms the model is DeiT's function for any T; 'fresh' zero routers.
         out_indices: layers whose states are returned (default: the units' last layers, (3, 7, 9, 11) for
             [4, 4, 2, 2]); the state after a unit's last layer is the unit's mixture y_u, after another layer
             the state of that layer in the unit's last recursion. (`out_units`, deprecated: unit numbers.)
@@ -94,6 +93,7 @@ class SRViT(ViTBackbone):
     Statistics: `token_maps['mixture/unit{u}']` (B, T', h, w) the per-token weights the readout used,
     `scalars['w/u{u}r{t}']` their means (t 1-based), `scalars['recursions/u{u}']` the mean expected recursion.
     """
+    mode_arguments = {'router_input': ('readout', ('final',)), 'timm_init': ('readout', ('final',))}  # checks.py
 
     def __init__(
         self,

@@ -289,7 +289,8 @@ def test_timm_init_average_and_pick(tmp_path, unit_size):
     torch.save({'model': theirs}, path)
     R = 10 // unit_size
     for mode in ('average', 'pick'):
-        model = MoRViT(**TINY, num_recursions=R, unit_size=unit_size, timm_init=mode, shared_init_block=4)
+        pick = dict(shared_init_block=4) if mode == 'pick' else {}  # 'average' picks no block: refused with it
+        model = MoRViT(**TINY, num_recursions=R, unit_size=unit_size, timm_init=mode, **pick)
         routers = {k: v.clone() for k, v in model.routers.state_dict().items()}
         load_pretrained(model, path)
         sd = model.state_dict()
