@@ -33,7 +33,7 @@ from .flops import OpWork
 from .numerics import full_precision, sanitize
 from .plan import Forward, Plan, Step, step_work
 from .registry import register_backbone
-from .step_dropout import image_groups, put_images, sample_kept_steps, take_images
+from .step_dropout import image_groups, image_index, put_images, sample_kept_steps, take_images
 from .vit import PlainViT
 
 PROGRAMMED_GATE = 0.97  # `timm_gates='programmed'`: each step's gate on the expert of its own depth
@@ -147,7 +147,7 @@ class ReViT(ViTBackbone):
         kept steps as a shorter reViT (`_forward_dropped`)."""
         if self.training and self.step_drop_rate > 0:
             return self._forward_dropped(x, fwd)
-        L = self.depth
+        L = self._depth
         K = L if fwd.compute is None else self.within(fwd.compute, fwd.grid, range(2, L + 1))
         reads, fwd.stop = fwd.reads(K, L)
         if K != L:  # a K-step reViT is windowed as one (global at its own stage ends)
@@ -155,24 +155,27 @@ class ReViT(ViTBackbone):
         if self.training:  # each step merges its FFN inside its (checkpointed) block call, from its gate row
             logits = fwd.finite('router logits', _labels(K), self.router_logits(depth_coordinates(K)), self.router)
             gates, ffns, merges = self.gates_of(logits), None, fwd.stop + 1
-        else:
+        else:  # merged once and cached: checked when computed (only finite logits are cached)
             gates, logits, ffns, fresh = self._inference_ffns(K)
-            logits, merges = fwd.finite('router logits', _labels(K), logits), K if fresh else 0
+            if fresh:
+                logits = fwd.finite('router logits', _labels(K), logits)
+            merges = K if fresh else 0
+        states = fwd.states
         for t in range(fwd.stop + 1):
             if ffns is None:
                 x = self.run_block(self.block, x, t, fwd, gate=gates[t])
             else:
                 x = self.run_block(self.block, x, t, fwd, ffn=ffns[t])
             if t in reads:
-                fwd.keep(reads[t], x)
+                for i in reads[t]:
+                    states[i] = x
         fwd.setting = K
         B = x.shape[0]
         self._statistics(fwd, gates, logits, K, [B] * (fwd.stop + 1) + [0] * (K - fwd.stop - 1), K, merges, B)
         return x
 
     def _forward_dropped(self, x: Tensor, fwd: Forward) -> Tensor:
-        """Training with step dropout (`step_dropout.py`): step t runs once per group of images sharing a
-        coordinate row (the image's kept step k of K at s = k/(K-1)), the outputs read per image."""
+        """Training with step dropout (`step_dropout.py`): step t once per group of images sharing a coordinate."""
         (B, L), layers = (x.shape[0], self.depth), sorted(fwd.layers)
         kept = self.sample_kept_steps(B)
         coords, runs, reads, counts = image_groups(kept, layers)
@@ -181,10 +184,10 @@ class ReViT(ViTBackbone):
         states = {i: x.new_zeros(x.shape) for i in layers}
         for t in range(L):
             for row, images in runs[t].items():
-                idx = _index(images, x.device)
+                idx = image_index(images, x.device)
                 x = put_images(x, idx, self.run_block(self.block, take_images(x, idx), t, fwd, gate=gates[row]))
             for j, images in reads[t].items():
-                idx = _index(images, x.device)
+                idx = image_index(images, x.device)
                 states[layers[j]] = put_images(states[layers[j]], idx, take_images(x, idx))
         fwd.states.update(states)
         fwd.setting = tuple(sum(B if g is None else len(g) for g in runs[t].values()) / B for t in range(L))
@@ -236,7 +239,7 @@ class ReViT(ViTBackbone):
             depth,
             self.router_temperature,
             params[0].device,
-            tuple((p.data_ptr(), p._version, p.dtype) for p in params),
+            tuple([(p.data_ptr(), p._version, p.dtype) for p in params]),
         )
 
     def _inference_ffns(self, depth: int) -> tuple[Tensor, Tensor, list[MergedFfn], bool]:
@@ -253,7 +256,8 @@ class ReViT(ViTBackbone):
         with torch.inference_mode(False), torch.no_grad(), torch.autocast(device_type, enabled=False):
             gates, logits, ffn = self.merged_ffns(depth)
         value = (gates, logits, [ffn.at(t) for t in range(depth)])  # per step: no indexing in the forward
-        self._ffn_cache = (key, value)
+        if torch.compiler.is_compiling() or bool(torch.isfinite(logits).all()):  # non-finite: reported, not cached
+            self._ffn_cache = (key, value)
         return (*value, True)
 
     def invalidate_cache(self) -> None:
@@ -280,7 +284,7 @@ class ReViT(ViTBackbone):
         stats.scalars.update({f'revit_gate_e{e}': usage[e] for e in range(self.num_experts)})
         if self.training and self.num_experts > 1:
             stats.aux_losses = self.auxiliary_losses(gates, logits, weights)
-        if merges:
+        if merges and not torch.compiler.is_compiling():  # (the FLOP model is eager's)
             fc = self.router.fc1
             stats.extra.append(OpWork('router', routed * fc.out_features * (1 + self.num_experts) / B))
             stats.extra.append(OpWork('block.mlp (expert merge)', merges * self.block.mlp.merge_macs() / B))
@@ -339,8 +343,7 @@ class ReViT(ViTBackbone):
         )
 
     def plainvit_config(self, depth: int | None = None) -> dict[str, Any]:
-        """Constructor arguments of this model's dense twin with `depth` blocks (`PlainViT`); only arguments
-        that differ from `ViTBackbone`'s defaults are listed besides the sizes."""
+        """Arguments of the dense twin with `depth` blocks (`PlainViT`): the sizes and what differs from defaults."""
         num_steps = self.depth if depth is None else check_int('depth', depth, 2)
         grid = self.pretrain_grid
         img_size = grid[0] * self.patch_size if grid[0] == grid[1] else [g * self.patch_size for g in grid]
@@ -394,7 +397,3 @@ def _labels(K: int, coords: Sequence[float] = ()) -> list[str]:
     """The rows of a router-logits table for the finiteness check: the K steps, then further coordinates."""
     coords = coords or depth_coordinates(K)
     return [f'step {u} (s={c:.3g})' if u < K else f'a kept step at s={c:.3g}' for u, c in enumerate(coords)]
-
-
-def _index(images: list[int] | None, device: torch.device) -> Tensor | None:
-    return None if images is None else torch.tensor(images, device=device)
