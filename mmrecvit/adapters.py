@@ -80,9 +80,10 @@ def layer_depth_table(model: nn.Module) -> dict[int, tuple[str, float, int]]:
         num_layers = decay.num_layers(positions)
         for name, param in module.named_parameters():
             depth = float(decay.layer_depth(name, positions))
-            if not 0 <= depth <= num_layers:
+            if not 0 <= depth <= num_layers + 1:
                 raise ValueError(
-                    f'{type(module).__name__}.layer_depth({name!r}) = {depth} is outside [0, num_layers={num_layers}]'
+                    f'{type(module).__name__}.layer_depth({name!r}) = {depth} is outside [0, num_layers + 1 = '
+                    f'{num_layers + 1}]'
                 )
             table[id(param)] = (f'{prefix}.{name}' if prefix else name, depth, num_layers)
     return table

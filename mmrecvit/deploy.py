@@ -43,7 +43,8 @@ from torch import Tensor, nn
 
 from .models.edge_recvit import EdgeRecViT
 from .models.mor_vit import MoRViT
-from .models.revit import ReViT, fold_to_plainvit
+from .models.revit import ReViT
+from .models.revit_fold import fold_to_plainvit
 
 TOLERANCE = 1e-4  # max |onnxruntime - eager| in fp32
 SCOPES = ('mmdet', 'mmseg', 'mmpretrain')

@@ -4,7 +4,7 @@
 # (+ .csv); docs/benchmarks.md is then assembled from all tables present, in this order.
 #
 #   bash scripts/benchmarks.sh            # all tables (make bench)
-#   bash scripts/benchmarks.sh plain      # one table: plain | srvit | revit | edge | mor | equal | window | cp | train | deploy
+#   bash scripts/benchmarks.sh plain      # one table: plain | srvit | revit | edge | mor | equal | window | cp | train | deploy | overhead
 #   bash scripts/benchmarks.sh assemble   # no measurement: docs/benchmarks.md from the reports present
 #
 # Run it on an otherwise idle machine: timings on a shared machine are noise.
@@ -91,6 +91,12 @@ bench train train_step 'Training step at equal block applications (12) vs PlainV
   mor-s-full='MoRViT(arch="small", capacities=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])' \
   mor-s-default='MoRViT(arch="small")' \
   --mode train --batch 8 --size 224 --warmup 1 --repeats "$(( (REPEATS + 2) / 3 ))" --reference plainvit-s
+# Python overhead: library calls (exact) and latency at 32x32, batch 1 (a GPU-launch proxy), beside timm's ViT-S.
+NAMES+=(python_overhead)
+if [[ $which == all || $which == overhead ]]; then
+  echo '=== python_overhead ==='
+  "$PY" tools/analysis_tools/overhead.py --size 32 --repeats "$((REPEATS * 20))" --out "$OUT/python_overhead.md"
+fi
 # Deployment runtimes: its own script (three runtimes per model, not the harness's model list).
 NAMES+=(deployment)
 if [[ $which == all || $which == deploy ]]; then

@@ -35,7 +35,7 @@ from ..models import ViTBackbone
 from ..models.flops import total_flops
 
 D2_GPUS = 64  # ViTDet's: the per-GPU batch is total_batch_size / 64
-NET = 'backbone.net.net'  # the mmrecvit backbone in a RecViTRCNN: StepFeaturePyramid.net (RecViTBackbone).net
+NET = 'backbone.net.net'  # the mmrecvit backbone in a RecViTRCNN: LayerFeaturePyramid.net (RecViTBackbone).net
 RECIPE_KEYS = ('model', 'dataloader.train.mapper', 'dataloader.test.mapper', 'optimizer', 'train.max_iter')
 
 

@@ -4,7 +4,7 @@ detectron2's ViTDet recipe passes `lr_factor_func=partial(get_vit_lr_decay_rate,
 `get_default_optimizer_params`: a layer id parsed from `blocks.<i>` in the parameter name. For a
 recursive backbone the block index is not its depth (one block runs at several), so the factor here
 comes from the backbone itself (`ViTBackbone.layer_depth`, the same table as the mm path's
-`LayerDecayOptimWrapperConstructor`): rate ** (num_layers - layer_depth), 1 for the neck and heads.
+`LayerDecayOptimWrapperConstructor`): rate ** (num_layers + 1 - layer_depth), 1 for the neck and heads.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from .compute import check_compute, largest_within
 from .features import TimmFeatures
 from .flops import OpWork, conv_work, total_flops
 from .layers import Block, Mlp
-from .numerics import NONFINITE_MODES, FiniteGuard, tracing
+from .numerics import NONFINITE_MODES, tracing
 from .plan import Forward, Plan, PlanCache, Step, step_work
 from .stats import ForwardStats
 from .windows import Global, Windows
@@ -170,7 +170,7 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
         self.global_layers = args.stage_ends(self._depth)  # ViTDet's global blocks (SR-ViT sets its own)
         self.layer_blocks: tuple[int, ...] | None = None  # the base's own method: block of each layer
 
-        self.patch_embed = embedding.PatchEmbed(in_channels, self.embed_dim, self.patch_size)
+        self.patch_embed = embedding.patch_embed(in_channels, self.embed_dim, self.patch_size, self.pretrain_grid)
         self.cls_token, self.pos_embed = embedding.init_tokens(
             self.embed_dim, self.pretrain_grid[0] * self.pretrain_grid[1] + self.num_prefix_tokens, with_cls_token
         )
@@ -267,10 +267,6 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
             ('plan', setting, grid, through), lambda: self.cached_plan(setting, grid).through(through)
         )
 
-    def cached_layouts(self, grid: tuple[int, int]) -> tuple[Windows | Global | None, ...]:
-        """The attention layout of every step of the full forward on `grid` (`plan.Plan.layouts`, cached)."""
-        return self._plans.get(('layouts', grid), lambda: self.cached_plan(None, grid).layouts)
-
     def plan_flops(self, setting: Any, grid: tuple[int, int]) -> float:
         """FLOPs per image of the forward at `setting` (None: full depth): its plan and the patch embedding."""
         return self._plans.get(
@@ -295,11 +291,11 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
 
     @property
     def num_layers(self) -> int:
-        """Length of the layer scale (L + 1): `lr_scale = rate ** (num_layers - layer_depth(name))`."""
+        """L, the layers, as detectron2 and mmpretrain count them: `lr_scale = rate ** (num_layers + 1 - depth)`."""
         return decay.num_layers(self.layer_positions())
 
     def layer_depth(self, param_name: str) -> float:
-        """Layer depth in [0, `num_layers`] of a parameter (a name of `named_parameters()`; `layer_decay.py`)."""
+        """Layer depth in [0, `num_layers` + 1] of a parameter (a name of `named_parameters()`; `layer_decay.py`)."""
         return decay.parameter_depth(self, param_name, self.layer_positions())
 
     # ---- weights ------------------------------------------------------------------------------
@@ -319,9 +315,10 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
     def patch_grid(self, x: Tensor) -> tuple[int, int]:
         return embedding.patch_grid(x, self.patch_size)
 
-    def embed(self, x: Tensor) -> Tensor:
-        """(B, C, H, W) image -> (B, N, D) tokens, CLS first (`embedding.embed`)."""
-        return embedding.embed(x, self.patch_embed, self.cls_token, self.pos_embed, self.pretrain_grid)
+    def embed(self, x: Tensor, grid: tuple[int, int] | None = None) -> Tensor:
+        """(B, C, H, W) image -> (B, N, D) tokens, CLS first (`embedding.embed`; `grid`: `patch_grid(x)`)."""
+        grid = self.patch_grid(x) if grid is None else grid
+        return embedding.embed(x, grid, self.patch_embed, self.cls_token, self.pos_embed, self.pretrain_grid)
 
     def run_block(self, block: nn.Module, x: Tensor, step: int, fwd: Forward, active: Any = None, **kw: Any) -> Tensor:
         """The one block execution: `block` applied as step `step` of this forward, with the step's attention
@@ -341,11 +338,12 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
         L = self.depth
         K = L if fwd.compute is None else self.within(fwd.compute, fwd.grid, range(1, L + 1))
         reads, fwd.stop = fwd.reads(K, L)
-        blocks, layer_blocks = self.blocks, self.layer_blocks
+        blocks, layer_blocks, states = self.blocks, self.layer_blocks, fwd.states
         for t in range(fwd.stop + 1):
             x = self.run_block(blocks[layer_blocks[t]], x, t, fwd)
             if t in reads:
-                fwd.keep(reads[t], x)
+                for i in reads[t]:
+                    states[i] = x
         fwd.setting = K
         return x
 
@@ -353,31 +351,37 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
         self, x: Tensor, layers: Sequence[int], compute: float | None
     ) -> tuple[list[Tensor], Tensor, ForwardStats]:
         """Image -> (states (B, N, D) of `layers`, the final state, this forward's statistics)."""
-        fraction = check_compute(self.compute if compute is None else compute)
+        fraction = None if compute is None and self.compute is None else check_compute(compute or self.compute)
         if fraction is not None and self.training:
             raise RuntimeError(
                 f'compute={fraction} is a test-time knob (eval mode only); call model.eval() or set compute=None '
                 'to train'
             )
-        # One sync at the end resolves every router/aux-loss check (none while tracing: it would be baked in).
-        mode = check_choice('nonfinite', self.nonfinite, NONFINITE_MODES)  # a plain attribute: may be set later
+        if self.nonfinite not in NONFINITE_MODES:  # a plain attribute: may be set later
+            check_choice('nonfinite', self.nonfinite, NONFINITE_MODES)
         grid = self.patch_grid(x)
-        fwd = Forward(grid, layers, fraction, None if tracing() else FiniteGuard(type(self).__name__, mode))
-        fwd.layouts = self.cached_layouts(grid)
-        final = self.forward_layers(self.embed(x), fwd)  # no local name keeps the tokens alive (peak as timm's)
+        # One sync at the end resolves every router/aux-loss check (none while tracing: it would be baked in).
+        fwd = Forward(grid, layers, fraction, None if tracing() else (type(self).__name__, self.nonfinite))
+        fwd.layouts, embed_work = self._plans.get(('grid', grid), lambda: self.grid_work(grid))
+        final = self.forward_layers(self.embed(x, grid), fwd)  # no local name keeps the tokens alive (as timm)
         stats = fwd.stats
         if stats.aux_losses:
             where = 'the end of the forward'
             stats.aux_losses = {k: fwd.finite(f'auxiliary loss {k}', where, v) for k, v in stats.aux_losses.items()}
         if fwd.guard is not None:
             fwd.guard.finish()
-        stats.plan = self.cached_plan(fwd.setting, grid, fwd.stop)
-        stats.extra.insert(0, self.embed_work(grid))
+        if not torch.compiler.is_compiling():  # the FLOP model's objects stay out of a compiled graph's outputs
+            stats.plan = self.cached_plan(fwd.setting, grid, fwd.stop)
+            stats.extra.insert(0, embed_work)
         if stats.token_maps:
             stats.token_maps = {k: m.reshape(*m.shape[:-1], *grid) for k, m in stats.token_maps.items()}
-        return [fwd.states[i] for i in layers], final, stats
+        return list(map(fwd.states.__getitem__, layers)), final, stats
+
+    def grid_work(self, grid: tuple[int, int]) -> tuple[tuple[Windows | Global | None, ...], OpWork]:
+        """What a forward on `grid` reads once (cached): every step's attention layout, the patch embedding's work."""
+        return self.cached_plan(None, grid).layouts, self.embed_work(grid)
 
 
 def _run_subset(block: nn.Module, active: Any, x: Tensor, rate: float, layout: Any, **kw: Any) -> Tensor:
     """`run_block` on a token subset: the engine's `run_subset` (token_adaptive.py), its new states."""
-    return token_adaptive.run_subset(block, x, active, drop_path_rate=rate, windows=layout, **kw)[0]
+    return token_adaptive.run_subset(block, x, active, drop_path_rate=rate, windows=layout, count=False, **kw)[0]

@@ -284,19 +284,20 @@ class EdgeRecViT(ViTBackbone):
         return x
 
     # ---- statistics ---------------------------------------------------------------------------
-    def _aux_losses(self, logits: Tensor, probs: Tensor, depth: Tensor) -> dict[str, Tensor]:
-        """STB z-loss and DU balance loss over the patch tokens of the batch, weighted; `depth`: the argmax
+    def _aux_losses(self, logits: Tensor, probs: Tensor, token_depth: Tensor) -> dict[str, Tensor]:
+        """STB z-loss and DU balance loss over the patch tokens of the batch, weighted; `token_depth`: the argmax
         depths (A_l, SPEC §3)."""
+        L = self.depth
         stb = torch.logsumexp(logits, -1).square().mean()
         expected = probs.mean((0, 1))  # E_l
-        actual = F.one_hot(depth - 1, self.depth).to(probs.dtype).mean((0, 1))  # A_l
-        du = self.depth * (expected * actual).sum()
+        actual = F.one_hot(token_depth - 1, L).to(probs.dtype).mean((0, 1))  # A_l
+        du = L * (expected * actual).sum()
         return {'loss_stb': self.stb_loss_weight * stb, 'loss_du': self.du_loss_weight * du}
 
-    def _scalars(self, depth: Tensor, prefix: str) -> dict[str, Tensor]:
-        """Mean depth and the depth histogram (fraction of patch tokens per depth), named `prefix`*."""
-        hist = F.one_hot(depth.flatten() - 1, self.depth).float().mean(0)  # static shape: traceable, exportable
-        scalars = {f'{prefix}mean': depth.float().mean()}
+    def _scalars(self, token_depth: Tensor, prefix: str) -> dict[str, Tensor]:
+        """Mean token depth and its histogram (fraction of patch tokens per depth), named `prefix`*."""
+        hist = F.one_hot(token_depth.flatten() - 1, self.depth).float().mean(0)  # static shape: exportable
+        scalars = {f'{prefix}mean': token_depth.float().mean()}
         scalars.update({f'{prefix}d{level}': f for level, f in enumerate(hist.unbind(), start=1)})
         return scalars
 

@@ -6,6 +6,7 @@ in. The forward itself (image -> the states of some layers and this forward's st
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,9 +22,23 @@ from .stats import FeatureMaps
 OUTPUT_FORMATS = ('NCHW', 'NLC')
 
 
-def take_indices(indices: int | Sequence[int] | None, depth: int, owner: str) -> list[int]:
+def take_indices(indices: int | Sequence[int] | None, depth: int, owner: str) -> tuple[int, ...]:
     """timm's `feature_take_indices` over `depth` layers (an int n: the last n; a list: those, negatives from the
-    end; None: all), sorted and unique, with one error naming `indices` and the layers allowed."""
+    end; None: all), sorted and unique, with one error naming `indices` and the layers allowed (cached: a forward
+    asks for the same indices again and again)."""
+    listed = isinstance(indices, Sequence) and not isinstance(indices, (str, bytes))
+    try:
+        return _take_indices(tuple(indices) if listed else indices, depth, owner)
+    except TypeError:  # an unhashable entry: checked without the cache (the error names it)
+        return _check_indices(indices, depth, owner)
+
+
+@functools.lru_cache(maxsize=64)
+def _take_indices(indices: int | tuple[int, ...] | None, depth: int, owner: str) -> tuple[int, ...]:
+    return _check_indices(indices, depth, owner)
+
+
+def _check_indices(indices: Any, depth: int, owner: str) -> tuple[int, ...]:
     listed = isinstance(indices, Sequence) and not isinstance(indices, (str, bytes))
     if isinstance(indices, bool) or not (indices is None or isinstance(indices, int) or listed):
         raise TypeError(
@@ -38,7 +53,7 @@ def take_indices(indices: int | Sequence[int] | None, depth: int, owner: str) ->
         take, _ = feature_take_indices(depth, indices)
     except AssertionError as e:  # timm asserts; one ValueError naming the argument instead
         raise ValueError(f'indices: {e} (this {owner} has {depth} layers)') from None
-    return sorted(set(take))
+    return tuple(sorted(set(take)))
 
 
 def timm_format(
@@ -53,7 +68,7 @@ def timm_format(
 def prune(model: Any, indices: int | Sequence[int], prune_norm: bool) -> list[int]:
     """timm's `prune_intermediate_layers` for a `ViTBackbone` (its docstring): the layers after the last of `indices`
     cut where the model runs one block per layer (`layer_blocks`), else refused."""
-    take = take_indices(indices, model.depth, type(model).__name__)
+    take = list(take_indices(indices, model.depth, type(model).__name__))
     depth = take[-1] + 1
     if depth < model.depth:
         if model.layer_blocks is None:
@@ -96,18 +111,27 @@ class TimmFeatures:
         (B, N, D) after the final norm, list). stop_early: no layer after the last one taken runs. compute: the
         test-time knob for this call (`compute.py`). return_stats: (result, the forward's `ForwardStats`).
         """
-        take = take_indices(indices, self.depth, type(self).__name__)
-        fmt = check_choice('output_fmt', output_fmt, OUTPUT_FORMATS)
-        dtype = args.AMP_DTYPES[check_choice('amp_dtype', self.amp_dtype, list(args.AMP_DTYPES))]
-        layers = take if stop_early or take[-1] == self.depth - 1 else [*take, self.depth - 1]
+        L = self.depth
+        take = take_indices(indices, L, type(self).__name__)
+        if output_fmt not in OUTPUT_FORMATS or self.amp_dtype not in args.AMP_DTYPES:  # plain attributes: checked
+            check_choice('output_fmt', output_fmt, OUTPUT_FORMATS)
+            check_choice('amp_dtype', self.amp_dtype, list(args.AMP_DTYPES))
+        dtype = args.AMP_DTYPES[self.amp_dtype]
+        layers = take if stop_early or take[-1] == L - 1 else (*take, L - 1)
         if dtype is None:
             states, final, stats = self._intermediate_states(x, layers, compute)
         else:
             with torch.autocast(x.device.type, dtype=dtype):
                 states, final, stats = self._intermediate_states(x, layers, compute)
             states, final = [s.float() for s in states], final.float()
-        intermediates = [self.norm(s) if norm else s for s in states[: len(take)]]
-        intermediates = timm_format(intermediates, stats.grid, self.num_prefix_tokens, fmt, return_prefix_tokens)
+        states = states[: len(take)]
+        intermediates = timm_format(
+            [self.norm(s) for s in states] if norm else states,
+            stats.grid,
+            self.num_prefix_tokens,
+            output_fmt,
+            return_prefix_tokens,
+        )
         result = intermediates if intermediates_only else (self.norm(final), intermediates)
         return (result, stats) if return_stats else result
 
@@ -124,7 +148,7 @@ class TimmFeatures:
             by_layer = dict(zip(sorted(set(layers)), maps))
             if L - 1 in by_layer and not isinstance(self.norm, nn.Identity):
                 by_layer[L - 1] = to_maps([final], stats.grid, self.num_prefix_tokens)[0]
-            outputs = tuple(by_layer[i] for i in layers)
+            outputs = tuple(map(by_layer.__getitem__, layers))
         else:
             (final, _), stats = self.forward_intermediates(x, 1, output_fmt='NLC', compute=compute, return_stats=True)
             outputs = (self.pool(final),)

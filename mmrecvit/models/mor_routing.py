@@ -84,13 +84,13 @@ class ExpertChoice:
 class TokenRoute(NamedTuple):
     """Token choice's decision for one forward (`token_choice`): router logits (B, N, N_r) and probabilities of the
     patch tokens (B, Np, N_r), recursions per patch token (B, Np) in 1..N_r, per-token gates (B*N,) and the
-    recursions of every token (B, N), CLS running every one."""
+    recursions of every token `token_recursions` (B, N), CLS running every one."""
 
     logits: Tensor
     probs: Tensor
     recursions: Tensor
     gate: Tensor
-    depth: Tensor
+    token_recursions: Tensor
 
 
 def token_choice(model: Any, x: Tensor, fwd: Any) -> TokenRoute:
@@ -101,9 +101,9 @@ def token_choice(model: Any, x: Tensor, fwd: Any) -> TokenRoute:
     )  # (B, N, N_r)
     probs = logits.softmax(-1)
     recursions = logits[:, P:].detach().argmax(-1) + 1  # (B, Np) in 1..N_r
-    depth = torch.cat([recursions.new_full((B, P), R), recursions], 1)  # CLS: every one
-    gate = (model.alpha * probs.gather(-1, (depth - 1).unsqueeze(-1))).reshape(-1).to(x.dtype)  # (B*N,)
-    return TokenRoute(logits, probs[:, P:], recursions, gate, depth)
+    token_recursions = torch.cat([recursions.new_full((B, P), R), recursions], 1)  # CLS: every one
+    gate = (model.alpha * probs.gather(-1, (token_recursions - 1).unsqueeze(-1))).reshape(-1).to(x.dtype)  # (B*N,)
+    return TokenRoute(logits, probs[:, P:], recursions, gate, token_recursions)
 
 
 class TokenChoice:
@@ -120,14 +120,14 @@ class TokenChoice:
 
     def finish(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         model, R, route = self.model, self.model.num_recursions, self.route
-        patch_logits, depth = route.logits[:, model.num_prefix_tokens :], route.recursions
-        P_i = route.probs.float().mean((0, 1))  # mean router probability of depth i
-        f_i = F.one_hot(depth - 1, R).float().mean((0, 1))  # fraction of tokens given depth i
+        patch_logits, recursions = route.logits[:, model.num_prefix_tokens :], route.recursions
+        P_i = route.probs.float().mean((0, 1))  # mean router probability of i recursions
+        f_i = F.one_hot(recursions - 1, R).float().mean((0, 1))  # fraction of tokens given i recursions
         losses = {
             'loss_balance': model.balance_loss_weight * R * (P_i * f_i).sum(),
             'loss_z': model.z_loss_weight * torch.logsumexp(patch_logits.float(), -1).square().mean(),
         }
-        scalars = {f'sel/r{r}': (depth > r).float().mean() for r in range(R)}
-        scalars['recursions/mean'] = depth.float().mean()
+        scalars = {f'sel/r{r}': (recursions > r).float().mean() for r in range(R)}
+        scalars['recursions/mean'] = recursions.float().mean()
         scalars['gate/mean'] = route.gate.detach().float().mean()
         return losses, scalars

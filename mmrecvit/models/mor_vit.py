@@ -44,6 +44,14 @@ def default_capacities(num_recursions: int) -> tuple[float, ...]:
     return tuple((num_recursions - r) / num_recursions for r in range(num_recursions))
 
 
+def kept_tokens(capacities: Sequence[float], num_patches: int) -> list[int]:
+    """The patch tokens expert choice keeps at each recursion: ceil(cap_r Np), at most those kept before."""
+    kept, k = [], num_patches
+    for cap in capacities:  # hierarchical: at most the tokens of the recursion before
+        kept.append(k := min(k, capacity_tokens(cap, num_patches)))
+    return kept
+
+
 def _make_router(dim: int, out_features: int) -> nn.Linear:
     router = nn.Linear(dim, out_features)
     trunc_normal_(router.weight, std=0.02)
@@ -83,6 +91,7 @@ class MoRViT(ViTBackbone):
     Statistics: `aux_losses` `loss_router_bce` (expert-choice, training) or `loss_balance`, `loss_z`
     (token-choice); `scalars` `sel/r{r}`, `recursions/mean`, `gate/mean`; `token_maps['recursions']` (B, h, w).
     """
+
     mode_arguments = {'shared_init_block': ('timm_init', ('average',))}  # it acts with 'pick' only (checks.py)
 
     def __init__(
@@ -216,13 +225,12 @@ class MoRViT(ViTBackbone):
             caps = self.capacity_schedule
             if fwd.compute is not None:
                 caps = self.within(fwd.compute, fwd.grid, self.capacity_settings(fwd.grid))
-            routing, fwd.setting, k = ExpertChoice(self, x, fwd), caps, x.shape[1] - P
-            for r, cap in enumerate(caps):  # hierarchical: at most the tokens of the recursion before
-                ks[r] = k = min(k, capacity_tokens(cap, x.shape[1] - P))
+            routing, fwd.setting = ExpertChoice(self, x, fwd), caps
+            ks = self._plans.get(('kept', caps, x.shape[1] - P), lambda: kept_tokens(caps, x.shape[1] - P))
         else:
             route = token_choice(self, x, fwd)
             # In this frame, not in a callee: torch.compile resumes right after the host read of the counts.
-            routing = TokenChoice(self, route, DepthSubsets(route.depth, R))
+            routing = TokenChoice(self, route, DepthSubsets(route.token_recursions, R))
             fwd.setting = tuple(map(tuple, routing.subsets.alive))
         for r in range(min(R, (fwd.stop + u - 1) // u)):  # the recursions up to the last layer needed
             active, gate = routing.select(r, x, ks[r])

@@ -79,7 +79,7 @@ class FiniteGuard:
                 return value
             skipped = sanitize(value.detach())
             return skipped if source is None else skipped + zero_touch(source)
-        return sanitize(value)
+        return value.nan_to_num(0.0, 0.0, 0.0)  # `sanitize`, inline: once per router call
 
     def finish(self) -> None:
         """Resolve the forward's checks (one sync); raise or warn when any failed."""

@@ -127,16 +127,18 @@ class Forward:
     layers: the requested layers, sorted; `stop` the deepest one (the loop runs no layer after it).
     """
 
-    __slots__ = ('grid', 'compute', 'guard', 'layers', 'stop', 'states', 'layouts', 'setting', 'stats')
+    __slots__ = ('grid', 'compute', 'check', 'guard', 'layers', 'stop', 'states', 'layouts', 'setting', 'stats')
 
     def __init__(
         self,
         grid: tuple[int, int],
         layers: Sequence[int],
         compute: float | None = None,
-        guard: FiniteGuard | None = None,
+        check: tuple[str, str] | None = None,
     ) -> None:
-        self.grid, self.compute, self.guard = grid, compute, guard
+        # check: (the backbone's name, 'raise' | 'warn') for the finiteness checks, made on the first one (`finite`);
+        # None: only sanitise (while tracing).
+        self.grid, self.compute, self.check, self.guard = grid, compute, check, None
         self.layers, self.stop = frozenset(layers), max(layers)
         self.states: dict[int, Tensor] = {}
         self.layouts: tuple[Windows | Global | None, ...] = ()
@@ -161,4 +163,8 @@ class Forward:
     def finite(self, name: str, where: str | Sequence[str], value: Tensor, source: nn.Module | None = None) -> Tensor:
         """Router logits (or another tensor that must stay finite) -> the tensor to use (`numerics.FiniteGuard`):
         NaN/inf are replaced by 0 and reported at the end of the forward, naming `name` and `where`."""
-        return sanitize(value) if self.guard is None else self.guard(name, where, value, source)
+        if self.check is None:
+            return sanitize(value)
+        if self.guard is None:
+            self.guard = FiniteGuard(*self.check)
+        return self.guard(name, where, value, source)

@@ -1,7 +1,7 @@
 """`SimplePyramid`: four stride-16 ViT maps -> a stride 4/8/16/32 pyramid (ViTDet-style, SPEC §5).
 
 Each input map is first normalised (LayerNorm over channels, `norm_inputs=True`): the levels come
-from different recursion steps whose scales differ and drift during training, and unnormalised
+from different layers whose scales differ and drift during training, and unnormalised
 ViT features made the toy Mask R-CNN diverge without gradient clipping. Level i is then rescaled by
 `scale_factors[i]`:
   4   : ConvTranspose(D -> D/2, 2x2, s2) -> LayerNorm2d -> GELU -> ConvTranspose(D/2 -> D/4, 2x2, s2)

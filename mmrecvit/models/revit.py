@@ -8,14 +8,13 @@ the FFN of that step is the convex combination of the experts in weight space:
     h   = x + attn(norm1(x));    x' = h + FFN_{θ̄_t}(norm2(h))
 
 Only the merged FFN runs, so a step costs what a dense ViT block costs; the gates do not depend on the input
-and are computed once per depth coordinate per forward. `fold_to_plainvit` turns a model into a `PlainViT`
-with L blocks. Decisions and measurements: docs/methods/revit.md.
+and are computed once per depth coordinate per forward. `fold_to_plainvit` (`revit_fold.py`) turns a model
+into a `PlainViT` with L blocks. Decisions and measurements: docs/methods/revit.md.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -26,15 +25,14 @@ from torch import Tensor
 
 from .arguments import check_out_indices, deprecated, resolve_arch, stage_ends
 from .backbone import ViTBackbone
-from .checkpoint import average_blocks, fresh_parameters, load_state_dict_strict, logger, split_timm_blocks
+from .checkpoint import average_blocks, fresh_parameters, logger, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_sequence
 from .experts import DepthRouter, ExpertMlp, MergedFfn, depth_coordinates, out_depth_to_step, programmed_router
 from .flops import OpWork
 from .numerics import full_precision, sanitize
 from .plan import Forward, Plan, Step, step_work
 from .registry import register_backbone
-from .step_dropout import image_groups, put_images, sample_kept_steps, take_images
-from .vit import PlainViT
+from .step_dropout import image_groups, image_index, put_images, sample_kept_steps, take_images
 
 PROGRAMMED_GATE = 0.97  # `timm_gates='programmed'`: each step's gate on the expert of its own depth
 DEFAULT_OUT_DEPTHS = (0.25, 0.5, 0.75, 1.0)  # the default outputs, as normalised depths: the stage ends
@@ -68,8 +66,18 @@ class ReViT(ViTBackbone):
             merge (cached in eval) are left out of the choice; they are in `stats.flops` when computed.
         Other arguments: see `ViTBackbone`. With E=1 the router's arguments have no effect and are refused.
     """
-    mode_arguments = dict.fromkeys(('router_hidden_dim', 'router_temperature', 'timm_gates', 'balance_loss_weight',
-                                    'z_loss_weight', 'diversity_loss_weight'), ('num_experts', (1,)))  # checks.py
+
+    mode_arguments = dict.fromkeys(
+        (
+            'router_hidden_dim',
+            'router_temperature',
+            'timm_gates',
+            'balance_loss_weight',
+            'z_loss_weight',
+            'diversity_loss_weight',
+        ),
+        ('num_experts', (1,)),
+    )  # checks.py
 
     def __init__(
         self,
@@ -149,7 +157,7 @@ class ReViT(ViTBackbone):
         kept steps as a shorter reViT (`_forward_dropped`)."""
         if self.training and self.step_drop_rate > 0:
             return self._forward_dropped(x, fwd)
-        L = self.depth
+        L = self._depth
         K = L if fwd.compute is None else self.within(fwd.compute, fwd.grid, range(2, L + 1))
         reads, fwd.stop = fwd.reads(K, L)
         if K != L:  # a K-step reViT is windowed as one (global at its own stage ends)
@@ -157,24 +165,27 @@ class ReViT(ViTBackbone):
         if self.training:  # each step merges its FFN inside its (checkpointed) block call, from its gate row
             logits = fwd.finite('router logits', _labels(K), self.router_logits(depth_coordinates(K)), self.router)
             gates, ffns, merges = self.gates_of(logits), None, fwd.stop + 1
-        else:
+        else:  # merged once and cached: checked when computed (only finite logits are cached)
             gates, logits, ffns, fresh = self._inference_ffns(K)
-            logits, merges = fwd.finite('router logits', _labels(K), logits), K if fresh else 0
+            if fresh:
+                logits = fwd.finite('router logits', _labels(K), logits)
+            merges = K if fresh else 0
+        states = fwd.states
         for t in range(fwd.stop + 1):
             if ffns is None:
                 x = self.run_block(self.block, x, t, fwd, gate=gates[t])
             else:
                 x = self.run_block(self.block, x, t, fwd, ffn=ffns[t])
             if t in reads:
-                fwd.keep(reads[t], x)
+                for i in reads[t]:
+                    states[i] = x
         fwd.setting = K
         B = x.shape[0]
         self._statistics(fwd, gates, logits, K, [B] * (fwd.stop + 1) + [0] * (K - fwd.stop - 1), K, merges, B)
         return x
 
     def _forward_dropped(self, x: Tensor, fwd: Forward) -> Tensor:
-        """Training with step dropout (`step_dropout.py`): step t runs once per group of images sharing a
-        coordinate row (the image's kept step k of K at s = k/(K-1)), the outputs read per image."""
+        """Training with step dropout (`step_dropout.py`): step t once per group of images sharing a coordinate."""
         (B, L), layers = (x.shape[0], self.depth), sorted(fwd.layers)
         kept = self.sample_kept_steps(B)
         coords, runs, reads, counts = image_groups(kept, layers)
@@ -183,10 +194,10 @@ class ReViT(ViTBackbone):
         states = {i: x.new_zeros(x.shape) for i in layers}
         for t in range(L):
             for row, images in runs[t].items():
-                idx = _index(images, x.device)
+                idx = image_index(images, x.device)
                 x = put_images(x, idx, self.run_block(self.block, take_images(x, idx), t, fwd, gate=gates[row]))
             for j, images in reads[t].items():
-                idx = _index(images, x.device)
+                idx = image_index(images, x.device)
                 states[layers[j]] = put_images(states[layers[j]], idx, take_images(x, idx))
         fwd.states.update(states)
         fwd.setting = tuple(sum(B if g is None else len(g) for g in runs[t].values()) / B for t in range(L))
@@ -238,7 +249,7 @@ class ReViT(ViTBackbone):
             depth,
             self.router_temperature,
             params[0].device,
-            tuple((p.data_ptr(), p._version, p.dtype) for p in params),
+            tuple([(p.data_ptr(), p._version, p.dtype) for p in params]),
         )
 
     def _inference_ffns(self, depth: int) -> tuple[Tensor, Tensor, list[MergedFfn], bool]:
@@ -255,7 +266,8 @@ class ReViT(ViTBackbone):
         with torch.inference_mode(False), torch.no_grad(), torch.autocast(device_type, enabled=False):
             gates, logits, ffn = self.merged_ffns(depth)
         value = (gates, logits, [ffn.at(t) for t in range(depth)])  # per step: no indexing in the forward
-        self._ffn_cache = (key, value)
+        if torch.compiler.is_compiling() or bool(torch.isfinite(logits).all()):  # non-finite: reported, not cached
+            self._ffn_cache = (key, value)
         return (*value, True)
 
     def invalidate_cache(self) -> None:
@@ -282,7 +294,7 @@ class ReViT(ViTBackbone):
         stats.scalars.update({f'revit_gate_e{e}': usage[e] for e in range(self.num_experts)})
         if self.training and self.num_experts > 1:
             stats.aux_losses = self.auxiliary_losses(gates, logits, weights)
-        if merges:
+        if merges and not torch.compiler.is_compiling():  # (the FLOP model is eager's)
             fc = self.router.fc1
             stats.extra.append(OpWork('router', routed * fc.out_features * (1 + self.num_experts) / B))
             stats.extra.append(OpWork('block.mlp (expert merge)', merges * self.block.mlp.merge_macs() / B))
@@ -340,63 +352,8 @@ class ReViT(ViTBackbone):
             self.router.fc1.out_features, self.num_experts, self.depth, PROGRAMMED_GATE, self.router.fc1.weight.dtype
         )
 
-    def plainvit_config(self, depth: int | None = None) -> dict[str, Any]:
-        """Constructor arguments of this model's dense twin with `depth` blocks (`PlainViT`); only arguments
-        that differ from `ViTBackbone`'s defaults are listed besides the sizes."""
-        num_steps = self.depth if depth is None else check_int('depth', depth, 2)
-        grid = self.pretrain_grid
-        img_size = grid[0] * self.patch_size if grid[0] == grid[1] else [g * self.patch_size for g in grid]
-        cfg: dict[str, Any] = dict(
-            embed_dim=self.embed_dim,
-            num_heads=self.num_heads,
-            depth=num_steps,
-            out_indices=[out_depth_to_step(d, num_steps) for d in self._out_depths],
-        )
-        extras = dict(
-            mlp_ratio=self.mlp_ratio,
-            qkv_bias=self.qkv_bias,
-            init_values=self.init_values,
-            patch_size=self.patch_size,
-            img_size=img_size,
-            in_channels=self.patch_embed.proj.in_channels,
-            with_cls_token=self.with_cls_token,
-            use_rel_pos=self.use_rel_pos,
-        )
-        defaults = inspect.signature(ViTBackbone.__init__).parameters
-        cfg.update({k: v for k, v in extras.items() if v != defaults[k].default})
-        return cfg
-
-
-@torch.no_grad()
-def fold_to_plainvit(revit: ReViT, depth: int | None = None) -> PlainViT:
-    """Fold to dense (SPEC §2): a `PlainViT` with L blocks computing what `revit` computes at depth L.
-
-    Block t gets the shared attention, norms (and LayerScales) and the merged FFN θ̄_t of the grid
-    `s_t = t/(L-1)`; patch/position/CLS embeddings are copied. The result is in eval mode, on the device and
-    in the dtype of `revit`, with `out_indices` = `revit`'s outputs at depth L.
-    """
-    cfg = revit.plainvit_config(depth)
-    num_steps = cfg['depth']
-    _, _, ffn = revit.merged_ffns(num_steps)
-    own = revit.state_dict()
-    sd = {k: v for k, v in own.items() if not k.startswith(('block.', 'router.'))}
-    shared = {
-        k[len('block.') :]: v for k, v in own.items() if k.startswith('block.') and not k.startswith('block.mlp.')
-    }
-    for t in range(num_steps):
-        sd.update({f'blocks.{t}.{k}': v for k, v in shared.items()})
-        sd.update({f'blocks.{t}.mlp.{name.replace("_", ".")}': w for name, w in ffn.at(t)._asdict().items()})
-    ref = revit.pos_embed
-    dense = PlainViT(**cfg).to(device=ref.device, dtype=ref.dtype)
-    load_state_dict_strict(dense, sd, f'reViT folded at depth {num_steps}')
-    return dense.eval()
-
 
 def _labels(K: int, coords: Sequence[float] = ()) -> list[str]:
     """The rows of a router-logits table for the finiteness check: the K steps, then further coordinates."""
     coords = coords or depth_coordinates(K)
     return [f'step {u} (s={c:.3g})' if u < K else f'a kept step at s={c:.3g}' for u, c in enumerate(coords)]
-
-
-def _index(images: list[int] | None, device: torch.device) -> Tensor | None:
-    return None if images is None else torch.tensor(images, device=device)

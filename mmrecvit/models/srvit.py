@@ -13,6 +13,7 @@ docs/methods/srvit.md.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -87,12 +88,16 @@ class SRViT(ViTBackbone):
         Other arguments: see `ViTBackbone` (`drop_path_rate` grows over all `num_steps` steps; `global_steps`
         default to the `global_layers` in every recursion).
 
+    Attributes: `unit_recursions` T_u per unit (the argument `num_recursions`; the attribute of that name is
+    deprecated, as MoR-ViT's `num_recursions` is one int), `eval_recursions`, `unit_sizes`, `global_layers`.
+
     Parameters: `blocks.{i}` (timm names), `step_transforms.{u}.{t}.proj` for recursions t >= 1,
     `routers.{u}.proj` for units with T_u >= 2 (readout 'soft'/'hard').
 
     Statistics: `token_maps['mixture/unit{u}']` (B, T', h, w) the per-token weights the readout used,
     `scalars['w/u{u}r{t}']` their means (t 1-based), `scalars['recursions/u{u}']` the mean expected recursion.
     """
+
     mode_arguments = {'router_input': ('readout', ('final',)), 'timm_init': ('readout', ('final',))}  # checks.py
 
     def __init__(
@@ -132,7 +137,7 @@ class SRViT(ViTBackbone):
         self.router_input = check_choice('router_input', router_input, list(ROUTER_INPUTS))
         self.step_transform = check_choice('step_transform', step_transform, list(STEP_TRANSFORMS))
         self.timm_init = check_choice('timm_init', timm_init, list(TIMM_INITS))
-        self.unit_sizes, self.num_recursions = units, recursions
+        self.unit_sizes, self.unit_recursions = units, recursions  # T_u per unit (MoR-ViT's num_recursions: an int)
         self.eval_recursions = eval_recursions
 
         # The parameters: unique blocks, step transforms (recursion 0 has none), routers.
@@ -171,14 +176,25 @@ class SRViT(ViTBackbone):
         return sizes
 
     @property
+    def num_recursions(self) -> tuple[int, ...]:
+        """Deprecated: `unit_recursions` (a tuple per unit; MoR-ViT's `num_recursions` is an int)."""
+        warnings.warn(
+            'SRViT.num_recursions is deprecated; use unit_recursions instead (T per unit; the argument num_recursions '
+            'is unchanged)',
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.unit_recursions
+
+    @property
     def eval_recursions(self) -> tuple[int, ...]:
         """T'_u, the recursions each unit runs in eval mode (see the class docstring)."""
         return self._eval_recursions
 
     @eval_recursions.setter
     def eval_recursions(self, value: int | Sequence[int] | None) -> None:
-        value = self.num_recursions if value is None else value
-        self._eval_recursions = _per_unit('eval_recursions', value, len(self.num_recursions), 1, self.num_recursions)
+        value = self.unit_recursions if value is None else value
+        self._eval_recursions = _per_unit('eval_recursions', value, len(self.unit_recursions), 1, self.unit_recursions)
 
     def recursion_settings(self) -> list[tuple[int, ...]]:
         """The compute knob's candidates, smallest first: from the recursions in force, one less at a time from the
@@ -195,16 +211,18 @@ class SRViT(ViTBackbone):
     def forward_layers(self, x: Tensor, fwd: Forward) -> Tensor:
         """Unit after unit: T_u recursions of the unit's blocks (a step transform before each but the first), then
         the per-token mixture of the recursions (`RecursionMixture`), the next unit's input and the unit's output.
-        T_u: `num_recursions` in training, `eval_recursions` in eval, fewer with the compute knob."""
-        T = self.num_recursions if self.training else self.eval_recursions
+        T_u: `unit_recursions` in training, `eval_recursions` in eval, fewer with the compute knob."""
+        T = self.unit_recursions if self.training else self.eval_recursions
         if fwd.compute is not None:
             T = self.within(fwd.compute, fwd.grid, self.recursion_settings())
         fwd.setting, maps = T, {}
         for u, blocks in enumerate(self.unit_blocks):
             router = self.routers[str(u)] if str(u) in self.routers else None
-            unit_logits = (
-                full_precision(router, x) if router is not None and self.router_input == 'unit_input' else None
-            )
+            unit_logits = None
+            if router is not None and self.router_input == 'unit_input':  # all T' logits at once, checked at once
+                where = [f'unit {u}, recursion {t + 1}' for t in range(T[u])]
+                z = full_precision(router, x)[..., : T[u]].movedim(-1, 0)  # (B, N, T) -> (T', B, N)
+                unit_logits = fwd.finite(f'routers.{u} logits', where, z, router).movedim(0, -1)  # (B, N, T')
             mixture, logits, h = RecursionMixture(self.readout), [], x
             for t in range(T[u]):
                 h = self.step_transforms[u][t](h)  # S_{u,t}; the identity before recursion 0
@@ -215,8 +233,11 @@ class SRViT(ViTBackbone):
                         if b == fwd.stop:
                             return self._statistics(maps, fwd, h)
                 z = None
-                if router is not None:
-                    z = unit_logits[..., t : t + 1] if unit_logits is not None else router.recursion_logit(h, t)
+                if unit_logits is not None:
+                    z = unit_logits[..., t : t + 1]
+                    logits.append(z.detach())
+                elif router is not None:  # 'recursion_states': recursion t scored from its own state
+                    z = router.recursion_logit(h, t)
                     z = fwd.finite(f'routers.{u} logits', f'unit {u}, recursion {t + 1}', z, router)
                     logits.append(z.detach())
                 mixture.add(h, z)
@@ -233,7 +254,7 @@ class SRViT(ViTBackbone):
         """Unit after unit, recursion after recursion (`setting`: the recursions of each unit; None: all T), the
         unit's blocks in order; a step transform before each recursion t >= 1, the router before or after
         (`router_input`)."""
-        T = self.num_recursions if setting is None else setting
+        T = self.unit_recursions if setting is None else setting
         tokens, D = grid[0] * grid[1] + self.num_prefix_tokens, self.embed_dim
         steps = []
         for u, blocks in enumerate(self.unit_blocks):

@@ -29,7 +29,8 @@ class ForwardStats:
         over the patch tokens, no CLS; `ViTBackbone.forward_intermediates` reshapes).
     tables: other per-forward tensors for tools that are not per token, e.g. reViT's gates `gates` (L, E).
     grid: the patch grid (h, w) of this forward.
-    plan: the `plan.Plan` of what the forward ran (cached by the backbone, shared by forwards alike).
+    plan: the `plan.Plan` of what the forward ran (cached by the backbone, shared by forwards alike); None, and
+        `extra` empty, in a forward torch.compile traces (the FLOP model is an eager forward's).
     extra: work outside the plan, per image: the patch embedding first, then what only this forward did
         (reViT's expert merges when they were not cached).
     """

@@ -63,6 +63,11 @@ def image_groups(kept: Tensor, layers: Sequence[int]) -> tuple[list[float], list
     return coords, [whole(r) for r in runs], [whole(r) for r in reads], counts
 
 
+def image_index(images: list[int] | None, device: torch.device) -> Tensor | None:
+    """The images of a group (`image_groups`) as an index tensor; None: the whole batch."""
+    return None if images is None else torch.tensor(images, device=device)
+
+
 def take_images(x: Tensor, index: Tensor | None) -> Tensor:
     """Rows `index` of `x` (the images of a group, `image_groups`); None: all rows."""
     return x if index is None else x.index_select(0, index)

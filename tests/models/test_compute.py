@@ -178,13 +178,13 @@ def test_edge_recvit_shifts_each_images_depths_and_keeps_their_order():
 
 
 def engine_work(module, monkeypatch):
-    """The `BlockWork` that every `run_subset` call of `module`'s engine reports, in call order."""
+    """The `BlockWork` of every `run_subset` call of `module`'s engine (what that call ran, `subset_work`), in
+    call order."""
     calls, run_subset = [], module.run_subset
 
-    def recording(*args, **kwargs):
-        out, work = run_subset(*args, **kwargs)
-        calls.append(work)
-        return out, work
+    def recording(block, x, active, **kwargs):
+        calls.append(module.subset_work(block, active, kwargs.get('kv_cache') is not None, kwargs.get('windows')))
+        return run_subset(block, x, active, **kwargs)
 
     monkeypatch.setattr(module, 'run_subset', recording)
     return calls

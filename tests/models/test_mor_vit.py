@@ -108,7 +108,7 @@ def test_structure_and_sizes():
     assert model.layer_depth('blocks.0.attn.qkv.weight') == 1.0
     assert model.layer_depth('blocks.1.mlp.fc1.weight') == 6.5
     assert model.layer_depth('blocks.2.norm1.bias') == 12.0
-    assert model.layer_depth('routers.3.weight') == model.num_layers == 13
+    assert model.layer_depth('routers.3.weight') == model.num_layers + 1 == 13  # above every layer
 
 
 @pytest.mark.parametrize(
@@ -374,7 +374,7 @@ def mor_with_linear_scores(scores):
 
 def test_exact_ties_break_by_position(monkeypatch):
     model, x = mor_with_linear_scores(torch.zeros(1, 16))  # every token scores the same
-    monkeypatch.setattr(model, 'embed', lambda images: x)  # these states instead of an image's tokens
+    monkeypatch.setattr(model, 'embed', lambda images, grid: x)  # these states instead of an image's tokens
     with torch.no_grad():
         stats = model(torch.zeros(1, 3, 64, 64)).stats  # a 4 x 4 grid: the 16 tokens of x
     assert stats.token_maps['recursions'][0].flatten().tolist() == [3, 3, 2, 2, 1, 1, 1, 1] + [0] * 8

@@ -14,7 +14,7 @@ from mmrecvit.models import BACKBONES
 from mmrecvit.models import token_adaptive as engine
 from mmrecvit.models.checkpoint import CheckpointError, is_timm_state_dict, load_state_dict_into
 from mmrecvit.models.layers import Attention, Block
-from mmrecvit.models.revit import fold_to_plainvit
+from mmrecvit.models.revit_fold import fold_to_plainvit
 from mmrecvit.models.windows import Global, Windows
 
 pytestmark = pytest.mark.usefixtures('one_thread')

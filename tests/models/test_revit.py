@@ -10,7 +10,7 @@ from backbone_cases import program_router, tiny_revit
 
 from mmrecvit.models import NaiveRecursiveViT, PlainViT, ReViT
 from mmrecvit.models.checkpoint import load_pretrained, load_state_dict_into
-from mmrecvit.models.revit import fold_to_plainvit
+from mmrecvit.models.revit_fold import fold_to_plainvit
 
 TINY = dict(arch='tiny', embed_dim=32, num_heads=2, img_size=64)
 

@@ -35,7 +35,7 @@ def randomize_method_parameters(model, seed=3):
 def reference(model, img, steps=None):
     """SPEC §1 written out naively: keep every step state, then mix. Returns the unit outputs as
     maps (B, D, h, w) and the readout weights (B, T', h, w) of every unit."""
-    steps = steps or model.num_recursions
+    steps = steps or model.unit_recursions
     x, grid = model.embed(img), model.patch_grid(img)
     outs, weights = [], []
     for u, blocks in enumerate(model.unit_blocks):
@@ -157,10 +157,10 @@ def test_outputs_and_weights_match_the_naive_reference(readout, router_input):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     for u, w in enumerate(ref_weights):
         got = outs.stats.token_maps[f'mixture/unit{u}']
-        assert got.shape == (2, model.num_recursions[u], 3, 5)
+        assert got.shape == (2, model.unit_recursions[u], 3, 5)
         torch.testing.assert_close(got, w, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(got.sum(1), torch.ones(2, 3, 5))  # weights sum to 1 per token
-    if readout != 'final' and model.num_recursions[0] > 1:  # the router really mixes (not a uniform/one-step case)
+    if readout != 'final' and model.unit_recursions[0] > 1:  # the router really mixes (not a uniform/one-step case)
         w0 = outs.stats.token_maps['mixture/unit0']
         assert (w0.amax(1) - w0.amin(1)).mean() > 0.05
         assert len({int(i) for i in w0.argmax(1).flatten()}) > 1
@@ -414,3 +414,11 @@ def test_windowed_flops_follow_the_global_steps_run(eval_recursions):
     model = build(num_recursions=[2, 3, 2, 1], window_size=2, eval_recursions=eval_recursions).eval()
     traced, stats = traced_with_stats(model, torch.randn(1, 3, 128, 128))
     assert stats.flops == pytest.approx(traced, rel=1e-12)
+
+
+def test_the_per_unit_recursions_are_unit_recursions_and_the_old_attribute_warns():
+    """One word, one meaning (issue 39 item 5): MoR-ViT's num_recursions is an int, SR-ViT's T per unit is named."""
+    model = build(num_recursions=[2, 3, 1, 2])
+    assert model.unit_recursions == (2, 3, 1, 2) and model.num_steps == 2 * 2 + 3 * 2 + 1 + 2
+    with pytest.warns(DeprecationWarning, match='use unit_recursions instead'):
+        assert model.num_recursions == model.unit_recursions

@@ -15,7 +15,7 @@ from helpers import REPO, bad_input_line
 from timm.models.vision_transformer import VisionTransformer
 
 from mmrecvit.models import PlainViT
-from mmrecvit.models.revit import fold_to_plainvit
+from mmrecvit.models.revit_fold import fold_to_plainvit
 
 sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
 sys.path.insert(0, osp.join(REPO, 'tools', 'model_converters'))

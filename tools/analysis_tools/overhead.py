@@ -68,9 +68,9 @@ def main(argv: list[str] | None = None) -> str:
             '',
             f'Command: `python tools/analysis_tools/overhead.py --size {args.size} --repeats {args.repeats} '
             f'--threads {args.threads}`. One eval forward at {args.size}x{args.size}, batch 1, torch '
-            f'{torch.__version__}, {args.threads} thread(s). Library calls: Python calls of mmrecvit\'s and timm\'s '
+            f"{torch.__version__}, {args.threads} thread(s). Library calls: Python calls of mmrecvit's and timm's "
             'code (`sys.setprofile`), exact; latency: median of interleaved repeats, noisy on a shared machine. '
-            'Targets: PlainViT-S <= 1.5x timm ViT-S\'s calls; every method per application <= 1.1x PlainViT-S.',
+            "Targets: PlainViT-S <= 1.5x timm ViT-S's calls; every method per application <= 1.1x PlainViT-S.",
             '',
             format_table(rows, reference='timm ViT-S', per_application_reference='PlainViT-S'),
             '',

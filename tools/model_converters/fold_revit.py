@@ -32,7 +32,8 @@ from mmrecvit.models import PlainViT
 from mmrecvit.models.arguments import ARCH_SETTINGS
 from mmrecvit.models.checkpoint import load_state_dict_strict, select_prefix
 from mmrecvit.models.checkpoint_files import load_checkpoint_file, unwrap_state_dict
-from mmrecvit.models.revit import ReViT, fold_to_plainvit
+from mmrecvit.models.revit import ReViT
+from mmrecvit.models.revit_fold import fold_to_plainvit, plainvit_config
 
 PREFIX = 'backbone.'
 
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     dense = fold_to_plainvit(revit, args.depth)
     diff = check_parity(revit, dense, args.tolerance, args.seed)
     folded_sd = dense.state_dict()
-    config = {'type': 'PlainViT', **revit.plainvit_config(args.depth)}
+    config = {'type': 'PlainViT', **plainvit_config(revit, args.depth)}
     if is_model_ckpt:
         state_dict = {k: v for k, v in flat.items() if not k.startswith(PREFIX)}
         state_dict.update({PREFIX + k: v for k, v in folded_sd.items()})
