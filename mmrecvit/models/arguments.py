@@ -18,7 +18,7 @@ from .checks import check_bool, check_choice, check_float, check_int, check_sequ
 
 OUT_TYPES = ('featmap', 'cls_token', 'avg_featmap')
 AMP_DTYPES = {None: None, 'bf16': torch.bfloat16, 'fp16': torch.float16}
-# DeiT sizes (SPEC "Notation"); `depth` is the number of layers L.
+# DeiT sizes (docs/methods/README.md, "One vocabulary"); `depth` is the number of layers L.
 ARCH_SETTINGS: dict[str, dict[str, int]] = {
     'tiny': dict(embed_dim=192, num_heads=3, depth=12),
     'small': dict(embed_dim=384, num_heads=6, depth=12),

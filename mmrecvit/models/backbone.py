@@ -1,4 +1,4 @@
-"""`ViTBackbone`: what every backbone shares, and the contract a method fulfils (SPEC §5).
+"""`ViTBackbone`: what every backbone shares, and the contract a method fulfils (docs/methods/README.md).
 
 Data flow: image -> `embedding.embed` -> the method's loop over its own structure (`forward_layers`, each block
 application through `run_block`) -> the states of the requested layers -> `forward_intermediates` (timm's

@@ -1,4 +1,4 @@
-"""Reading checkpoints and loading them onto our models, strictly (STYLE 6, SPEC §6).
+"""Reading checkpoints and loading them onto our models, strictly (docs/methods/, "Initialisation from timm/DeiT").
 
 One path for every model:
 
@@ -208,7 +208,7 @@ def fresh_parameters(model: nn.Module, state_dict: dict[str, Tensor], pattern: s
     """Add the model's own (freshly initialised) entries matching `pattern` to `state_dict`.
 
     For method-specific parameters a timm checkpoint cannot have (routers, step transforms);
-    SPEC §6 keeps them at their zero/small initialisation. The keys are logged.
+    they keep their zero/small initialisation (each method's note, docs/methods/). The keys are logged.
     """
     regex = re.compile(pattern)
     own = {k: v for k, v in model.state_dict().items() if regex.match(k) and k not in state_dict}

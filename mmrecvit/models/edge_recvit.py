@@ -1,4 +1,4 @@
-"""Edge-RecViT: token-adaptive depth over a head / shared / tail block stack (SPEC §3).
+"""Edge-RecViT: token-adaptive depth over a head / shared / tail block stack (docs/methods/edge_recvit.md).
 
     image -> patch embedding -> EARR ranker: depth d_i per patch token (CLS: full depth)
           -> layer 0: head block, layers 1..L-2: one shared block, layer L-1: tail block;
@@ -41,7 +41,7 @@ HEAD, SHARED, TAIL = 0, 1, 2  # indices into `blocks`
 
 
 def still_active_gates(y: Tensor) -> Tensor:
-    """(..., L) one-hot depth choice y (straight-through allowed) -> gates a (..., L) (SPEC §3):
+    """(..., L) one-hot depth choice y (straight-through allowed) -> gates a (..., L) (docs/methods/edge_recvit.md):
     `a_s = 1 - cumsum(y)_s + y_s`, 1 for steps s <= d-1 (the token still runs), 0 afterwards."""
     return 1.0 - y.cumsum(-1) + y
 
@@ -64,16 +64,16 @@ class EarrRanker(nn.Module):
 
 @register_backbone('edgerecvit')
 class EdgeRecViT(ViTBackbone):
-    """Edge-RecViT (SPEC §3): head block, one shared block up to L-2 times, tail block.
+    """Edge-RecViT (docs/methods/edge_recvit.md): head block, one shared block up to L-2 times, tail block.
 
     Args:
         arch: 'tiny' | 'small' | 'base' | 'large' (aliases 'ti', 's', 'b', 'l'); `embed_dim`, `depth` (L, the
             layers, >= 3) and `num_heads` override the table.
         out_indices: layers whose states are returned (default (2, 5, 8, 11) of 12); tokens that exited
             earlier contribute their frozen state.
-        shared_init_block: timm/DeiT block that initialises the shared block (SPEC §6, the authors' code: 6 of
-            12); None: the checkpoint's middle block. The head takes block 0, the tail the last one, `norm`
-            the checkpoint's final norm.
+        shared_init_block: timm/DeiT block that initialises the shared block (the authors' code: 6 of 12;
+            docs/methods/edge_recvit.md); None: the checkpoint's middle block. The head takes block 0, the tail
+            the last one, `norm` the checkpoint's final norm.
         stb_loss_weight, du_loss_weight: weights of the STB z-loss `mean_i (logsumexp_l z_il)^2` (1e-3) and
             the DU balance loss `L sum_l E_l A_l` (0.1); dense tasks use STB + DU only (decision).
         gumbel_tau: the training-time Gumbel-softmax temperature (1.0); a plain attribute
@@ -84,8 +84,8 @@ class EdgeRecViT(ViTBackbone):
             and cap: a fixed pattern instead of the ranker's choice (the benchmark harness's, `benchmark.forcing`).
         final_norm: timm's final LayerNorm on the last layer's state (True, as the authors' model; part of the
             paper's parameter counts). frozen_kv: exited tokens stay keys/values with their frozen state (True,
-            SPEC §3); False: attention among the active tokens only. tail_on_all: every token runs the tail on
-            its frozen state (our option, off = the paper).
+            docs/methods/edge_recvit.md); False: attention among the active tokens only. tail_on_all: every
+            token runs the tail on its frozen state (our option, off = the paper).
         execution: 'adaptive' (the engine, eval) or 'masked' (the reference). Training always runs 'masked'.
         compute: the test-time knob through a shifted depth assignment: every patch token's depth of an image
             shifted by the same k in -(L-1)..0 (clipped), k the largest whose FLOPs (the 'adaptive' plan's) are
@@ -286,7 +286,7 @@ class EdgeRecViT(ViTBackbone):
     # ---- statistics ---------------------------------------------------------------------------
     def _aux_losses(self, logits: Tensor, probs: Tensor, token_depth: Tensor) -> dict[str, Tensor]:
         """STB z-loss and DU balance loss over the patch tokens of the batch, weighted; `token_depth`: the argmax
-        depths (A_l, SPEC §3)."""
+        depths (A_l, docs/methods/edge_recvit.md)."""
         L = self.depth
         stb = torch.logsumexp(logits, -1).square().mean()
         expected = probs.mean((0, 1))  # E_l
@@ -304,7 +304,8 @@ class EdgeRecViT(ViTBackbone):
     # ---- weights ------------------------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """head <- timm block 0, shared <- block `shared_init_block` (default the middle one), tail <- the last
-        block (SPEC §6), `norm` <- the checkpoint's final norm; the ranker keeps its initialisation (logged)."""
+        block (docs/methods/edge_recvit.md), `norm` <- the checkpoint's final norm; the ranker keeps its
+        initialisation (logged)."""
         rest, blocks = split_timm_blocks(state_dict)
         if not blocks:
             raise ValueError('the timm checkpoint has no blocks.<i>.* keys to initialise Edge-RecViT from')

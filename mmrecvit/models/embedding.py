@@ -1,4 +1,5 @@
-"""Image -> tokens with timm's parameter names: patch embedding, CLS token, resampled position embedding (SPEC §5).
+"""Image -> tokens with timm's parameter names: patch embedding, CLS token, resampled position embedding
+(docs/methods/README.md).
 
 The parameters live on the backbone under timm's names (`patch_embed.proj`, `cls_token`, `pos_embed`,
 STYLE 2); these functions are what every backbone does with them. Any input size works: the image is

@@ -1,4 +1,5 @@
-"""reViT's building blocks (SPEC §2): an FFN bank merged in weight space, and the depth router that programs it.
+"""reViT's building blocks: an FFN bank merged in weight space, and the depth router that programs it
+(docs/methods/revit.md).
 
 At step t the FFN is the convex combination of E expert FFNs in weight space, `θ̄_t = Σ_e g_{t,e} θ_e` for each
 of W1, b1, W2, b2, with gates `g_t = softmax(ψ(s_t)/τ)` from the depth coordinate `s_t = t/(L-1)`; only the
@@ -18,7 +19,7 @@ from torch import Tensor, nn
 
 
 def depth_coordinates(num_steps: int) -> list[float]:
-    """The normalised depth grid `s_t = t/(L-1)`, t = 0..L-1 (SPEC §2), as Python floats.
+    """The normalised depth grid `s_t = t/(L-1)`, t = 0..L-1 (docs/methods/revit.md), as Python floats.
 
     Python division is correctly rounded, so k/(K-1) of a renumbered step and t/(L-1) of the same rational
     coordinate are the same float: equal coordinates share one gate row and one merge.
@@ -71,7 +72,7 @@ class ExpertMlp(nn.Module):
         self.fc2 = ExpertLinear(num_experts, hidden_dim, dim)
 
     def merge(self, gates: Tensor) -> MergedFfn:
-        """gates (..., E) -> the convex combination of the experts' W1, b1, W2, b2 (SPEC §2)."""
+        """gates (..., E) -> the convex combination of the experts' W1, b1, W2, b2 (docs/methods/revit.md)."""
         return MergedFfn(*self.fc1.merge(gates), *self.fc2.merge(gates))
 
     def merge_macs(self) -> int:
@@ -90,7 +91,7 @@ class DepthRouter(nn.Module):
     """ψ: depth coordinate s -> E expert logits (Linear 1->hidden, SiLU, Linear hidden->E).
 
     `fc1` keeps PyTorch's default init (U(-1, 1) for one input, our decision) so its hidden units are distinct
-    functions of s in [0, 1]; `fc2` is zero: uniform gates at initialisation (SPEC §2).
+    functions of s in [0, 1]; `fc2` is zero: uniform gates at initialisation (docs/methods/revit.md).
     """
 
     def __init__(self, num_experts: int, hidden_dim: int = 16) -> None:

@@ -17,7 +17,7 @@ The rule (our decision; BEiT/ViTDet's for a plain ViT, extended to recursion):
   nearly the whole backbone, the embeddings' rate (0.65^12 = 0.006: frozen); the last (max) would switch the
   decay off. The mean does not depend on the decay rate.
 * everything else (routers, rankers, step transforms, a final norm): `num_layers + 1`, lr scale 1 as the neck and
-  heads. These method parameters are not in a pretrained checkpoint (SPEC §6 keeps them at zero/small
+  heads. These method parameters are not in a pretrained checkpoint (they keep their zero/small
   initialisation): nothing pretrained to preserve, and a zero-initialised router at rate^k would hardly leave
   its initialisation.
 """

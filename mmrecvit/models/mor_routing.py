@@ -1,7 +1,7 @@
-"""MoR-ViT's routing (SPEC §4), one forward's state each: expert choice (per-recursion routers keep the top
-`ceil(cap_r * Np)` of the tokens chosen at r-1, CLS always) and token choice (one router gives each token its number
-of recursions up front). `select(r, x, k)` gives the tokens that run recursion r and their gates; `finish()` the
-routers' losses and statistics. Built complete where the forward makes them (`MoRViT.forward_layers`).
+"""MoR-ViT's routing (docs/methods/mor_vit.md), one forward's state each: expert choice (per-recursion routers
+keep the top `ceil(cap_r * Np)` of the tokens chosen at r-1, CLS always) and token choice (one router gives each
+token its number of recursions up front). `select(r, x, k)` gives the tokens that run recursion r and their gates;
+`finish()` the routers' losses and statistics. Built complete where the forward makes them (`MoRViT.forward_layers`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from .token_adaptive import DepthSubsets, TokenSubset, top_k
 
 
 class ExpertChoice:
-    """One forward's expert-choice routing state (SPEC §4): hierarchical top-k per recursion. `candidates`
-    (B, k) holds the patch positions chosen at the previous recursion (all before recursion 0), sorted."""
+    """One forward's expert-choice routing state (docs/methods/mor_vit.md): hierarchical top-k per recursion.
+    `candidates` (B, k) holds the patch positions chosen at the previous recursion (all before recursion 0), sorted."""
 
     def __init__(self, model: Any, x: Tensor, fwd: Any) -> None:
         B, N, _ = x.shape
@@ -94,7 +94,8 @@ class TokenRoute(NamedTuple):
 
 
 def token_choice(model: Any, x: Tensor, fwd: Any) -> TokenRoute:
-    """Token choice's router on the states entering recursion 0 (SPEC §4): each token's number of recursions."""
+    """Token choice's router on the states entering recursion 0: each token's number of recursions
+    (docs/methods/mor_vit.md)."""
     P, R, B = model.num_prefix_tokens, model.num_recursions, x.shape[0]
     logits = fwd.finite(
         'router logits', 'the depth assignment (before recursion 0)', full_precision(model.router, x), model.router
@@ -107,7 +108,7 @@ def token_choice(model: Any, x: Tensor, fwd: Any) -> TokenRoute:
 
 
 class TokenChoice:
-    """One forward's token-choice routing (SPEC §4): the decision `route` and the token subsets of every
+    """One forward's token-choice routing (docs/methods/mor_vit.md): the decision `route` and the token subsets of every
     recursion (`DepthSubsets` of its depths, made by the caller: a host read of the counts)."""
 
     def __init__(self, model: Any, route: TokenRoute, subsets: DepthSubsets) -> None:

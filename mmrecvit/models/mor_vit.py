@@ -1,4 +1,4 @@
-"""MoR-ViT: token-level Mixture-of-Recursions over a middle-cycle shared unit (SPEC §4).
+"""MoR-ViT: token-level Mixture-of-Recursions over a middle-cycle shared unit (docs/methods/mor_vit.md).
 
     image -> patch embedding -> first block (own weights, every token)
           -> recursion r = 0..N_r-1: a router picks the tokens that run the shared unit at r;
@@ -7,7 +7,7 @@
 
 `blocks.0` is the first block, `blocks.1 .. blocks.u` the shared unit of u blocks (default 1) that every
 recursion runs in order, `blocks.{u+1}` the last block: L = 2 + u * N_r layers. Routing is 'expert_choice'
-(SPEC §4 default: per-recursion routers keep the top `ceil(cap_r * Np)` of the tokens chosen at r-1, CLS
+(docs/methods/mor_vit.md default: per-recursion routers keep the top `ceil(cap_r * Np)` of the tokens chosen at r-1, CLS
 always) or 'token_choice' (one router gives each token its number of recursions up front). The engine
 (`token_adaptive.run_subset`) runs each shared application for the chosen tokens only, which is MoR's
 recursion-wise KV caching. Decisions and measurements: docs/methods/mor_vit.md.
@@ -40,7 +40,7 @@ OPEN_GATE = 0.99  # `timm_gates='open'`: every router's initial sigmoid/softmax 
 
 
 def default_capacities(num_recursions: int) -> tuple[float, ...]:
-    """cap_r = (N_r - r) / N_r, r = 0..N_r-1 (SPEC §4: 1, 2/3, 1/3 for N_r = 3)."""
+    """cap_r = (N_r - r) / N_r, r = 0..N_r-1 (docs/methods/mor_vit.md: 1, 2/3, 1/3 for N_r = 3)."""
     return tuple((num_recursions - r) / num_recursions for r in range(num_recursions))
 
 
@@ -61,7 +61,7 @@ def _make_router(dim: int, out_features: int) -> nn.Linear:
 
 @register_backbone('morvit')
 class MoRViT(ViTBackbone):
-    """MoR-ViT (SPEC §4): first block, a shared unit cycled N_r times with token routing, last block.
+    """MoR-ViT (docs/methods/mor_vit.md): first block, a shared unit cycled N_r times with token routing, last block.
 
     Args:
         arch: 'tiny' | 'small' | 'base' | 'large' (aliases 'ti', 's', 'b', 'l'); `embed_dim`, `num_heads` and
@@ -76,10 +76,11 @@ class MoRViT(ViTBackbone):
         compute: the test-time knob through scaled capacities (expert-choice): every capacity in force times
             j / Np, j the largest whose FLOPs are <= compute x those of full capacities; token-choice routing
             takes compute=None (its depths come from its router).
-        router_alpha: gate scale alpha > 0. None: 0.1 for expert-choice (SPEC), 1.0 for token-choice.
-        bce_loss_weight (1e-3), balance_loss_weight (0.1), z_loss_weight (1e-5): the routers' losses (SPEC §4).
+        router_alpha: gate scale alpha > 0. None: 0.1 for expert-choice (docs/methods/mor_vit.md), 1.0 for token-choice.
+        bce_loss_weight (1e-3, expert-choice), balance_loss_weight (0.1) and z_loss_weight (1e-5) (token-choice):
+            the routers' losses (docs/methods/mor_vit.md); each is refused in the other routing.
         timm_init: 'average' (the shared unit <- mean of the tied layers) or 'pick' (<- block
-            `shared_init_block + j`, default block 6), SPEC §6.
+            `shared_init_block + j`, default block 6), docs/methods/mor_vit.md.
         update: 'interpolate' (default) `h <- h + g (Block(h) - h)` or 'additive' `h <- h + g Block(h)` (MoR's).
         timm_gates: the routers' start from a timm/DeiT checkpoint: 'open' (default, every gate at
             `OPEN_GATE` = 0.99; with `router_alpha=1.0` and full capacities a recursion applies nearly the
@@ -92,7 +93,13 @@ class MoRViT(ViTBackbone):
     (token-choice); `scalars` `sel/r{r}`, `recursions/mean`, `gate/mean`; `token_maps['recursions']` (B, h, w).
     """
 
-    mode_arguments = {'shared_init_block': ('timm_init', ('average',))}  # it acts with 'pick' only (checks.py)
+    # Arguments that act in one mode only (checks.py refuses them in the others).
+    mode_arguments = {
+        'shared_init_block': ('timm_init', ('average',)),
+        'bce_loss_weight': ('routing', ('token_choice',)),
+        'balance_loss_weight': ('routing', ('expert_choice',)),
+        'z_loss_weight': ('routing', ('expert_choice',)),
+    }
 
     def __init__(
         self,
@@ -276,7 +283,7 @@ class MoRViT(ViTBackbone):
 
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """first <- timm block 0, last <- the last block, shared unit <- the mean of the tied middle layers or a
-        picked block (`timm_init`, SPEC §6); the routers start as `timm_gates` says."""
+        picked block (`timm_init`, docs/methods/mor_vit.md); the routers start as `timm_gates` says."""
         rest, blocks = split_timm_blocks(state_dict)
         n, u = len(blocks), self.unit_size
         if self.timm_init == 'average':

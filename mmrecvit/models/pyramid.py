@@ -1,4 +1,4 @@
-"""`SimplePyramid`: four stride-16 ViT maps -> a stride 4/8/16/32 pyramid (ViTDet-style, SPEC §5).
+"""`SimplePyramid`: four stride-16 ViT maps -> a stride 4/8/16/32 pyramid (ViTDet-style, docs/methods/README.md).
 
 Each input map is first normalised (LayerNorm over channels, `norm_inputs=True`): the levels come
 from different layers whose scales differ and drift during training, and unnormalised

@@ -3,7 +3,7 @@
 For a query at grid position (qh, qw) and a key at (kh, kw) the attention logit gains
 `q . Rh[qh - kh] + q . Rw[qw - kw]`: two tables `rel_pos_h` (2*Sh - 1, head_dim) and `rel_pos_w`
 (2*Sw - 1, head_dim), shared by the heads, with the *unscaled* query (detectron2's
-`add_decomposed_rel_pos`). Decisions where ViTDet is silent or differs from us (SPEC §5, issue 28):
+`add_decomposed_rel_pos`). Decisions where ViTDet is silent or differs from us (docs/methods/README.md, issue 28):
 
 * **One pair of tables per block** (parameters of the block's `Attention`, `Sh x Sw` = the pretraining
   grid), shared by every application of the block -- windowed and global steps, every recursion -- and

@@ -1,4 +1,4 @@
-"""reViT: one shared block, depth-programmed expert FFNs, elastic depth (SPEC §2).
+"""reViT: one shared block, depth-programmed expert FFNs, elastic depth (docs/methods/revit.md).
 
 One pre-norm block (attention, both LayerNorms and an E-expert FFN bank, `experts.py`) is applied L times.
 At step t the depth coordinate `s_t = t/(L-1)` goes through a tiny router ψ, `g_t = softmax(ψ(s_t)/τ)`, and
@@ -40,7 +40,7 @@ DEFAULT_OUT_DEPTHS = (0.25, 0.5, 0.75, 1.0)  # the default outputs, as normalise
 
 @register_backbone('revit')
 class ReViT(ViTBackbone):
-    """reViT: one shared block applied L times with depth-programmed expert FFNs (SPEC §2).
+    """reViT: one shared block applied L times with depth-programmed expert FFNs (docs/methods/revit.md).
 
     Args:
         arch: 'tiny' | 'small' | 'base' | 'large' (aliases 'ti', 's', 'b', 'l'); `embed_dim`, `depth` and
@@ -51,16 +51,17 @@ class ReViT(ViTBackbone):
         num_experts: E, expert FFNs in the bank (>= 1; E=1 is plain weight tying).
         router_hidden_dim: hidden width of the router ψ (16). router_temperature: τ of the gate softmax (1.0).
         out_indices: layers whose maps are returned (default: the stage ends, (2, 5, 8, 11) at L=12, the
-            normalised depths 0.25/0.5/0.75/1.0). Issue 27 corrects SPEC §2, which names outputs by normalised
-            depth: they are layers as in every backbone, kept as normalised depths so they keep their relative
-            depth when L changes (SPEC's reason). (`out_depths`, deprecated: normalised depths in (0, 1].)
+            normalised depths 0.25/0.5/0.75/1.0). The paper names outputs by normalised depth (issue 27):
+            they are layers as in every backbone, kept as normalised depths so they keep their relative
+            depth when L changes (the paper's reason). (`out_depths`, deprecated: normalised depths in (0, 1].)
         step_drop_rate: elastic-depth training, per-image probability of dropping a whole step (0.3; 0
             disables it). Ignored in eval mode.
         balance_loss_weight, z_loss_weight, diversity_loss_weight: weights of the auxiliary losses (1e-2, 1e-3,
             1e-3; 0 removes a term), training mode with E > 1 only.
-        timm_gates: the router's start when a timm/DeiT checkpoint is loaded (SPEC §6): 'programmed' (default)
-            puts 0.97 on the expert of each step's own depth group, floor(t E / L); 'uniform' keeps the zero
-            output layer. timm_init: the shared attention and norms <- 'average' over all blocks or 'middle'.
+        timm_gates: the router's start when a timm/DeiT checkpoint is loaded (docs/methods/revit.md):
+            'programmed' (default) puts 0.97 on the expert of each step's own depth group, floor(t E / L);
+            'uniform' keeps the zero output layer. timm_init: the shared attention and norms <- 'average' over all
+            blocks or 'middle'.
         compute: the test-time knob through elastic depth: a K-step reViT (coordinates re-spread over K),
             K in 2..L the largest whose FLOPs are <= compute x those at the current L. The router and expert
             merge (cached in eval) are left out of the choice; they are in `stats.flops` when computed.
@@ -300,7 +301,7 @@ class ReViT(ViTBackbone):
             stats.extra.append(OpWork('block.mlp (expert merge)', merges * self.block.mlp.merge_macs() / B))
 
     def auxiliary_losses(self, gates: Tensor, logits: Tensor, weights: Tensor) -> dict[str, Tensor]:
-        """Weighted aux losses (SPEC §2) from gates/logits (U, E) and per-row weights (U,) summing to 1."""
+        """Weighted aux losses (docs/methods/revit.md) of gates/logits (U, E) and per-row weights (U,) summing to 1."""
         lw, E = self.loss_weights, self.num_experts
         out = {}
         if lw['balance']:
@@ -316,7 +317,7 @@ class ReViT(ViTBackbone):
 
     # ---- checkpoints and folding ------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
-        """timm/DeiT -> reViT (SPEC §6): shared attention/norms from all blocks' mean or the middle block
+        """timm/DeiT -> reViT (docs/methods/revit.md): shared attention/norms from all blocks' mean or the middle block
         (`timm_init`); expert e <- mean FFN of the e-th of E contiguous groups of blocks; the router as
         `timm_gates` says."""
         rest, blocks = split_timm_blocks(state_dict)

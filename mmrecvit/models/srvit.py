@@ -1,4 +1,4 @@
-"""SR-ViT: SoftMoR's per-token soft mixture over recursions (SPEC §1).
+"""SR-ViT: SoftMoR's per-token soft mixture over recursions (docs/methods/srvit.md).
 
 A DeiT's blocks are grouped into recursion units of consecutive blocks, coarse to fine. Unit u (block stack
 f_u, input x) runs T_u recursions and reads its trajectory out per token:
@@ -6,7 +6,7 @@ f_u, input x) runs T_u recursions and reads its trajectory out per token:
     h_1 = f_u(x),   h_t = f_u(S_{u,t}(h_{t-1}))  for t = 2..T_u       S_{u,t}(h) = h + Linear_{u,t}(h)
     w = softmax(R_u(x))  (per token, over recursions),   y_u = sum_t w_t * h_t
 
-and y_u is the next unit's input and the u-th multi-level feature (SPEC §5). Decisions and measurements:
+and y_u is the next unit's input and the u-th multi-level feature (docs/methods/README.md). Decisions and measurements:
 docs/methods/srvit.md.
 """
 
@@ -54,17 +54,17 @@ def _per_unit(name: str, value: Any, num_units: int, low: int, high: Sequence[in
 
 @register_backbone('srvit')
 class SRViT(ViTBackbone):
-    """SR-ViT (SoftMoR, SPEC §1) as a dense-prediction backbone (SPEC §5).
+    """SR-ViT (SoftMoR, docs/methods/srvit.md) as a dense-prediction backbone (docs/methods/README.md).
 
     Args:
         arch: 'tiny' | 'small' | 'base' | 'large' (aliases 'ti', 's', 'b', 'l'); `embed_dim`, `depth` and
             `num_heads` override the table.
         depth: L, the layers: the unique blocks (DeiT's layers, block i <- DeiT block i). Each unit runs its
             layers `num_recursions` times in place, so the model has `num_steps` = sum_u unit_sizes[u] * T_u
-            block applications (48 for S with T = 4; SPEC's L, which issue 27 renames). (`num_blocks`,
+            block applications (48 for S with T = 4; the paper's L, which issue 27 renames). (`num_blocks`,
             deprecated, is the same number.)
         unit_sizes: blocks per recursion unit, consecutive and coarse to fine, summing to `depth`. Default
-            (SPEC §1 decision): [4, 4, 2, 2] for 12, the same proportions [n/3, n/3, n/6, n/6] for any n
+            (decision, docs/methods/srvit.md): [4, 4, 2, 2] for 12, the same proportions [n/3, n/3, n/6, n/6] for any n
             divisible by 6 (our decision); otherwise required.
         num_recursions: T, the recursions of every unit (int) or of each unit (list). Default 4. T = 1 is DeiT
             exactly (no step transforms, no routers).
@@ -77,8 +77,9 @@ class SRViT(ViTBackbone):
         readout: 'soft' (default) the per-token softmax mixture; 'hard' the per-token argmax recursion with a
             straight-through gradient (`RecursionMixture`); 'final' the last state (naive recursion: no routers,
             no unused parameters in training; router_input and timm_init, the routers', are refused with it).
-        router_input: what the Soft Router reads (SPEC §1 decision: 'unit_input'); 'recursion_states' scores
-            recursion t from its own state with row t of the same Linear (same keys and shapes).
+        router_input: what the Soft Router reads (decision, docs/methods/srvit.md: 'unit_input');
+            'recursion_states' scores recursion t from its own state with row t of the same Linear (same keys and
+            shapes).
         step_transform: the transform before recursions t >= 2: 'linear' (default), 'shift' or 'none'.
         timm_init: the routers' start from a timm/DeiT checkpoint: 'function' (default) puts 0.99 on recursion 1,
             so with the zero step transforms the model is DeiT's function for any T; 'fresh' zero routers.
@@ -303,8 +304,8 @@ class SRViT(ViTBackbone):
 
     # ---- weights ------------------------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
-        """Block i <- timm/DeiT block i (SPEC §6); step transforms keep their zero initialisation (logged) and
-        the routers start as `timm_init` says."""
+        """Block i <- timm/DeiT block i (docs/methods/srvit.md); step transforms keep their zero initialisation
+        (logged) and the routers start as `timm_init` says."""
         _, blocks = split_timm_blocks(state_dict)
         if len(blocks) != self.depth:
             raise ValueError(

@@ -1,6 +1,6 @@
-"""SR-ViT's building blocks (SPEC §1): the step transform before each recursion, the soft router that scores a
-unit's recursions, and the per-token mixture of the recursions, accumulated while the unit recurses (O(1) states
-of the T a unit runs: SPEC §1's "never keep T states"; derivation in docs/methods/srvit.md, "O(1) states").
+"""SR-ViT's building blocks (docs/methods/srvit.md): the step transform before each recursion, the soft router
+that scores a unit's recursions, and the per-token mixture of the recursions, accumulated while the unit recurses
+(O(1) states of the T a unit runs, never all T; derivation in docs/methods/srvit.md, "O(1) states").
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 
 class StepTransform(nn.Module):
-    """S_{u,t}(h) = h + Linear(h), D x D with bias, zero-initialised (SPEC §1 decision): the identity at
+    """S_{u,t}(h) = h + Linear(h), D x D with bias, zero-initialised (decision, docs/methods/srvit.md): the identity at
     initialisation, so a DeiT-initialised model repeats DeiT's unit trajectory."""
 
     def __init__(self, dim: int) -> None:
@@ -36,14 +36,14 @@ class StepShift(nn.Module):
         return h + self.bias
 
 
-# The step transform's kinds (SPEC §1 ablation): what runs before recursions t >= 2.
+# The step transform's kinds (ablation, docs/methods/srvit.md): what runs before recursions t >= 2.
 STEP_TRANSFORMS = {'linear': StepTransform, 'shift': StepShift, 'none': None}
 
 
 class SoftRouter(nn.Module):
     """R_u: Linear(D -> T) scoring the T recursions of a unit, zero-initialised (uniform mixture).
 
-    `forward(x)` gives the logits of all recursions from one input (the unit input, SPEC §1);
+    `forward(x)` gives the logits of all recursions from one input (the unit input, docs/methods/srvit.md);
     `recursion_logit(h, t)` scores recursion t from its own state with row t only ('recursion_states').
     """
 
@@ -64,7 +64,7 @@ class SoftRouter(nn.Module):
 
 
 class RecursionMixture:
-    """One unit's readout, accumulated while recursing: it holds O(1) states, never all T (SPEC §1).
+    """One unit's readout, accumulated while recursing: it holds O(1) states, never all T (docs/methods/srvit.md).
 
     `add(h_t, z_t)` takes each recursion's state (B, N, D) and router logit (B, N, 1) (None: no router);
     `result()` is the unit output. The soft mixture is an online softmax over recursions with a running max m

@@ -1,4 +1,4 @@
-"""Per-forward statistics every backbone reports (SPEC §5, STYLE 8), travelling with the forward's result.
+"""Per-forward statistics every backbone reports (docs/methods/README.md), travelling with the forward's result.
 
 Each forward builds its own `ForwardStats` and hands it back with what it computed: `forward` returns a
 `FeatureMaps` tuple whose `.stats` it is, `forward_intermediates(..., return_stats=True)` returns it beside

@@ -1,4 +1,5 @@
-"""reViT's elastic-depth training (SPEC §2): step dropout, each image running its kept steps as a shorter reViT.
+"""reViT's elastic-depth training: step dropout, each image running its kept steps as a shorter reViT
+(docs/methods/revit.md).
 
 Per image each whole step is dropped with probability p (at least 2 kept); the K kept steps are renumbered and
 their depth coordinates re-spread, s_k = k/(K-1), so image b computes exactly reViT at depth K_b. The forward
@@ -16,8 +17,8 @@ from .experts import depth_coordinates
 
 
 def sample_kept_steps(batch: int, num_steps: int, drop_rate: float) -> Tensor:
-    """(B, L) bool: per image, the steps that survive step dropout with `drop_rate`, at least 2 (SPEC §2's
-    elastic depth; when fewer survive, the missing ones are drawn uniformly from the image's dropped steps)."""
+    """(B, L) bool: per image, the steps that survive step dropout with `drop_rate`, at least 2 (elastic depth,
+    docs/methods/revit.md; when fewer survive, the missing ones are drawn uniformly from the image's dropped steps)."""
     keep = torch.rand(batch, num_steps) >= drop_rate
     # Kept steps rank first, then the dropped ones in random order: top-2 tops up short rows.
     top2 = (torch.rand(batch, num_steps) + keep.float()).topk(2, dim=1).indices

@@ -1,4 +1,4 @@
-"""Token-adaptive execution: one block application for a subset of the tokens (SPEC §3, §4).
+"""Token-adaptive execution: one block application for a subset of the tokens (docs/methods/edge_recvit.md, mor_vit.md).
 
 The masked reference of a token-adaptive model computes every token at every step and throws the
 result away for tokens that are not active (`h <- h + a * (Block(h) - h)` with a = 0). This module
@@ -6,9 +6,9 @@ does the same arithmetic only where it is needed, so skipped tokens become real 
 
 * queries, both LayerNorms, the output projection and the MLP run for the **active** tokens only;
 * keys/values come either from all tokens (the active tokens' fresh projections plus a `KVCache`
-  of the frozen tokens, SPEC §3: exited tokens stay in the sequence as keys/values) or from the
-  active tokens only (`kv_cache=None`, SPEC §4: MoR's attention among the selected tokens);
-* an optional per-token residual gate gives `h <- h + g * (Block(h) - h)` (MoR, SPEC §4).
+  of the frozen tokens, docs/methods/edge_recvit.md: exited tokens stay in the sequence as keys/values) or from the
+  active tokens only (`kv_cache=None`, docs/methods/mor_vit.md: MoR's attention among the selected tokens);
+* an optional per-token residual gate gives `h <- h + g * (Block(h) - h)` (MoR, docs/methods/mor_vit.md).
 
 Data layout (decision): position-wise work runs on the active tokens of the *whole batch*
 flattened to (T, D) rows, so images with different numbers of active tokens cost exactly their
@@ -164,7 +164,7 @@ class KVCache:
 
     A frozen token's state does not change, so its keys/values only need projecting when it
     freezes or when a different block (weight set) runs; while one shared block repeats they are
-    reused (SPEC §3). Rows of active tokens hold stale values that `run_subset` never reads.
+    reused (docs/methods/edge_recvit.md). Rows of active tokens hold stale values that `run_subset` never reads.
 
     Counters (whole batch, for tests and tools): `projected` tokens whose keys/values were
     computed, `reused` token-steps served from the cache without projection.
@@ -204,8 +204,8 @@ class TokenRows:
     """The rows (T, D) of the `active` tokens that one block application runs on (`Block.forward`).
 
     kv_cache: keys/values of every other token, already `update`d for this block: attention is
-        then over all N tokens of each image (SPEC §3). None: attention among the active tokens
-        only (SPEC §4, MoR).
+        then over all N tokens of each image (docs/methods/edge_recvit.md). None: attention among the active tokens
+        only (docs/methods/mor_vit.md, MoR).
     windows: the application's layout: `windows.Windows`, `windows.Global` (relative position biases
         at the active tokens' grid positions) or None.
     """

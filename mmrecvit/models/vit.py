@@ -1,4 +1,5 @@
-"""The two baselines (SPEC §0): PlainViT, L distinct blocks, and NaiveRecursiveViT, k blocks applied cyclically.
+"""The two baselines: PlainViT, L distinct blocks, and NaiveRecursiveViT, k blocks applied cyclically
+(docs/methods/baselines.md).
 
 Both run one block per layer over every token, the base class's own forward and plan (`ViTBackbone.forward_layers`,
 `layer_blocks`); the compute knob runs the first K of the L layers. Design notes and measured figures:
@@ -20,7 +21,7 @@ from .registry import register_backbone
 
 @register_backbone('plainvit')
 class PlainViT(ViTBackbone):
-    """DeiT-style ViT with L distinct blocks: the unshared reference (SPEC §0).
+    """DeiT-style ViT with L distinct blocks: the unshared reference (docs/methods/baselines.md).
 
     Args:
         arch: 'tiny' | 'small' | 'base' | 'large' (aliases 'ti', 's', 'b', 'l'); `embed_dim`, `depth` and
@@ -51,18 +52,19 @@ class PlainViT(ViTBackbone):
 
 @register_backbone('naiverecvit')
 class NaiveRecursiveViT(ViTBackbone):
-    """k distinct blocks applied cyclically over L layers (SPEC §0): layer t runs `blocks[t % k]`; only states
-    are read out (no mixing), the "naive recursion" reference that degrades as recursion grows.
+    """k distinct blocks applied cyclically over L layers (docs/methods/baselines.md): layer t runs
+    `blocks[t % k]`; only states are read out (no mixing), the "naive recursion" reference that degrades as
+    recursion grows.
 
     Args:
         num_blocks: k, the unique blocks (default 3, at most `depth`).
         depth: L, the layers (default from `arch`: 12).
         compute: as `PlainViT`'s: the first K of the L layers (the cycle cut from the end).
-        timm_init: how unique block j is initialised from an n-block timm checkpoint (SPEC §6): 'cycle'
-            (default, our decision correcting SPEC §6's mapping to the schedule): the mean of the checkpoint
+        timm_init: how unique block j is initialised from an n-block timm checkpoint (docs/methods/baselines.md,
+            which says why the default is not a mapping to the schedule): 'cycle' (default): the mean of the checkpoint
             blocks at the layers block j runs, t = j, j + k, ... (block t * n // L of the checkpoint for layer
             t), so every layer starts from a mean that contains the DeiT block of its own depth; 'pick': block
-            j * (n/k); 'average': the mean of the j-th group of n/k consecutive blocks (SPEC §6's, which match
+            j * (n/k); 'average': the mean of the j-th group of n/k consecutive blocks (which match
             a schedule that runs the groups consecutively, not the cycle this model runs).
         Other arguments: see `ViTBackbone`.
     """

@@ -43,7 +43,8 @@ DEIT = {
     'base': 'checkpoints/deit_base_patch16_224-b5f2ef4d.pth',
 }
 
-# The arguments that say how each method starts from DeiT (SPEC §6), and reViT's / MoR-ViT's training choices.
+# The arguments that say how each method starts from DeiT (docs/methods/README.md), and reViT's / MoR-ViT's training
+# choices.
 INIT_ARGS = {
     'PlainViT': {},
     'NaiveRecursiveViT': {'timm_init': 'cycle'},

@@ -190,10 +190,6 @@ SPECIFIC = {
         ('router_alpha', 'big', TypeError, ['router_alpha', NUMBER]),
         ('bce_loss_weight', -1.0, ValueError, ['bce_loss_weight', NON_NEGATIVE]),
         ('bce_loss_weight', None, TypeError, ['bce_loss_weight', NUMBER]),
-        ('balance_loss_weight', -1.0, ValueError, ['balance_loss_weight', NON_NEGATIVE]),
-        ('balance_loss_weight', '0.1', TypeError, ['balance_loss_weight', NUMBER]),
-        ('z_loss_weight', -1.0, ValueError, ['z_loss_weight', NON_NEGATIVE]),
-        ('z_loss_weight', math.nan, ValueError, ['z_loss_weight', NON_NEGATIVE]),
         ('out_indices', [5], ValueError, ['out_indices entry', '[-5, 4]']),
         ('out_indices', ['0'], TypeError, ['out_indices entry', INT]),
         ('timm_init', 'middle', ValueError, ['timm_init', "['average', 'pick']"]),
@@ -213,6 +209,15 @@ COMBINATIONS = [
     ),
     ('MoRViT', dict(timm_init='pick'), 'shared_init_block', -1, ValueError, ['shared_init_block', '[0, inf]']),
     ('MoRViT', dict(timm_init='pick'), 'shared_init_block', 1.0, TypeError, ['shared_init_block', INT]),
+    *(
+        ('MoRViT', dict(routing='token_choice'), argument, value, exc, [argument, words])
+        for argument, value, exc, words in (
+            ('balance_loss_weight', -1.0, ValueError, NON_NEGATIVE),
+            ('balance_loss_weight', '0.1', TypeError, NUMBER),
+            ('z_loss_weight', -1.0, ValueError, NON_NEGATIVE),
+            ('z_loss_weight', math.nan, ValueError, NON_NEGATIVE),
+        )
+    ),
     *(
         (
             name,
@@ -484,6 +489,21 @@ NO_EFFECT = [
         "SRViT: timm_init='fresh' has no effect with readout='final'; leave timm_init out or choose another readout",
     ),
     (
+        'MoRViT',
+        dict(routing='token_choice', bce_loss_weight=0.1),  # expert choice's routers have the BCE loss
+        "MoRViT: bce_loss_weight=0.1 has no effect with routing='token_choice'; leave bce_loss_weight out or choose "
+        'another routing',
+    ),
+    *(
+        (
+            'MoRViT',
+            {name: 0.5},  # routing='expert_choice' (the default): these are token choice's router losses
+            f"MoRViT: {name}=0.5 has no effect with routing='expert_choice'; leave {name} out or choose another "
+            'routing',
+        )
+        for name in ('balance_loss_weight', 'z_loss_weight')
+    ),
+    (
         'ReViT',
         dict(num_experts=1, timm_gates='uniform'),
         "ReViT: timm_gates='uniform' has no effect with num_experts=1; leave timm_gates out or choose another "
@@ -517,6 +537,8 @@ def test_an_argument_with_no_effect_in_the_chosen_mode_is_refused_naming_the_mod
         ('PlainViT', dict(global_steps=[1], window_size=2)),
         ('SRViT', dict(readout='final', router_input='unit_input', timm_init='function')),  # their defaults
         ('MoRViT', dict(shared_init_block=6)),  # an inherited default says nothing new
+        ('MoRViT', dict(routing='token_choice', z_loss_weight=1e-4, balance_loss_weight=0.2)),
+        ('MoRViT', dict(bce_loss_weight=1e-2)),
     ],
 )
 def test_the_same_arguments_where_they_act_or_at_their_default_build(name, kwargs):

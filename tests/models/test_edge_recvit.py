@@ -1,4 +1,4 @@
-"""Edge-RecViT (SPEC §3): sizes, fast path == masked reference, gates, losses, knobs, timm map."""
+"""Edge-RecViT (docs/methods/edge_recvit.md): sizes, fast path == masked reference, gates, losses, knobs, timm map."""
 
 import pytest
 import torch

@@ -1,4 +1,5 @@
-"""MoR-ViT (SPEC §4): routing against a masked dense reference, hierarchy, gates, losses, knobs, timm map."""
+"""MoR-ViT (docs/methods/mor_vit.md): routing against a masked dense reference, hierarchy, gates, losses, knobs,
+timm map."""
 
 import math
 
@@ -38,7 +39,7 @@ def masked_block(block, x, chosen):
 
 
 def reference(model, tokens):
-    """Masked dense reference of MoR (SPEC §4), written independently of the model's routing code:
+    """Masked dense reference of MoR (docs/methods/mor_vit.md), written independently of the model's routing code:
     every token runs every step; at recursion r only the chosen tokens are updated,
     `h <- h + g (Block(h) - h)`, and attention is masked to the chosen keys.
     Returns the states after every step, the chosen masks per recursion and the BCE per recursion."""
@@ -93,7 +94,9 @@ def test_structure_and_sizes():
     assert model.recursion_of_step == [None, *range(10), None] and len(model.routers) == 10
     assert model.out_indices == (2, 5, 8, 11)
     assert model.capacity_schedule == pytest.approx([1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1])
-    assert MoRViT(**TINY, num_recursions=3).capacity_schedule == pytest.approx([1, 2 / 3, 1 / 3])  # SPEC
+    assert MoRViT(**TINY, num_recursions=3).capacity_schedule == pytest.approx(
+        [1, 2 / 3, 1 / 3]
+    )  # docs/methods/mor_vit.md
     unit = MoRViT(**TINY, num_recursions=3, unit_size=2)
     assert unit.depth == 8 and unit.schedule == [0, 1, 2, 1, 2, 1, 2, 3]
     assert unit.recursion_of_step == [None, 0, 0, 1, 1, 2, 2, None]
@@ -204,7 +207,7 @@ def test_gate_formula():
         g = 0.3 * torch.sigmoid(model.routers[0](x0))
         torch.testing.assert_close(x1, x0 + g * (model.blocks[1](x0) - x0))
     assert stats.scalars['gate/mean'].item() == pytest.approx(g.mean().item(), rel=1e-5)
-    assert MoRViT(**TINY).alpha == 0.1  # SPEC default
+    assert MoRViT(**TINY).alpha == 0.1  # the default of docs/methods/mor_vit.md
 
 
 def test_capacity_knob_at_inference_without_retraining():
@@ -327,8 +330,8 @@ def test_timm_init_average_and_pick(tmp_path, unit_size):
         (dict(routing='token_choice', capacities=[1.0] * 10), ValueError, ['capacities', 'expert_choice']),
         (dict(router_alpha=0.0), ValueError, ['router_alpha']),
         (dict(bce_loss_weight=-1.0), ValueError, ['bce_loss_weight']),
-        (dict(balance_loss_weight='0.1'), TypeError, ['balance_loss_weight']),
-        (dict(z_loss_weight=-1e-5), ValueError, ['z_loss_weight']),
+        (dict(routing='token_choice', balance_loss_weight='0.1'), TypeError, ['balance_loss_weight']),
+        (dict(routing='token_choice', z_loss_weight=-1e-5), ValueError, ['z_loss_weight']),
         (dict(timm_init='middle'), ValueError, ['timm_init', 'average', 'pick']),
         (dict(shared_init_block=-1), ValueError, ['shared_init_block']),
         (dict(out_indices=[12]), ValueError, ['out_indices']),

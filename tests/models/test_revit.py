@@ -1,4 +1,4 @@
-"""reViT's defining properties (SPEC §2, issue 5); shapes/gradients/round trip are in test_common.py."""
+"""reViT's defining properties (docs/methods/revit.md, issue 5); shapes/gradients/round trip are in test_common.py."""
 
 import math
 from unittest import mock
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures('one_thread')
 
 
 def reference_final_state(model, img):
-    """reViT by the SPEC formulas, written out: s_t = t/(L-1), g_t = softmax(ψ(s_t)), θ̄_t = Σ g θ_e."""
+    """reViT by docs/methods/revit.md's formulas, written out: s_t = t/(L-1), g_t = softmax(ψ(s_t)), θ̄_t = Σ g θ_e."""
     x = model.embed(img)
     L, blk, r = model.depth, model.block, model.router
     s = torch.arange(L, dtype=torch.float32)[:, None] / (L - 1)
@@ -310,7 +310,7 @@ def test_timm_initialisation(tmp_path, timm_init):
     for e, group in enumerate([[0], [1], [2, 3]]):  # E=3 contiguous groups of 4 blocks
         for key in ('fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias'):
             torch.testing.assert_close(own[f'block.mlp.{key}'][e], mean(f'mlp.{key}', group))
-    assert (own['router.fc2.weight'] == 0).all()  # 'uniform': SPEC §2's zero output layer
+    assert (own['router.fc2.weight'] == 0).all()  # 'uniform': docs/methods/revit.md's zero output layer
     torch.testing.assert_close(own['pos_embed'], sd['pos_embed'])
 
 

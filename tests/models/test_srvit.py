@@ -1,4 +1,4 @@
-"""SR-ViT's defining properties (SPEC §1, issue 4). Shapes, gradients, strict round trips and
+"""SR-ViT's defining properties (docs/methods/srvit.md, issue 4). Shapes, gradients, strict round trips and
 with_cp run in the shared suite (`test_common.py`)."""
 
 import pytest
@@ -33,7 +33,7 @@ def randomize_method_parameters(model, seed=3):
 
 
 def reference(model, img, steps=None):
-    """SPEC §1 written out naively: keep every step state, then mix. Returns the unit outputs as
+    """docs/methods/srvit.md written out naively: keep every step state, then mix. Returns the unit outputs as
     maps (B, D, h, w) and the readout weights (B, T', h, w) of every unit."""
     steps = steps or model.unit_recursions
     x, grid = model.embed(img), model.patch_grid(img)

@@ -59,7 +59,8 @@ def test_token_subset_constructors_agree():
 
 
 def test_subset_with_cached_keys_equals_dense_block_rows():
-    """Keys/values over all tokens (SPEC §3): active rows equal the dense block, frozen rows keep."""
+    """Keys/values over all tokens (docs/methods/edge_recvit.md): active rows equal the dense block, frozen rows
+    keep."""
     block, mask = make_block(), varied_mask()
     x = torch.randn(*mask.shape, D)
     with torch.no_grad():
@@ -75,7 +76,7 @@ def test_subset_with_cached_keys_equals_dense_block_rows():
 
 
 def test_subset_attention_among_active_tokens_equals_masked_dense():
-    """kv_cache=None (SPEC §4, MoR): attention among the active tokens only."""
+    """kv_cache=None (docs/methods/mor_vit.md, MoR): attention among the active tokens only."""
     block, mask = make_block(), varied_mask()
     x = torch.randn(*mask.shape, D)
     with torch.no_grad():

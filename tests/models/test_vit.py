@@ -1,5 +1,5 @@
 """PlainViT and NaiveRecursiveViT (mmrecvit/models/vit.py): NaiveRecursiveViT's starts from a timm/DeiT
-checkpoint (SPEC §0, §6); the shared properties are in test_common.py."""
+checkpoint (docs/methods/baselines.md); the shared properties are in test_common.py."""
 
 import pytest
 import torch
