@@ -82,7 +82,7 @@ def prune(model: Any, indices: int | Sequence[int], prune_norm: bool) -> list[in
         model.out_indices = tuple(take)
     if prune_norm:
         model.norm = nn.Identity()
-    return take
+    return list(take)
 
 
 class TimmFeatures:
