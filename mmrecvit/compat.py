@@ -36,6 +36,11 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    with '.py' and looks names up without it); `is_installed` asks `importlib.metadata`, then the import
    system, as mmengine does, without the reload. Same configs, ~6x faster.
 
+5. mmcv-lite (the default set-up: mmcv without compiled ops, nothing to compile) has no `mmcv._ext`, so
+   `import mmcv.ops`, hence `mmdet.models`/`mmdet.apis`/`mmseg.models`, fails. `mmrecvit.mm.mmcv_ext` provides the
+   entry points our recipes reach from torchvision's kernels (CPU and CUDA) and is found as `mmcv._ext` only where
+   no compiled one is installed (a finder at the end of `sys.meta_path`): a full mmcv is used as it is.
+
 numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/test_compat.py`).
 
 mmpretrain 1.2.0 with mmcv 2.1.0 / mmengine 0.10.7 / torch 2.14 / numpy 2: nothing beyond fix 1 was
@@ -138,6 +143,10 @@ def apply() -> None:
     global _applied
     if _applied:
         return
+    if importlib.util.find_spec('mmcv') is not None:
+        from .mm import mmcv_ext
+
+        mmcv_ext.install()
     if importlib.util.find_spec('mmengine') is not None:
         torch.serialization.add_safe_globals(mmengine_safe_globals())
         from mmengine.runner.checkpoint import CheckpointLoader

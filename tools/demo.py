@@ -31,6 +31,9 @@ import os
 import os.path as osp
 import time
 
+import mmrecvit  # noqa: F401  (first: compat fixes + registration; with mmcv-lite, the ops mmdet.apis imports)
+
+# isort: split
 import mmcv
 import torch
 from mmdet.apis import DetInferencer
@@ -42,7 +45,6 @@ from mmengine.runner import Runner
 from mmpretrain.apis import ImageClassificationInferencer
 from mmseg.apis import MMSegInferencer
 
-import mmrecvit  # noqa: F401  (compat fixes + registration)
 from mmrecvit.datasets import TOY_ADE_DIR, TOY_CLS_DIR, TOY_COCO_DIR, make_toy_data, toy_data_cfg
 from mmrecvit.mm.checkpoint import check_checkpoint_matches_model
 
