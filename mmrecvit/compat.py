@@ -41,6 +41,10 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    entry points our recipes reach from torchvision's kernels (CPU and CUDA) and is found as `mmcv._ext` only where
    no compiled one is installed (a finder at the end of `sys.meta_path`): a full mmcv is used as it is.
 
+6. mmengine resolves `<scope>::<file>` in `_base_` only for the OpenMMLab packages it lists, and gives the base's
+   dicts that scope. `mmrecvit::<folder>/<file>.py` names one of our installed configs (`mmrecvit.configs`): it
+   resolves to that file and inherits like a local `_base_` file (its dicts keep the scopes the file sets).
+
 numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/test_compat.py`).
 
 mmpretrain 1.2.0 with mmcv 2.1.0 / mmengine 0.10.7 / torch 2.14 / numpy 2: nothing beyond fix 1 was
@@ -58,11 +62,15 @@ import importlib.metadata
 import importlib.util
 import os.path as osp
 import pickle
+import warnings
 
 import numpy as np
 import torch
 
+from . import configs
+
 _applied = False
+_import_errors_said: set[str] = set()
 
 
 def _history_buffer_getattr(obj: object, name: str) -> object:
@@ -138,6 +146,38 @@ def is_installed(package: str) -> bool:
         return spec is not None and spec.origin is not None
 
 
+def _get_cfg_path(original):
+    """mmengine's `Config._get_cfg_path` (a base config's path and scope), knowing `mmrecvit::` names (fix 6)."""
+
+    def get_cfg_path(cfg_path: str, filename: str) -> tuple[str, str | None]:
+        if cfg_path.startswith(configs.SCOPE):
+            return configs.config_path(cfg_path), None
+        return original(cfg_path, filename)
+
+    return staticmethod(get_cfg_path)
+
+
+@functools.cache
+def unusable(*modules: str) -> str | None:
+    """Why `modules` (e.g. 'mmengine.runner') cannot be used here, or None: one is not installed, or it is installed
+    but does not import (a dependency of its own is missing, e.g. mmengine's and mmcv's cv2). The core of mmrecvit
+    imports either way; an installed framework that does not import is said once, in a warning."""
+    missing = [m for m in modules if importlib.util.find_spec(m.partition('.')[0]) is None]
+    if missing:
+        return f'{missing[0]} is not installed'
+    try:
+        for module in modules:
+            importlib.import_module(module)
+    except ImportError as e:
+        if str(e) not in _import_errors_said:
+            _import_errors_said.add(str(e))
+            warnings.warn(
+                f'mmrecvit: OpenMMLab is installed but does not import ({e}): its fixes and registration are off'
+            )
+        return f'{", ".join(modules)} installed but not importable ({e})'
+    return None
+
+
 def apply() -> None:
     """Apply every fix once (idempotent)."""
     global _applied
@@ -147,7 +187,7 @@ def apply() -> None:
         from .mm import mmcv_ext
 
         mmcv_ext.install()
-    if importlib.util.find_spec('mmengine') is not None:
+    if unusable('mmengine.runner') is None:
         torch.serialization.add_safe_globals(mmengine_safe_globals())
         from mmengine.runner.checkpoint import CheckpointLoader
 
@@ -157,4 +197,5 @@ def apply() -> None:
 
         config_utils._get_cfg_metainfo = cfg_metainfo  # looked up by name in `_get_external_cfg_path`
         config_module.is_installed = is_installed  # `Config._get_cfg_path`'s own import of it
+        config_module.Config._get_cfg_path = _get_cfg_path(config_module.Config._get_cfg_path)
     _applied = True

@@ -18,6 +18,7 @@ from mmengine.config import Config, DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
+from ..configs import config_path
 from ..models.checkpoint import CheckpointError
 from .checkpoint import check_checkpoint_matches_model, check_checkpoint_to_load, checkpoint_to_load
 from .dist import setup_cpu_distributed
@@ -52,9 +53,9 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = Non
 
 
 def load_config(args: argparse.Namespace) -> Config:
-    """`args.config` with the launcher and `--cfg-options` applied, and a work dir: `--work-dir`,
-    else the config's, else `./work_dirs/<config name>`."""
-    cfg = Config.fromfile(args.config)
+    """`args.config` (a file, or `mmrecvit::<folder>/<file>.py`: one of the installed configs) with the launcher
+    and `--cfg-options` applied, and a work dir: `--work-dir`, else the config's, else `./work_dirs/<config name>`."""
+    cfg = Config.fromfile(config_path(args.config))
     cfg.launcher = args.launcher
     if args.cfg_options is not None:
         cfg.merge_from_dict(args.cfg_options)

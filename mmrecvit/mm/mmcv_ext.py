@@ -175,10 +175,12 @@ def install() -> None:
 
 def backend() -> str | None:
     """Where mmcv's ops come from: 'compiled' (a full mmcv), 'torchvision' (mmcv-lite and this table), or
-    None (no mmcv, or mmcv-lite before `install()`). Nothing is imported beyond mmcv's package."""
-    if importlib.util.find_spec('mmcv') is None:
+    None (no mmcv, an mmcv that does not import, or mmcv-lite before `install()`). Nothing is imported beyond
+    mmcv's package."""
+    try:
+        spec = importlib.util.find_spec('mmcv._ext') if importlib.util.find_spec('mmcv') is not None else None
+    except ImportError:  # e.g. mmcv without its cv2
         return None
-    spec = importlib.util.find_spec('mmcv._ext')
     if spec is None:  # mmcv-lite without this table installed
         return None
     return 'torchvision' if isinstance(spec.loader, MMCVExtFinder) else 'compiled'
