@@ -26,6 +26,7 @@ import importlib.util
 import sys
 import types
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 import torchvision
@@ -51,60 +52,57 @@ def _compute_dtype(tensor: Tensor) -> torch.dtype:
     return torch.float32 if tensor.dtype in (torch.float16, torch.bfloat16) else tensor.dtype
 
 
+class RoIAlignParams(NamedTuple):
+    """The keyword arguments mmcv's RoIAlignFunction passes to both of its kernels (mmcv/ops/roi_align.py)."""
+
+    aligned_height: int
+    aligned_width: int
+    spatial_scale: float
+    sampling_ratio: int  # 0: adaptive, as torchvision's
+    pool_mode: int  # mmcv: 0 = max, 1 = avg; torchvision's RoIAlign averages
+    aligned: bool
+
+
+def _average(op: str, params: dict) -> RoIAlignParams:
+    p = RoIAlignParams(**params)
+    if p.pool_mode != 1:
+        raise _missing(f'{op} (pool_mode=max)')
+    return p
+
+
 def roi_align_forward(
-    input: Tensor,
-    rois: Tensor,
-    output: Tensor,
-    argmax_y: Tensor,
-    argmax_x: Tensor,
-    aligned_height: int,
-    aligned_width: int,
-    spatial_scale: float,
-    sampling_ratio: int,
-    pool_mode: int,
-    aligned: bool,
+    input: Tensor, rois: Tensor, output: Tensor, argmax_y: Tensor, argmax_x: Tensor, **params
 ) -> None:
     """mmcv's `roi_align_forward`: `output` <- RoIAlign of `input` at `rois` (K, 5: batch index, x1, y1, x2, y2)."""
-    if pool_mode != 1:  # mmcv: 0 = max, 1 = avg; torchvision's RoIAlign averages
-        raise _missing('roi_align_forward (pool_mode=max)')
+    p = _average('roi_align_forward', params)
     dtype = _compute_dtype(input)
     out = torchvision.ops.roi_align(
-        input.to(dtype), rois.to(dtype), (aligned_height, aligned_width), spatial_scale, sampling_ratio, aligned
+        input.to(dtype),
+        rois.to(dtype),
+        (p.aligned_height, p.aligned_width),
+        p.spatial_scale,
+        p.sampling_ratio,
+        p.aligned,
     )
     output.copy_(out)
 
 
 def roi_align_backward(
-    grad_output: Tensor,
-    rois: Tensor,
-    argmax_y: Tensor,
-    argmax_x: Tensor,
-    grad_input: Tensor,
-    aligned_height: int,
-    aligned_width: int,
-    spatial_scale: float,
-    sampling_ratio: int,
-    pool_mode: int,
-    aligned: bool,
+    grad_output: Tensor, rois: Tensor, argmax_y: Tensor, argmax_x: Tensor, grad_input: Tensor, **params
 ) -> None:
     """mmcv's `roi_align_backward`: `grad_input` <- the gradient of the average RoIAlign w.r.t. its input."""
-    if pool_mode != 1:
-        raise _missing('roi_align_backward (pool_mode=max)')
-    batch, channels, height, width = grad_input.shape
+    p = _average('roi_align_backward', params)
     dtype = _compute_dtype(grad_output)
     # torchvision's own backward kernel (what autograd runs behind torchvision.ops.roi_align): no public API
     grad = torch.ops.torchvision._roi_align_backward(
         grad_output.to(dtype),
         rois.to(dtype),
-        spatial_scale,
-        aligned_height,
-        aligned_width,
-        batch,
-        channels,
-        height,
-        width,
-        sampling_ratio,
-        aligned,
+        p.spatial_scale,
+        p.aligned_height,
+        p.aligned_width,
+        *grad_input.shape,  # batch, channels, height, width
+        p.sampling_ratio,
+        p.aligned,
     )
     grad_input.copy_(grad)
 
