@@ -385,7 +385,8 @@ step "installing mmrecvit (editable)"
 # ---- 5. mmcv: lite (default, torchvision's kernels) or full (compiled ops) --------------------------
 if [[ $MMCV_MODE == lite ]]; then
   case $(installed_mmcv) in
-    full | both) remove_mmcv mmcv mmcv-lite ;;
+    full) remove_mmcv mmcv ;;
+    both) remove_mmcv mmcv mmcv-lite ;;
   esac
   if [[ "$(mmcv_backend)" == torchvision ]]; then
     step "mmcv-lite $MMCV_VERSION already installed"
@@ -397,7 +398,8 @@ if [[ $MMCV_MODE == lite ]]; then
   check_lite_ops
 else
   case $(installed_mmcv) in
-    lite | both) remove_mmcv mmcv-lite mmcv ;;
+    lite) remove_mmcv mmcv-lite ;;
+    both) remove_mmcv mmcv-lite mmcv ;;
   esac
   if [[ "$(mmcv_backend)" == compiled && "$(installed_ops)" == "$(ops_kind "$VARIANT")" ]]; then
     step "mmcv $MMCV_VERSION with $VARIANT ops already installed"
