@@ -5,7 +5,7 @@ mmcv-lite is mmcv without its ~100 compiled C++/CUDA ops: `import mmcv.ops` (hen
 kernels from by name (`mmcv.utils.ext_loader.load_ext`). Our recipes reach few of them, found by running every
 recipe family under a probe that logs each `mmcv._ext` call (det, Cascade, TTA, seg, cls, the dry runs;
 docs/install.md): `roi_align_forward`/`roi_align_backward` (mmdet's RoI extractors, mask targets) and `nms` (RPN,
-box heads, TTA, through mmcv's `nms`/`batched_nms`), plus the compiler report mmengine's environment log prints.
+box heads, TTA, through mmcv's `nms`/`batched_nms`), plus mmcv's compiler report (set-up checks ask for it).
 torchvision's wheels carry CPU and CUDA kernels for these ops, so this table needs no compiler and no nvcc; it
 writes into the tensors mmcv's wrappers allocate, as the compiled functions do, so mmcv's autograd Functions run
 unchanged. Any other op is a stub that mmcv's import-time `hasattr` check accepts and that raises
@@ -32,7 +32,10 @@ import torch
 import torchvision
 from torch import Tensor
 
-FULL_MMCV_SWITCH = '`make setup MMCV=full` (scripts/setup.sh --mmcv full; docs/install.md)'
+FULL_MMCV_SWITCH = (
+    '`make setup MMCV=full` in a checkout (scripts/setup.sh --mmcv full), or `pip install mmcv==2.1.0` (it compiles '
+    'them) in place of mmcv-lite; docs/install.md'
+)
 
 
 class MissingMMCVOpError(NotImplementedError):
