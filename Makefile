@@ -3,7 +3,7 @@
 #                MMCV=full: mmcv with compiled ops instead (MMCV=lite switches back; unset: keep what .venv has)
 #   make demo    set up, make the toy data, train + evaluate the toy Mask R-CNN (MODEL=..., TASK=det|seg|both|cls|transfer;
 #                cls: the toy classifier, transfer: the toy classifier, then the toy Mask R-CNN started from it)
-#   make test    set up, lint, run the whole test suite on every core (pytest-xdist, at most 4 workers)
+#   make test    set up, lint (ruff check, ruff format --check), run the whole test suite on every core (pytest-xdist, at most 4 workers)
 #   make test-fast  the unit tests only (no e2e/dist/subprocess/slow), for iterating
 #   make bench   every README benchmark table into benchmarks/ (run it on an idle machine)
 VENV   ?= .venv
@@ -23,14 +23,16 @@ demo: setup
 	$(PY) tools/demo.py --model $(MODEL) --task $(TASK)
 
 test: setup
-	$(VENV)/bin/ruff check mmrecvit tools tests configs
+	$(VENV)/bin/ruff check mmrecvit tools tests configs scripts
+	$(VENV)/bin/ruff format --check mmrecvit tools tests configs scripts
 	$(PYTEST) --durations=25
 
 test-fast: setup
 	$(PYTEST) -m "not (slow or e2e or dist or subprocess)"
 
 lint: setup
-	$(VENV)/bin/ruff check mmrecvit tools tests configs
+	$(VENV)/bin/ruff check mmrecvit tools tests configs scripts
+	$(VENV)/bin/ruff format --check mmrecvit tools tests configs scripts
 
 bench: setup
 	bash scripts/benchmarks.sh

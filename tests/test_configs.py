@@ -1,5 +1,5 @@
 """`mmrecvit::<folder>/<file>.py` names an installed config (mmrecvit/configs.py): for our tools and in a config's
-`_base_` (mmrecvit.compat fix 6), inherited like a local base file (no `_scope_` of its own)."""
+`_base_` (mmrecvit.compat fix 8), inherited like a local base file (no `_scope_` of its own)."""
 
 import os.path as osp
 
@@ -7,8 +7,9 @@ import pytest
 from helpers import REPO
 from mmengine.config import Config
 
-import mmrecvit  # noqa: F401  (compat fix 6)
+import mmrecvit  # noqa: F401  (compat fix 8)
 from mmrecvit.configs import config_path, configs_root
+from mmrecvit.inputs import InputError, config_file
 from mmrecvit.mm import cli
 
 TOY = 'det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py'
@@ -48,3 +49,11 @@ def test_the_tools_take_the_scoped_name():
         cfg.filename, osp.join(REPO, 'configs', TOY)
     )
     assert cfg.work_dir == osp.join('./work_dirs', osp.splitext(osp.basename(TOY))[0])
+
+
+def test_every_tool_takes_the_scoped_name_and_refuses_an_unknown_one_naming_the_argument():
+    # mmrecvit.inputs.config_file: what train/test and the analysis tools check their config argument with
+    assert osp.samefile(config_file(f'mmrecvit::{TOY}'), osp.join(REPO, 'configs', TOY))
+    typo = 'mmrecvit::det/mask-rcnn_plainvit-ti_fpn_toy.py'
+    with pytest.raises(InputError, match=rf"^CONFIG '{typo}': no such config .*closest: mmrecvit::det/mask-rcnn"):
+        config_file(typo)

@@ -7,7 +7,6 @@ model = dict(
         type='MoRViT',
         arch='tiny',
         depth=6,
-        shared_init_block=2,
         timm_init='average',
         timm_gates='open',
         router_alpha=1.0,

@@ -2,10 +2,10 @@
 auxiliary losses and statistics.
 
 detectron2's trainers sum every entry of the loss dict a model returns and log the `EventStorage`.
-So after the detector's own training forward, each mmrecvit backbone's `stats.aux_losses` (already
-weighted, `loss_*`) join the loss dict, and its `stats.scalars` (mean depth, fractions, ...) go to
-the storage with `put_scalars`: logged, not summed (the mm path's `RecursionHook` does the same for
-mmengine).
+So during the detector's own training forward each mmrecvit backbone's statistics are read from its
+result (`adapters.StatsCollector`), its `stats.aux_losses` (already weighted, `loss_*`) join the loss dict,
+and its `stats.scalars` (mean depth, fractions, ...) go to the storage with `put_scalars`: logged, not
+summed (the mm path's `RecursionHook` does the same for mmengine).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from detectron2.modeling import META_ARCH_REGISTRY, GeneralizedRCNN
 from detectron2.utils.events import get_event_storage
 
-from ..adapters import backbone_terms
+from ..adapters import StatsCollector
 
 
 @META_ARCH_REGISTRY.register()
@@ -24,10 +24,11 @@ class RecViTRCNN(GeneralizedRCNN):
     """`GeneralizedRCNN` whose training forward also returns the backbones' auxiliary losses."""
 
     def forward(self, batched_inputs: list[dict[str, Any]]) -> Any:
-        out = super().forward(batched_inputs)
         if not self.training:
-            return out
-        losses, scalars = backbone_terms(self)
+            return super().forward(batched_inputs)
+        with StatsCollector(self) as collector:
+            out = super().forward(batched_inputs)
+            losses, scalars = collector.terms()
         clash = sorted(set(losses) & set(out))
         if clash:
             raise KeyError(f'RecViTRCNN: the detector already returns losses named {clash}')

@@ -5,6 +5,6 @@ from mmrecvit.d2 import MoRViT
 from .mask_rcnn_recvit_ti_toy_coco import dataloader, lr_multiplier, model, optimizer, train
 
 model.backbone.net._target_ = MoRViT
-model.backbone.net.update(depth=6, shared_init_block=2, timm_init='average', timm_gates='open', router_alpha=1.0)
+model.backbone.net.update(depth=6, timm_init='average', timm_gates='open', router_alpha=1.0)
 
 __all__ = ['dataloader', 'lr_multiplier', 'model', 'optimizer', 'train']
