@@ -14,6 +14,7 @@ at the toy heads' width. The toy sets are written to --data-root when missing (t
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import os.path as osp
@@ -25,16 +26,16 @@ MAPS = ('bbox_mAP', 'segm_mAP')
 
 
 def use_backend(backend: str) -> None:
-    """Make mmcv's ops come from `backend`; before `mmcv.ops` is imported."""
-    import mmrecvit  # noqa: F401  (its finder: the table where no compiled _ext is found)
-    from mmrecvit.mm.mmcv_ext import MMCVExtFinder
-    from mmrecvit.mm.mmcv_ext import backend as installed
+    """Make mmcv's ops come from `backend`, before anything imports `mmcv.ops`: `import mmrecvit` may (mmseg's
+    utils import it), so that comes last."""
+    import mmcv
 
-    if backend == 'table':
-        sys.meta_path.insert(0, MMCVExtFinder())  # asked before the finder of a compiled _ext
-    elif installed() != 'compiled':
-        import mmcv
-
+    if backend == 'table':  # ahead of a compiled _ext; from its file, as its package's import would import mmcv.ops
+        spec = importlib.util.spec_from_file_location('mmcv_ext_table', osp.join(REPO, 'mmrecvit', 'mm', 'mmcv_ext.py'))
+        table = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(table)
+        sys.meta_path.insert(0, table.MMCVExtFinder())
+    elif importlib.util.find_spec('mmcv._ext') is None:  # mmcv-lite: the compiled _ext of the cached wheel
         sys.path.insert(0, osp.join(REPO, 'tests'))
         from helpers import compiled_mmcv_ext
 
@@ -46,7 +47,9 @@ def use_backend(backend: str) -> None:
         mmcv.__path__.insert(0, osp.dirname(path))
     import mmcv._ext
 
-    kind = 'table' if isinstance(mmcv._ext.__spec__.loader, MMCVExtFinder) else 'compiled'
+    import mmrecvit  # noqa: F401  (registration, compat fixes)
+
+    kind = 'compiled' if mmcv._ext.__spec__.origin.endswith('.so') else 'table'
     assert kind == backend, f'wanted the {backend} ops, mmcv._ext is {mmcv._ext}'
 
 
