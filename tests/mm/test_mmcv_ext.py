@@ -52,11 +52,11 @@ def test_mmcv_ext_is_the_table_only_without_compiled_ops(tmp_path):
     """A fresh interpreter as installed here, then with a compiled `_ext` on mmcv's path (the cached wheel's,
     as a full mmcv has it): the compiled one is found first, and used."""
     check = (
-        'import mmrecvit, mmcv, sys\n'
+        'import mmcv, sys\n'
+        'mmcv.__path__[:0] = sys.argv[1:]\n'  # where a full mmcv has it, before anything imports mmcv.ops
+        'import mmrecvit\n'
         'from mmrecvit.mm.mmcv_ext import backend, MMCVExtFinder\n'
         'from mmengine.utils.dl_utils import mmcv_full_available\n'
-        'extra = sys.argv[1:]\n'
-        'mmcv.__path__[:0] = extra\n'
         'import mmdet.models, mmseg.models, mmcv._ext as ext\n'
         'from mmcv.ops import RoIAlign, batched_nms\n'
         'table = isinstance(ext.__spec__.loader, MMCVExtFinder)\n'
