@@ -1,4 +1,6 @@
 # mmrecvit — the two commands of the README, and a few helpers.
+#   make setup   the virtual environment (scripts/setup.sh); mmcv-lite with torchvision's kernels, no compiler for mmcv;
+#                MMCV=full: mmcv with compiled ops instead (MMCV=lite switches back; unset: keep what .venv has)
 #   make demo    set up, make the toy data, train + evaluate the toy Mask R-CNN (MODEL=..., TASK=det|seg|both|cls|transfer;
 #                cls: the toy classifier, transfer: the toy classifier, then the toy Mask R-CNN started from it)
 #   make test    set up, lint (ruff check, ruff format --check), run the whole test suite on every core (pytest-xdist, at most 4 workers)
@@ -8,19 +10,20 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 MODEL  ?= plainvit
 TASK   ?= det
+MMCV   ?=
 # pytest-xdist workers: one per core (at most 4), a test file's tests in one worker (they share its toy runs)
 PYTEST := $(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile
 
 .PHONY: setup demo test test-fast lint toy-data bench clean
 
 setup:
-	@bash scripts/setup.sh
+	@bash scripts/setup.sh $(if $(MMCV),--mmcv $(MMCV))
 
 demo: setup
 	$(PY) tools/demo.py --model $(MODEL) --task $(TASK)
 
 test: setup
-	$(VENV)/bin/ruff check mmrecvit tools tests configs
+	$(VENV)/bin/ruff check mmrecvit tools tests configs scripts
 	$(VENV)/bin/ruff format --check mmrecvit tools tests configs scripts
 	$(PYTEST) --durations=25
 
@@ -28,7 +31,7 @@ test-fast: setup
 	$(PYTEST) -m "not (slow or e2e or dist or subprocess)"
 
 lint: setup
-	$(VENV)/bin/ruff check mmrecvit tools tests configs
+	$(VENV)/bin/ruff check mmrecvit tools tests configs scripts
 	$(VENV)/bin/ruff format --check mmrecvit tools tests configs scripts
 
 bench: setup

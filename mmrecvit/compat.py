@@ -51,6 +51,13 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    and mmdet imports detectron2), mmseg's `build_loss` and `reduce_zero_label` deprecations (its own heads and
    ADE20K pipeline), its "The draw is False" note (the visualization hook off, mmseg's default) and mmcv's
    ImportWarning that `MultiScaleDeformableAttention` moved. Everything else still warns.
+7. mmcv-lite (the default set-up: mmcv without compiled ops, nothing to compile) has no `mmcv._ext`, so
+   `import mmcv.ops`, hence `mmdet.models`/`mmdet.apis`/`mmseg.models`, fails. `mmrecvit.mm.mmcv_ext` provides the
+   entry points our recipes reach from torchvision's kernels (CPU and CUDA) and is found as `mmcv._ext` only where
+   no compiled one is installed (a finder at the end of `sys.meta_path`): a full mmcv is used as it is.
+8. mmengine resolves `<scope>::<file>` in `_base_` only for the OpenMMLab packages it lists, and gives the base's
+   dicts that scope. `mmrecvit::<folder>/<file>.py` names one of our installed configs (`mmrecvit.configs`): it
+   resolves to that file and inherits like a local `_base_` file (its dicts keep the scopes the file sets).
 
 numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/test_compat.py`).
 
@@ -76,7 +83,10 @@ import warnings
 import numpy as np
 import torch
 
+from . import configs
+
 _applied = False
+_import_errors_said: set[str] = set()
 # Fix 6: (module the warning is attributed to, category, start of its message).
 QUIET_WARNINGS = (
     ('', UserWarning, 'pkg_resources is deprecated as an API'),
@@ -162,9 +172,10 @@ def is_installed(package: str) -> bool:
 
 
 def mmpretrain_multimodal_breaks() -> bool:
-    """Whether importing mmpretrain's models would fail on transformers >= 5 (fix 5): both installed, and its
-    models not yet imported (after that the flag has been read)."""
-    if importlib.util.find_spec('mmpretrain') is None or 'mmpretrain.models' in sys.modules:
+    """Whether importing mmpretrain's models would fail on transformers >= 5 (fix 5): both installed, mmcv too
+    (mmpretrain imports it: without it nothing of mmpretrain imports), and its models not yet imported (after that
+    the flag has been read)."""
+    if any(importlib.util.find_spec(m) is None for m in ('mmpretrain', 'mmcv')) or 'mmpretrain.models' in sys.modules:
         return False
     try:
         major = int(importlib.metadata.version('transformers').split('.')[0])
@@ -179,13 +190,49 @@ def quiet_warnings() -> None:
         warnings.filterwarnings('ignore', message=re.escape(message), category=category, module=re.escape(module))
 
 
+def _get_cfg_path(original):
+    """mmengine's `Config._get_cfg_path` (a base config's path and scope), knowing `mmrecvit::` names (fix 8)."""
+
+    def get_cfg_path(cfg_path: str, filename: str) -> tuple[str, str | None]:
+        if cfg_path.startswith(configs.SCOPE):
+            return configs.config_path(cfg_path), None
+        return original(cfg_path, filename)
+
+    return staticmethod(get_cfg_path)
+
+
+@functools.cache
+def unusable(*modules: str) -> str | None:
+    """Why `modules` (e.g. 'mmengine.runner') cannot be used here, or None: one is not installed, or it is installed
+    but does not import (a dependency of its own is missing, e.g. mmengine's and mmcv's cv2). The core of mmrecvit
+    imports either way; an installed framework that does not import is said once, in a warning."""
+    missing = [m for m in modules if importlib.util.find_spec(m.partition('.')[0]) is None]
+    if missing:
+        return f'{missing[0]} is not installed'
+    try:
+        for module in modules:
+            importlib.import_module(module)
+    except ImportError as e:
+        if str(e) not in _import_errors_said:
+            _import_errors_said.add(str(e))
+            warnings.warn(
+                f'mmrecvit: OpenMMLab is installed but does not import ({e}): its fixes and registration are off'
+            )
+        return f'{", ".join(modules)} installed but not importable ({e})'
+    return None
+
+
 def apply() -> None:
     """Apply every fix once (idempotent)."""
     global _applied
     if _applied:
         return
     quiet_warnings()
-    if importlib.util.find_spec('mmengine') is not None:
+    if importlib.util.find_spec('mmcv') is not None:
+        from .mm import mmcv_ext
+
+        mmcv_ext.install()
+    if unusable('mmengine.runner') is None:
         torch.serialization.add_safe_globals(mmengine_safe_globals())
         from mmengine.runner.checkpoint import CheckpointLoader
 
@@ -195,8 +242,9 @@ def apply() -> None:
 
         config_utils._get_cfg_metainfo = cfg_metainfo  # looked up by name in `_get_external_cfg_path`
         config_module.is_installed = is_installed  # `Config._get_cfg_path`'s own import of it
-    if mmpretrain_multimodal_breaks():
-        import mmpretrain.utils.dependency as dependency  # read by mmpretrain.models/datasets when imported
+        config_module.Config._get_cfg_path = _get_cfg_path(config_module.Config._get_cfg_path)
+        if mmpretrain_multimodal_breaks():  # here: mmpretrain imports mmengine.runner (and its cv2)
+            import mmpretrain.utils.dependency as dependency  # read by mmpretrain.models/datasets when imported
 
-        dependency.WITH_MULTIMODAL = False
+            dependency.WITH_MULTIMODAL = False
     _applied = True

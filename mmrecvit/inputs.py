@@ -22,6 +22,7 @@ import os
 import sys
 from collections.abc import Iterator
 
+from .configs import config_path
 from .models.checkpoint import CheckpointError
 from .models.checks import ArgumentError
 
@@ -55,7 +56,12 @@ def existing_file(path: str | os.PathLike, arg: str) -> str:
 
 
 def config_file(path: str | os.PathLike, arg: str = 'CONFIG') -> str:
-    """A config file mmengine can read (by its suffix), else an `InputError` naming `arg` and what the file is."""
+    """A config file mmengine can read (by its suffix; `mmrecvit::<folder>/<file>.py` names one of the installed
+    configs, `mmrecvit.configs`), else an `InputError` naming `arg` and what the file is."""
+    try:
+        path = config_path(os.fspath(path))
+    except FileNotFoundError as e:  # an installed config's name that is not one (the closest is named)
+        raise InputError(f'{arg} {e}') from e
     path = existing_file(path, arg)
     if not path.endswith(CONFIG_SUFFIXES):
         raise InputError(f'{arg} {path!r} is {describe(path)}, not a config ({", ".join(CONFIG_SUFFIXES)})')

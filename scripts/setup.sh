@@ -1,32 +1,42 @@
 #!/usr/bin/env bash
 # Set up mmrecvit's virtual environment in <repo>/.venv (idempotent).
 #
-#   bash scripts/setup.sh            # or: make setup
+#   bash scripts/setup.sh                 # or: make setup
+#   bash scripts/setup.sh --mmcv full     # or: make setup MMCV=full  (mmcv with compiled ops; see step 4)
 #
-# Steps (each skipped when already done):
+# Steps (each skipped when already done; pip writes no .pyc: Python does at first import):
 #   1. create .venv with Python 3.11 ($PYTHON to override)
-#   2. install the pinned stack from requirements.txt (torch 2.14.1 comes from the machine's disk)
-#   3. install mmcv 2.1.0 with its compiled ops for this machine's ops variant (`cpu`, or
-#      `cu<CUDA>-sm<archs>` when torch is a CUDA build and a GPU is visible, or FORCE_CUDA=1 with
-#      TORCH_CUDA_ARCH_LIST), from the first of:
-#        a. a wheel in $MMRECVIT_WHEEL_DIR/<variant>/ (the flat $MMRECVIT_WHEEL_DIR holds CPU wheels);
-#           checked against SHA256SUMS there when present
-#        b. the wheel cache ${XDG_CACHE_HOME:-~/.cache}/mmrecvit/wheels/<variant>/
-#        c. a source build of the sdist (~25 min on 2 cores for CPU ops), whose wheel is then cached (b)
-#      and check that the installed ops are that variant's (a GPU machine with CPU-only ops fails here)
-#   3b. install detectron2 0.6 (not on the package index) from the first of: a wheel in
-#       $MMRECVIT_WHEEL_DIR (checksummed as above), the wheel cache, a source build (~2 min on 2 cores,
-#       then cached) of $MMRECVIT_D2_SOURCE (a tarball or directory), else of ../shared/vendor's pinned
-#       tarball on these machines (checked against its SHA256SUMS), else of detectron2's repository
-#       (pip + git, as detectron2's install guide says)
-#   4. install mmdet 3.3.0, mmsegmentation 1.2.2 and mmpretrain 1.2.0 (--no-deps: their mmcv pins are
-#      handled above; mmpretrain's runtime dependencies are pinned in requirements.txt)
-#   5. pip install -e . (mmrecvit itself)
+#   2. install torch 2.14.1 (from the machine's disk) and the build tools, then start detectron2 0.6 (not on the
+#      package index) from the first of: a wheel in $MMRECVIT_WHEEL_DIR (checksummed as in 5), the wheel cache,
+#      a source build (~2 min on 2 cores, in the background while 3-6 run, then cached) of $MMRECVIT_D2_SOURCE
+#      (a tarball or directory), else of ../shared/vendor's pinned tarball on these machines (checked against its
+#      SHA256SUMS), else of detectron2's repository (pip + git, as detectron2's install guide says)
+#   3. install the rest of the pinned stack from requirements.txt
+#   4. pip install -e . (mmrecvit itself, without dependencies: 3 pinned them)
+#   5. mmcv 2.1.0, one of (--mmcv; without it a new venv gets `lite` and an existing one keeps what it has):
+#      lite  (default) mmcv-lite, the pure-Python wheel of the package index: nothing to compile, no nvcc. The
+#            ops our recipes reach (RoIAlign, NMS) come from torchvision's CPU/CUDA kernels through
+#            mmrecvit/mm/mmcv_ext.py, which `import mmrecvit` puts where mmcv looks for its compiled `mmcv._ext`;
+#            any other mmcv op raises an error naming it and this switch. Checked: on a visible GPU the ops
+#            run torchvision's CUDA kernels.
+#      full  mmcv with its compiled ops for this machine's ops variant (`cpu`, or `cu<CUDA>-sm<archs>` when
+#            torch is a CUDA build and a GPU is visible, or FORCE_CUDA=1 with TORCH_CUDA_ARCH_LIST), from the
+#            first of:
+#              a. a wheel in $MMRECVIT_WHEEL_DIR/<variant>/ (the flat $MMRECVIT_WHEEL_DIR holds CPU wheels);
+#                 checked against SHA256SUMS there when present
+#              b. the wheel cache ${XDG_CACHE_HOME:-~/.cache}/mmrecvit/wheels/<variant>/
+#              c. a source build of the sdist (~25 min on 2 cores for CPU ops; CUDA ops need nvcc), whose
+#                 wheel is then cached (b)
+#            and check that the installed ops are that variant's (a GPU machine with CPU-only ops fails here).
+#            detectron2 (2) gets the same variant; with lite it gets CPU ops (its ROIAlign/NMS are torchvision's)
+#   6. install mmdet 3.3.0, mmsegmentation 1.2.2 and mmpretrain 1.2.0 (--no-deps: they would not pull mmcv,
+#      but their other pins are ours; mmpretrain's runtime dependencies are pinned in requirements.txt)
+#   7. install detectron2 (the wheel of 2)
 #
-#   bash scripts/setup.sh --ops-variant   # print the ops variant this machine needs, and exit
-#   bash scripts/setup.sh --check-ops     # fail unless the installed mmcv ops are that variant's
+#   bash scripts/setup.sh --ops-variant   # print the compiled-ops variant this machine needs (--mmcv full), and exit
+#   bash scripts/setup.sh --check-ops     # fail unless the installed mmcv ops can run on this machine
 #   bash scripts/setup.sh --d2-source     # print what detectron2 is built from (tarball, directory or git+URL)
-# Why the mmcv build needs care (../shared/ENV.md): its setup.py imports pkg_resources
+# Why the compiled mmcv build needs care (../shared/ENV.md): its setup.py imports pkg_resources
 # (setuptools < 82), must see torch (--no-build-isolation) or it silently drops mmcv._ext, and
 # hard-codes -std=c++14/17 while torch >= 2.10 headers require C++20.
 set -euo pipefail
@@ -44,8 +54,8 @@ STAMP="$VENV/.mmrecvit-setup"
 step() { printf '\033[1m[setup %s] %s\033[0m\n' "$(date +%H:%M:%S)" "$*"; }
 die() { printf '\033[31m[setup] ERROR: %s\033[0m\n' "$*" >&2; exit 1; }
 
-# The kernels mmcv's ops must hold here: `cpu`, or `cu<torch CUDA version>-sm<archs>` for the
-# visible GPUs (or TORCH_CUDA_ARCH_LIST with FORCE_CUDA=1). A CUDA build needs nvcc.
+# The kernels a compiled mmcv's ops must hold here (--mmcv full): `cpu`, or `cu<torch CUDA version>-sm<archs>`
+# for the visible GPUs (or TORCH_CUDA_ARCH_LIST with FORCE_CUDA=1). A CUDA build needs nvcc.
 ops_variant() {
   local probe cuda gpus archs
   probe=$("$PY" -c 'import torch
@@ -65,23 +75,64 @@ print(v, n, "+".join(sorted({"%d%d" % torch.cuda.get_device_capability(i) for i 
     return
   fi
   command -v nvcc >/dev/null \
-    || die "a GPU is visible and torch is a CUDA $cuda build, but nvcc is not on PATH: install the CUDA toolkit $cuda (mmcv's CUDA ops are compiled from source); CPU-only ops cannot run the detectors on the GPU"
+    || die "a GPU is visible and torch is a CUDA $cuda build, but nvcc is not on PATH: compiled mmcv CUDA ops need the CUDA toolkit $cuda. The default set-up needs no nvcc: make setup MMCV=lite (mmcv-lite with torchvision's CUDA kernels)"
   echo "cu${cuda//./}-sm${archs}"
 }
 
-# The kind of the installed mmcv ops, cpu or cuda (empty if mmcv.ops does not import).
+# Which mmcv distributions are installed: full (mmcv, compiled ops), lite (mmcv-lite), both, or none.
+installed_mmcv() {
+  "$PY" -c 'import importlib.metadata as m
+def has(dist):
+    try:
+        return bool(m.distribution(dist))
+    except m.PackageNotFoundError:
+        return False
+full, lite = has("mmcv"), has("mmcv-lite")
+print("both" if full and lite else "full" if full else "lite" if lite else "none")' 2>/dev/null || echo none
+}
+
+# The kind of the installed mmcv ops, cpu or cuda (empty if mmcv.ops does not import). `import mmrecvit` first:
+# with mmcv-lite it provides the ops (torchvision's kernels: cuda when torchvision is a CUDA build).
 installed_ops() {
-  "$PY" -c 'from mmcv.ops import get_compiling_cuda_version as v; print("cpu" if v() == "not available" else "cuda")' \
+  "$PY" -c 'import mmrecvit; from mmcv.ops import get_compiling_cuda_version as v; print("cpu" if v() == "not available" else "cuda")' \
     2>/dev/null || true
 }
 ops_kind() { [[ $1 == cpu ]] && echo cpu || echo cuda; }  # variant -> kind
 
-check_ops() {  # the installed mmcv ops must hold this machine's kernels
+check_full_ops() {  # a compiled mmcv's ops must hold this machine's kernels
   local want got
   want=$(ops_variant)
   got=$(installed_ops)
   [[ "$got" == "$(ops_kind "$want")" ]] \
-    || die "this machine needs mmcv ops for $want but the installed mmcv has ${got:-no} ops: a GPU machine with CPU-only mmcv ops would fail inside the detectors; remove mmcv (and any CPU wheel offered for $want) and re-run scripts/setup.sh"
+    || die "this machine needs mmcv ops for $want but the installed (compiled) mmcv has ${got:-no} ops: a GPU machine with CPU-only mmcv ops fails inside the detectors. Fix: make setup MMCV=lite (torchvision's kernels, CPU and CUDA, no nvcc), or remove mmcv (and any CPU wheel offered for $want) and re-run make setup MMCV=full"
+}
+
+check_lite_ops() {  # mmcv-lite: the ops come from mmrecvit's torchvision table, and run on every device here
+  local devices
+  devices=$("$PY" -c 'import torch
+import mmrecvit
+from mmrecvit.mm.mmcv_ext import backend
+assert backend() == "torchvision", f"mmcv ops from {backend()}, not the torchvision table"
+from mmcv.ops import nms, roi_align
+devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+for d in devices:
+    _, keep = nms(torch.tensor([[0.0, 0, 10, 10], [1, 1, 11, 11]], device=d), torch.tensor([0.9, 0.8], device=d), 0.5)
+    feats = torch.ones(1, 1, 8, 8, device=d, requires_grad=True)
+    out = roi_align(feats, torch.tensor([[0.0, 1, 1, 5, 5]], device=d), (2, 2), 1.0, 0, "avg", True)
+    out.sum().backward()
+    assert keep.tolist() == [0] and torch.allclose(out, torch.ones_like(out)) and abs(feats.grad.sum() - 4) < 1e-5, d
+print(" ".join(devices))') \
+    || die "mmcv-lite is installed but its ops (mmrecvit's torchvision table) do not run here (see above): check torchvision imports and matches torch (requirements.txt), or use compiled mmcv: make setup MMCV=full"
+  step "mmcv-lite ops (torchvision's kernels) run on: $devices"
+}
+
+check_ops() {  # the installed mmcv ops must run on this machine
+  case $(installed_mmcv) in
+    lite) check_lite_ops ;;
+    full) check_full_ops; step "mmcv ops match this machine ($(ops_variant))" ;;
+    both) die "both mmcv and mmcv-lite are installed (they share the mmcv package): re-run make setup MMCV=lite or MMCV=full" ;;
+    *) die "mmcv is not installed in $VENV: run make setup" ;;
+  esac
 }
 
 d2_source() {  # what to build detectron2 from
@@ -96,51 +147,46 @@ d2_source() {  # what to build detectron2 from
   echo "git+$D2_REPO"
 }
 
+MMCV_MODE=""  # lite or full: --mmcv; empty = what the venv has, lite for a new one
 case ${1:-} in
-  --ops-variant) ops_variant; exit 0 ;;  # print the variant this machine needs
+  --ops-variant) ops_variant; exit 0 ;;  # print the variant a compiled mmcv needs here
   --d2-source) d2_source; exit 0 ;;  # what detectron2 is built from (its tools: tests/e2e/test_d2_tools.py)
-  --check-ops) check_ops; step "mmcv ops match this machine ($(ops_variant))"; exit 0 ;;
+  --check-ops) check_ops; exit 0 ;;
+  --mmcv) MMCV_MODE=${2:-(nothing)} ;;
+  --mmcv=*) MMCV_MODE=${1#--mmcv=} ;;
+  '') ;;
+  *) die "unknown option '$1': scripts/setup.sh takes --mmcv lite|full, --ops-variant, --check-ops or --d2-source" ;;
 esac
+if [[ -n "$MMCV_MODE" && $MMCV_MODE != lite && $MMCV_MODE != full ]]; then
+  die "--mmcv (make setup MMCV=...) takes lite (default: no compiler, torchvision's kernels) or full (compiled ops), not '$MMCV_MODE'"
+fi
+have_mmcv=$(installed_mmcv)
+if [[ -z "$MMCV_MODE" ]]; then
+  MMCV_MODE=$([[ $have_mmcv == full ]] && echo full || echo lite)
+fi
 
 # The stamp records what the environment was built from; a changed requirements.txt or setup
 # script re-runs the (fast, idempotent) pip steps.
 want_stamp=$(cat "$ROOT/requirements.txt" "$ROOT/scripts/setup.sh" | sha256sum | cut -d' ' -f1)
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" ]] && "$PY" -c 'import mmcv.ops, mmdet, mmseg, mmpretrain, detectron2, mmrecvit' 2>/dev/null \
-   && [[ "$(installed_ops)" == "$(ops_kind "$(ops_variant)")" ]]; then
-  step "environment up to date ($VENV)"
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" && $have_mmcv == "$MMCV_MODE" ]] \
+   && "$PY" -c 'import mmrecvit, mmcv.ops, mmdet, mmseg, mmpretrain, detectron2' 2>/dev/null \
+   && [[ $MMCV_MODE == lite || "$(installed_ops)" == "$(ops_kind "$(ops_variant)")" ]]; then
+  step "environment up to date ($VENV, mmcv $MMCV_MODE)"
   exit 0
 fi
 
-# ---- 0. prerequisites -------------------------------------------------------------------------
-PYTHON=${PYTHON:-}
-if [[ -z "$PYTHON" ]]; then
-  for cand in python3.11 python3; do
-    if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
-      PYTHON=$cand; break
-    fi
-  done
-fi
-[[ -n "$PYTHON" ]] || die "Python 3.11 not found (torch 2.14.1 and the cached mmcv wheel are cp311). Set PYTHON=/path/to/python3.11."
-"$PYTHON" -c 'import venv' 2>/dev/null || die "'$PYTHON -m venv' is unavailable: install the venv module (Debian: python3.11-venv)."
+# ---- helpers of the steps below ---------------------------------------------------------------
+mmcv_backend() {  # where the installed mmcv's ops come from: compiled, torchvision, or nothing if mmcv.ops fails
+  "$PY" -c "import mmcv, mmrecvit
+from mmcv.ops import nms, RoIAlign
+from mmrecvit.mm.mmcv_ext import backend
+assert mmcv.__version__ == '$MMCV_VERSION', mmcv.__version__
+print(backend())" 2>/dev/null || true
+}
 
-# ---- 1. venv ----------------------------------------------------------------------------------
-if [[ ! -x "$PY" ]]; then
-  step "creating virtual environment $VENV"
-  "$PYTHON" -m venv "$VENV"
-fi
-PIP=("$PY" -m pip --disable-pip-version-check)
-
-# ---- 2. pinned stack --------------------------------------------------------------------------
-step "installing pinned requirements (torch 2.14.1 from the local disk; ~1-2 min the first time)"
-"${PIP[@]}" install --progress-bar off -q -r "$ROOT/requirements.txt" \
-  || die "pip could not install requirements.txt (see the pip message above)."
-
-# ---- 3. mmcv with ops -------------------------------------------------------------------------
-mmcv_ok() { "$PY" - <<'EOF' 2>/dev/null
-import mmcv, mmcv.ops  # noqa: F401  (mmcv.ops imports mmcv._ext: the compiled ops)
-from mmcv.ops import nms, RoIAlign  # noqa: F401
-assert mmcv.__version__ == '2.1.0'
-EOF
+remove_mmcv() {  # $@ = distributions to remove (mmcv and mmcv-lite share the mmcv package: never both)
+  step "removing $* (switching to mmcv $MMCV_MODE)"
+  "${PIP[@]}" uninstall -y -q "$@"
 }
 
 wheel_name() {  # $1 = distribution, $2 = version: its wheel's file name for this Python and machine
@@ -182,7 +228,7 @@ offered_wheel() {  # $1 = distribution, $2 = version: a wheel from $MMRECVIT_WHE
 
 install_wheel() {  # $1 = wheel path (its runtime dependencies come from requirements.txt or the caller)
   step "installing $(basename "$1")"
-  "${PIP[@]}" install --progress-bar off -q --no-deps --force-reinstall "$1"
+  "${PIP_INSTALL[@]}" --no-deps --force-reinstall "$1"
 }
 
 check_build_tools() {  # what compiling torch extensions (mmcv's and detectron2's ops) needs
@@ -258,19 +304,7 @@ build_mmcv() {
   build_wheel mmcv "$src" "$work" MMCV_WITH_OPS=1
 }
 
-VARIANT=$(ops_variant)
-step "mmcv ops variant: $VARIANT"
-if mmcv_ok && [[ "$(installed_ops)" == "$(ops_kind "$VARIANT")" ]]; then
-  step "mmcv $MMCV_VERSION with $VARIANT ops already installed"
-else
-  provide_wheel mmcv "$MMCV_VERSION" build_mmcv
-  "${PIP[@]}" install --progress-bar off -q addict packaging pyyaml yapf  # mmcv's own runtime deps
-  mmcv_ok || die "the mmcv wheel installed but 'import mmcv.ops' fails: the wheel was built for another torch/Python. Remove it and re-run to build from source."
-  check_ops
-fi
-
-# ---- 3b. detectron2 ---------------------------------------------------------------------------
-# Not on the package index: a wheel from $MMRECVIT_WHEEL_DIR or the cache, else built from
+# detectron2 is not on the package index: a wheel from $MMRECVIT_WHEEL_DIR or the cache, else built from
 # $MMRECVIT_D2_SOURCE (a source tarball or directory), else from the shared tarball of these machines
 # (checked against the SHA256SUMS beside it), else from detectron2's repository as its install guide
 # says (pip + git). Its runtime dependencies are pinned in requirements.txt.
@@ -294,22 +328,106 @@ build_detectron2() {
   build_wheel detectron2 "$src" "$work"
 }
 
+# ---- 0. prerequisites -------------------------------------------------------------------------
+PYTHON=${PYTHON:-}
+if [[ -z "$PYTHON" ]]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      PYTHON=$cand; break
+    fi
+  done
+fi
+[[ -n "$PYTHON" ]] || die "Python 3.11 not found (torch 2.14.1 and the cached mmcv wheel are cp311). Set PYTHON=/path/to/python3.11."
+"$PYTHON" -c 'import venv' 2>/dev/null || die "'$PYTHON -m venv' is unavailable: install the venv module (Debian: python3.11-venv)."
+
+# ---- 1. venv ----------------------------------------------------------------------------------
+if [[ ! -x "$PY" ]]; then
+  step "creating virtual environment $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+PIP=("$PY" -m pip --disable-pip-version-check)
+PIP_INSTALL=("${PIP[@]}" install --progress-bar off -q --no-compile)  # .pyc are written at first import instead
+
+# ---- 2. torch, then detectron2's build in the background -----------------------------------------
+# detectron2 compiles against torch (~2 min on 2 cores when no wheel is offered or cached): it builds while the
+# rest installs. Its own compiled ops (deformable convolution, rotated boxes) are not on our recipes' path (its
+# ROIAlign and NMS are torchvision's), so with mmcv-lite it gets CPU ops, which serve a GPU machine too (no nvcc).
+mapfile -t first < <(grep -E '^(torch|torchvision|setuptools|wheel)([=<>]|$)' "$ROOT/requirements.txt")
+step "installing ${first[*]} (torch from the local disk; ~1-2 min the first time)"
+"${PIP_INSTALL[@]}" "${first[@]}" || die "pip could not install ${first[*]} (see the pip message above)."
+if [[ $MMCV_MODE == full ]]; then
+  VARIANT=$(ops_variant)
+  step "mmcv ops variant: $VARIANT"
+else
+  VARIANT=cpu
+fi
+d2_pid="" d2_wheel=""
 if d2_ok; then
   step "detectron2 $D2_VERSION already installed"
 else
-  provide_wheel detectron2 "$D2_VERSION" build_detectron2
+  d2_wheel=$(offered_wheel detectron2 "$D2_VERSION")
+  if [[ -z "$d2_wheel" ]]; then
+    build_detectron2 &
+    d2_pid=$!
+  fi
+fi
+
+# ---- 3. the rest of the pinned stack --------------------------------------------------------------
+step "installing the pinned requirements"
+"${PIP_INSTALL[@]}" -r "$ROOT/requirements.txt" || die "pip could not install requirements.txt (see the pip message above)."
+
+# ---- 4. mmrecvit -------------------------------------------------------------------------------
+# Before mmcv: with mmcv-lite, `import mmrecvit` is what provides mmcv's ops (mmrecvit/mm/mmcv_ext.py), and the
+# checks below import it. Its dependencies are the pins above.
+step "installing mmrecvit (editable)"
+"${PIP_INSTALL[@]}" --no-deps --no-build-isolation -e "$ROOT"
+
+# ---- 5. mmcv: lite (default, torchvision's kernels) or full (compiled ops) --------------------------
+if [[ $MMCV_MODE == lite ]]; then
+  case $(installed_mmcv) in
+    full) remove_mmcv mmcv ;;
+    both) remove_mmcv mmcv mmcv-lite ;;
+  esac
+  if [[ "$(mmcv_backend)" == torchvision ]]; then
+    step "mmcv-lite $MMCV_VERSION already installed"
+  else
+    step "installing mmcv-lite $MMCV_VERSION (pure Python: nothing to compile; RoIAlign and NMS from torchvision's kernels)"
+    "${PIP_INSTALL[@]}" --no-deps --force-reinstall "mmcv-lite==$MMCV_VERSION" \
+      || die "pip could not install mmcv-lite==$MMCV_VERSION from the package index (see above)."
+  fi
+  check_lite_ops
+else
+  case $(installed_mmcv) in
+    lite) remove_mmcv mmcv-lite ;;
+    both) remove_mmcv mmcv-lite mmcv ;;
+  esac
+  if [[ "$(mmcv_backend)" == compiled && "$(installed_ops)" == "$(ops_kind "$VARIANT")" ]]; then
+    step "mmcv $MMCV_VERSION with $VARIANT ops already installed"
+  else
+    provide_wheel mmcv "$MMCV_VERSION" build_mmcv
+    [[ "$(mmcv_backend)" == compiled ]] \
+      || die "the mmcv wheel installed but 'import mmcv.ops' fails: the wheel was built for another torch/Python. Remove it and re-run to build from source."
+    check_full_ops
+  fi
+fi
+
+# ---- 6. mmdet, mmseg, mmpretrain --------------------------------------------------------------
+step "installing mmdet 3.3.0, mmsegmentation 1.2.2 and mmpretrain 1.2.0"
+"${PIP_INSTALL[@]}" --no-deps mmdet==3.3.0 mmsegmentation==1.2.2 mmpretrain==1.2.0
+
+# ---- 7. detectron2: the offered/cached wheel, or the one built in the background -----------------
+if [[ -n "$d2_pid" ]]; then
+  step "waiting for the detectron2 build"
+  wait "$d2_pid" || die "the detectron2 build failed (its log's last lines are above)."
+  d2_wheel=$(find_wheel "$CACHE_DIR" detectron2 "$D2_VERSION")
+  [[ -n "$d2_wheel" ]] || die "the detectron2 build gave no $(wheel_name detectron2 "$D2_VERSION") (another version? see the build log above)."
+fi
+if [[ -n "$d2_wheel" ]]; then
+  install_wheel "$d2_wheel"
   d2_ok || die "the detectron2 wheel installed but 'import detectron2._C' fails: the wheel was built for another torch/Python. Remove it and re-run to build from source."
 fi
 
-# ---- 4. mmdet, mmseg, mmpretrain --------------------------------------------------------------
-step "installing mmdet 3.3.0, mmsegmentation 1.2.2 and mmpretrain 1.2.0"
-"${PIP[@]}" install --progress-bar off -q --no-deps mmdet==3.3.0 mmsegmentation==1.2.2 mmpretrain==1.2.0
-
-# ---- 5. mmrecvit ------------------------------------------------------------------------------
-step "installing mmrecvit (editable)"
-"${PIP[@]}" install --progress-bar off -q --no-deps --no-build-isolation -e "$ROOT"
-
-"$PY" -c 'import mmcv.ops, mmdet, mmseg, mmpretrain, detectron2, mmrecvit, torch; print(f"torch {torch.__version__}, mmcv {mmcv.__version__}, mmdet {mmdet.__version__}, mmseg {mmseg.__version__}, mmpretrain {mmpretrain.__version__}, detectron2 {detectron2.__version__}, mmrecvit {mmrecvit.__version__}")' \
+"$PY" -c 'import mmrecvit, mmcv.ops, mmdet, mmseg, mmpretrain, detectron2, torch; from mmrecvit.mm.mmcv_ext import backend; print(f"torch {torch.__version__}, mmcv {mmcv.__version__} (ops: {backend()}), mmdet {mmdet.__version__}, mmseg {mmseg.__version__}, mmpretrain {mmpretrain.__version__}, detectron2 {detectron2.__version__}, mmrecvit {mmrecvit.__version__}")' \
   || die "the installed stack does not import (see above)."
 echo "$want_stamp" >"$STAMP"
 step "done: activate with 'source .venv/bin/activate'"

@@ -214,6 +214,31 @@ def two_rank_options(root, work) -> list[str]:
     return [*toy_cfg_options('seg', root, work, iters=REFERENCE_ITERS, batch=1), 'default_hooks.checkpoint.interval=1']
 
 
+def compiled_mmcv_ext(folder) -> str | None:
+    """The compiled `mmcv/_ext*.so` of the CPU mmcv 2.1.0 wheel that scripts/setup.sh installs for `--mmcv full`
+    (offered in $MMRECVIT_WHEEL_DIR, which .ci/run sets, cached, or the shared one beside this checkout), checked
+    against the SHA256SUMS beside the wheel and unpacked into `folder`; None when there is no such wheel."""
+    import hashlib
+    import sys
+    import zipfile
+
+    tag = f'cp{sys.version_info[0]}{sys.version_info[1]}'
+    wheel = f'mmcv-2.1.0-{tag}-{tag}-linux_x86_64.whl'
+    cache = osp.join(os.environ.get('XDG_CACHE_HOME', osp.expanduser('~/.cache')), 'mmrecvit', 'wheels')
+    folders = [f for f in (os.environ.get('MMRECVIT_WHEEL_DIR'), cache, osp.join(REPO, '..', 'shared', 'wheels')) if f]
+    found = [p for f in folders for p in (osp.join(f, 'cpu', wheel), osp.join(f, wheel)) if osp.isfile(p)]
+    if not found:
+        return None
+    sums = osp.join(osp.dirname(found[0]), 'SHA256SUMS')  # its .so is about to be executed
+    if osp.isfile(sums):
+        listed = dict(line.split()[::-1] for line in open(sums) if line.strip())
+        with open(found[0], 'rb') as f:
+            assert listed.get(wheel) == hashlib.sha256(f.read()).hexdigest(), f'{found[0]} does not match {sums}'
+    with zipfile.ZipFile(found[0]) as z:
+        (member,) = [n for n in z.namelist() if n.startswith('mmcv/_ext.') and n.endswith('.so')]
+        return z.extract(member, folder)
+
+
 # ---- bad input (tests/tools, tests/mm, tests/e2e) ---------------------------------------------------------------
 def bad_input_text(err: str) -> str:
     """stderr from the last `<tool>: error: <message>` line on (`mmrecvit.inputs.bad_input`): what came before is

@@ -31,7 +31,7 @@ import os
 import os.path as osp
 import time
 
-import mmrecvit  # noqa: F401  (compat fixes + registration; before mmdet/mmpretrain are imported: compat fix 5)
+import mmrecvit  # noqa: F401  (first: compat fixes + registration before mmdet/mmpretrain import; mmcv-lite's ops)
 
 # isort: split
 import mmcv

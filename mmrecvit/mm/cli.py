@@ -54,8 +54,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = Non
 
 
 def load_config(args: argparse.Namespace) -> Config:
-    """`args.config` with the launcher and `--cfg-options` applied, and a work dir: `--work-dir`,
-    else the config's, else `./work_dirs/<config name>`."""
+    """`args.config` (a file, or `mmrecvit::<folder>/<file>.py`: one of the installed configs) with the launcher
+    and `--cfg-options` applied, and a work dir: `--work-dir`, else the config's, else `./work_dirs/<config name>`."""
     cfg = Config.fromfile(config_file(args.config))
     cfg.launcher = args.launcher
     if args.cfg_options is not None:

@@ -19,6 +19,7 @@ import importlib
 import importlib.util
 import logging
 
+from ..compat import unusable
 from ..models import NECKS, on_register
 from ..models.checks import ArgumentError, closest
 
@@ -101,12 +102,13 @@ def _suggesting(build_func):
 def register_all() -> list[str]:
     """Register into each installed framework; returns the scopes registered.
 
-    Runs on every `import mmrecvit`, also for the plain-PyTorch core alone: what needs mmengine
-    (our hooks, the optimizer constructor, mmengine's logger) is imported only once it is found.
+    Runs on every `import mmrecvit`, also for the plain-PyTorch core alone: what needs mmengine and mmcv
+    (our hooks, the optimizer constructor, the data checks, mmengine's logger) is imported only once both are
+    found; mmdet, mmseg and mmpretrain import both, so none of them runs without them.
     """
-    scopes = list(installed_scopes())
-    if importlib.util.find_spec('mmengine') is None:  # the core alone (no framework runs without it)
+    if unusable('mmengine.runner', 'mmcv.transforms') is not None:  # e.g. the core alone
         return []
+    scopes = list(installed_scopes())
     from mmengine.registry import MODELS
 
     from .data import CheckSegMap

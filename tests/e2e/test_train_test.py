@@ -33,6 +33,8 @@ def test_gpu_check_smoke_writes_its_report(plainvit_toys):
             assert f'| {name}-{variant} | 1 |' in report
     assert '| seg | upernet_plainvit-ti' in report and '| det | mask-rcnn_plainvit-ti' in report
     assert 'one training step' in report and 'mIoU' in report
+    assert '## mmcv ops on cpu' in report and '| roi_align float16 aligned=False sampling_ratio=2 |' in report
+    assert 'the same' in report and '| mmcv.ops.RoIAlign / nms on cpu = the table |' in report
 
 
 def test_demo_trains_evaluates_and_draws_both_tasks(plainvit_toys):

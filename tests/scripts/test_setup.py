@@ -1,5 +1,6 @@
-"""scripts/setup.sh picks mmcv's ops variant from the toolchain it finds (faked here) and refuses a
-GPU machine whose mmcv has CPU-only ops."""
+"""scripts/setup.sh: mmcv-lite by default (torchvision's kernels: no nvcc on a GPU machine), or with `--mmcv full`
+compiled mmcv of the ops variant of the toolchain it finds (faked here); a GPU machine whose compiled mmcv has
+CPU-only ops is refused, naming the fix."""
 
 import os
 import shutil
@@ -10,8 +11,11 @@ import pytest
 from helpers import REPO
 
 FAKE_PYTHON = """#!/usr/bin/env bash
-# Answers setup.sh's probes: torch's CUDA build and GPUs, and the installed mmcv ops.
+# Answers setup.sh's probes: the installed mmcv distribution, the lite ops check (the devices they ran on), the
+# installed compiled ops, and torch's CUDA build and GPUs.
 case "$2" in
+  *importlib.metadata*) echo "$FAKE_MMCV" ;;
+  *'assert backend()'*) echo "$FAKE_LITE_DEVICES" ;;
   *get_compiling_cuda_version*) echo "$FAKE_INSTALLED" ;;
   *) echo "$FAKE_TORCH" ;;
 esac
@@ -35,7 +39,7 @@ def fake_root(tmp_path):
     return root, bin_dir
 
 
-def run(fake_root, arg, torch_probe, installed='cpu', nvcc=True, **env):
+def run(fake_root, arg, torch_probe, installed='cpu', nvcc=True, mmcv='full', **env):
     root, bin_dir = fake_root
     nvcc_path = bin_dir / 'nvcc'
     if nvcc:
@@ -49,10 +53,13 @@ def run(fake_root, arg, torch_probe, installed='cpu', nvcc=True, **env):
         'HOME': os.environ.get('HOME', '/tmp'),
         'FAKE_TORCH': torch_probe,
         'FAKE_INSTALLED': installed,
+        'FAKE_MMCV': mmcv,
+        'FAKE_LITE_DEVICES': 'cpu cuda' if '|1|' in torch_probe else 'cpu',
         **env,
     }
+    args = arg if isinstance(arg, list) else [arg]
     return subprocess.run(
-        ['bash', str(root / 'scripts' / 'setup.sh'), arg], capture_output=True, text=True, env=full_env, timeout=60
+        ['bash', str(root / 'scripts' / 'setup.sh'), *args], capture_output=True, text=True, env=full_env, timeout=60
     )
 
 
@@ -72,9 +79,34 @@ def test_ops_variant(fake_root, probe, env, expected):
     assert res.stdout.strip() == expected
 
 
-def test_a_visible_gpu_without_nvcc_is_an_error(fake_root):
+def test_compiled_ops_on_a_visible_gpu_without_nvcc_are_an_error_naming_the_default(fake_root):
     res = run(fake_root, '--ops-variant', '13.0|1|90', nvcc=False)
-    assert res.returncode != 0 and 'nvcc is not on PATH' in res.stderr
+    assert res.returncode != 0 and 'nvcc is not on PATH' in res.stderr and 'make setup MMCV=lite' in res.stderr
+
+
+def test_mmcv_lite_on_a_gpu_machine_needs_no_nvcc(fake_root):
+    """The default: the check runs the torchvision table on every device (faked: the devices it reports)."""
+    res = run(fake_root, '--check-ops', '13.0|1|90', nvcc=False, mmcv='lite')
+    assert res.returncode == 0, res.stderr
+    assert 'torchvision' in res.stdout and 'run on: cpu cuda' in res.stdout
+
+
+@pytest.mark.parametrize('args', [['--mmcv', 'compiled'], ['--mmcv=fast'], ['--mmcv']])
+def test_a_bad_mmcv_choice_is_one_error_naming_the_choices(fake_root, args):
+    res = run(fake_root, args, '|0|')
+    assert res.returncode != 0
+    (line,) = res.stderr.strip().splitlines()
+    assert '--mmcv' in line and 'lite' in line and 'full' in line
+
+
+def test_an_unknown_option_is_refused_naming_the_options(fake_root):
+    res = run(fake_root, '--fast', '|0|')
+    assert res.returncode != 0 and "unknown option '--fast'" in res.stderr and '--mmcv lite|full' in res.stderr
+
+
+def test_both_mmcv_distributions_installed_is_an_error(fake_root):
+    res = run(fake_root, '--check-ops', '|0|', mmcv='both')
+    assert res.returncode != 0 and 'both mmcv and mmcv-lite' in res.stderr and 'MMCV=lite' in res.stderr
 
 
 def test_forced_cuda_needs_an_architecture(fake_root):
@@ -90,7 +122,8 @@ def test_the_install_check_fails_loudly_on_the_wrong_ops(fake_root, probe, insta
     res = run(fake_root, '--check-ops', probe, installed=installed)
     assert (res.returncode == 0) == ok, res.stderr
     if not ok:
-        assert f'installed mmcv has {installed} ops' in res.stderr
+        assert f'installed (compiled) mmcv has {installed} ops' in res.stderr
+        assert 'make setup MMCV=lite' in res.stderr  # the fix: torchvision's kernels, CPU and CUDA
 
 
 def test_d2_source_is_the_given_one_else_the_shared_tarball(fake_root, tmp_path):

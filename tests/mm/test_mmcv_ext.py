@@ -1,0 +1,97 @@
+"""How mmcv-lite gets its ops (mmrecvit/mm/mmcv_ext.py): `import mmrecvit` lets `mmcv._ext` resolve to the
+torchvision table only where no compiled `mmcv._ext` is found (a full mmcv is used as it is), the module looks
+like the compiled one to mmcv and mmengine, and an op the table lacks is one error naming it and the switch."""
+
+import importlib.machinery
+import importlib.metadata
+import inspect
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+import torch
+from helpers import compiled_mmcv_ext
+
+import mmrecvit  # noqa: F401  (first: with mmcv-lite it provides mmcv._ext)
+from mmrecvit.mm import mmcv_ext
+from mmrecvit.mm.mmcv_ext import MissingMMCVOpError, MMCVExtFinder
+
+
+@pytest.fixture
+def table():
+    module = types.ModuleType('mmcv._ext')
+    MMCVExtFinder().exec_module(module)
+    return module
+
+
+def test_the_table_passes_mmcvs_import_checks_and_hides_private_names(table):
+    from mmcv.utils import ext_loader
+
+    assert hasattr(table, 'deform_conv_forward') and callable(table.roi_align_forward)  # load_ext's hasattr check
+    for name in ('__path__', '__file__', '__wrapped__', '_private'):  # what inspect, pickle and copy probe
+        assert not hasattr(table, name), name
+    assert dict(inspect.getmembers(table))['nms'] is mmcv_ext.nms
+    assert ext_loader.check_ops_exist()  # mmcv's own "are the ops there" (pkgutil), with either backend
+
+
+def test_the_finder_answers_mmcv_ext_only_and_installs_once():
+    finder = MMCVExtFinder()
+    assert finder.find_spec('mmcv.ops') is None and finder.find_spec('mmcv_ext') is None
+    spec = finder.find_spec('mmcv._ext')
+    assert spec.name == 'mmcv._ext' and spec.loader is finder
+    mmcv_ext.install()
+    assert sum(isinstance(f, MMCVExtFinder) for f in sys.meta_path) == 1
+    (ours,) = [i for i, f in enumerate(sys.meta_path) if isinstance(f, MMCVExtFinder)]
+    assert ours > sys.meta_path.index(importlib.machinery.PathFinder)  # asked after the finder of compiled modules
+
+
+@pytest.mark.subprocess
+def test_mmcv_ext_is_the_table_only_without_compiled_ops(tmp_path):
+    """A fresh interpreter as installed here, then with a compiled `_ext` on mmcv's path (the cached wheel's,
+    as a full mmcv has it): the compiled one is found first, and used."""
+    check = (
+        'import mmcv, sys\n'
+        'mmcv.__path__[:0] = sys.argv[1:]\n'  # where a full mmcv has it, before anything imports mmcv.ops
+        'import mmrecvit\n'
+        'from mmrecvit.mm.mmcv_ext import backend, MMCVExtFinder\n'
+        'from mmengine.utils.dl_utils import mmcv_full_available\n'
+        'import mmdet.models, mmseg.models, mmcv._ext as ext\n'
+        'from mmcv.ops import RoIAlign, batched_nms\n'
+        'table = isinstance(ext.__spec__.loader, MMCVExtFinder)\n'
+        'print(backend(), table, mmcv_full_available(), ext.__file__.rsplit(".", 1)[-1])\n'
+    )
+    as_installed = subprocess.run([sys.executable, '-c', check], capture_output=True, text=True, timeout=300)
+    assert as_installed.returncode == 0, as_installed.stderr
+    lite = any(d.metadata['Name'] == 'mmcv-lite' for d in importlib.metadata.distributions())
+    assert as_installed.stdout.split() == (
+        ['torchvision', 'True', 'True', 'py'] if lite else ['compiled', 'False', 'True', 'so']
+    )
+    path = compiled_mmcv_ext(tmp_path)
+    if path is None:
+        pytest.skip('no compiled mmcv 2.1.0 wheel to put on the path (set MMRECVIT_WHEEL_DIR, as .ci/run does)')
+    with_compiled = subprocess.run(
+        [sys.executable, '-c', check, os.path.dirname(path)], capture_output=True, text=True, timeout=300
+    )
+    assert with_compiled.returncode == 0, with_compiled.stderr
+    assert with_compiled.stdout.split() == ['compiled', 'False', 'True', 'so']
+
+
+@pytest.mark.parametrize(
+    'call, op',
+    [
+        (lambda ops: ops.soft_nms(torch.rand(4, 4), torch.rand(4), 0.5), 'softnms'),
+        (lambda ops: ops.RoIAlign(7, 0.25, pool_mode='max')(torch.rand(1, 2, 8, 8), torch.zeros(1, 5)), 'max'),
+        (lambda ops: ops.DeformConv2d(2, 2, 3)(torch.rand(1, 2, 8, 8), torch.zeros(1, 18, 6, 6)), 'deform_conv'),
+    ],
+)
+def test_an_op_the_table_lacks_is_one_error_naming_it_and_the_switch(monkeypatch, table, call, op):
+    import mmcv.ops
+
+    for module in ('mmcv.ops.nms', 'mmcv.ops.roi_align', 'mmcv.ops.deform_conv'):
+        monkeypatch.setattr(sys.modules[module], 'ext_module', table)
+    with pytest.raises(MissingMMCVOpError) as error:
+        call(mmcv.ops)
+    (line,) = str(error.value).splitlines()
+    assert op in line and 'make setup MMCV=full' in line and 'roi_align_forward' in line  # what the table has
