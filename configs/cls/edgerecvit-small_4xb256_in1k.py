@@ -4,12 +4,6 @@
 # (edgerecvit-small_deit-pre_8xb256-300e_in1k.py); this trains from scratch with DeiT's recipe for
 # comparison with the other methods, but, as the paper, WITHOUT label mixing (Mixup/CutMix), which would
 # blur the per-token ranker's supervision. Label smoothing, RandAugment and random erasing stay.
-_base_ = './_base_/recvit-small_4xb256_in1k.py'
-model = dict(backbone=dict(type='EdgeRecViT', arch='small', depth=12, shared_init_block=6), train_cfg=None)
-recipe = dict(
-    intended={  # this method's arguments (recipe_diff against the base's anchor)
-        'model.backbone.depth': 'a recursive method: its layers (docs/methods/)',
-        'model.backbone.shared_init_block': "Edge-RecViT's DeiT block for the shared blocks",
-        'model.train_cfg*': 'no Mixup/CutMix, as the paper (above)',
-    }
-)
+_base_ = ['./_base_/recvit-small_4xb256_in1k.py', '../_base_/backbones/edgerecvit-s.py']
+model = dict(backbone=_base_.backbone, train_cfg=None)
+recipe = dict(intended={**_base_.backbone_intended, 'model.train_cfg*': 'no Mixup/CutMix, as the paper (above)'})

@@ -140,8 +140,8 @@ def rel(path):
 
 
 def parent(path):
-    """The one file a per-method config's `_base_` names."""
-    (base,) = Config._get_base_files(path)
+    """The recipe a per-method config's `_base_` names first (its second: the method's backbone file)."""
+    base = Config._get_base_files(path)[0]
     return osp.normpath(osp.join(osp.dirname(path), base))
 
 
