@@ -5,7 +5,11 @@
 # 2.5e-4 x batch/512. Init (SPEC §6, the authors' code): head <- DeiT block 0, shared <- block 6
 # (shared_init_block), tail <- block 11; the ranker starts fresh.
 _base_ = ['./_base_/recvit-small_deit-pre_4xb256-100e_in1k.py', '../_base_/backbones/edgerecvit-s_deit.py']
-model = dict(backbone=_base_.backbone, train_cfg=None)
+custom_hooks = [*_base_.custom_hooks, _base_.temperature_schedule]  # Edge-RecViT's tau annealed
+# CCE (paper 002, SPEC §3): the logits scaled by the mean confidence of the ranker's depth decisions, its main
+# training signal in classification (mmrecvit/mm/cce.py).
+custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.cce'], allow_failed_imports=False)
+model = dict(type='ConfidenceScaledClassifier', backbone=_base_.backbone, train_cfg=None)
 
 max_epochs = 300
 train_dataloader = dict(batch_size=256)  # x 8 GPUs
@@ -17,13 +21,15 @@ param_scheduler = [
 ]
 auto_scale_lr = dict(base_batch_size=2048)
 recipe = dict(
+    _base_.backbone_recipe,
     intended={  # the backbone's arguments and the paper's schedule (recipe_diff against the base's anchor)
-        **_base_.backbone_intended,
+        **_base_.backbone_recipe.intended,
         'model.train_cfg*': 'no Mixup/CutMix, as the paper (above)',
+        'model.type': "Edge-RecViT's CCE loss (above)",
         'auto_scale_lr.base_batch_size': 'the 8 x 256 batch the learning rate is written for',
         # The paper's 300 epochs and 2.5e-4 x 2048/512 = 1e-3 are the anchor's own values: the fine-tune base's
         # entries for them are withdrawn (None).
         'train_cfg.max_epochs': None,
         'optim_wrapper.optimizer.lr': None,
-    }
+    },
 )

@@ -3,4 +3,4 @@
 # Token-choice routing: model.backbone.routing=token_choice
 _base_ = ['./_base_/recvit-small_4xb256_in1k.py', '../_base_/backbones/morvit-s.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(intended=_base_.backbone_intended)
+recipe = _base_.backbone_recipe

@@ -4,4 +4,4 @@
 # with alpha 1 a chosen token gets (nearly) the whole block, DeiT's update (SPEC §6).
 _base_ = ['./_base_/recvit-small_deit-pre_4xb256-100e_in1k.py', '../_base_/backbones/morvit-s_deit.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(intended=_base_.backbone_intended)
+recipe = _base_.backbone_recipe

@@ -2,4 +2,4 @@
 # state's CLS token classified.
 _base_ = ['./_base_/recvit-small_4xb256_in1k.py', '../_base_/backbones/naiverecvit-s.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(intended=_base_.backbone_intended)
+recipe = _base_.backbone_recipe

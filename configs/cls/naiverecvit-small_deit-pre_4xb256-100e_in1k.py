@@ -4,4 +4,4 @@
 # cannot represent DeiT's function (SPEC §6; options 'pick' and 'average': SPEC §6's group mappings).
 _base_ = ['./_base_/recvit-small_deit-pre_4xb256-100e_in1k.py', '../_base_/backbones/naiverecvit-s_deit.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(intended=_base_.backbone_intended)
+recipe = _base_.backbone_recipe

@@ -5,4 +5,4 @@
 _base_ = ['./_base_/recvit-small_deit-pre_4xb256-100e_in1k.py', '../_base_/backbones/revit-s_deit.py']
 # the paper's elastic-depth training (step dropout 0.3, the class default; the dense recipes fix the depth)
 model = dict(backbone=dict(_base_.backbone, step_drop_rate=0.3))
-recipe = dict(intended=_base_.backbone_intended)
+recipe = _base_.backbone_recipe

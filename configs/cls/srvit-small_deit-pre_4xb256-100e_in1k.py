@@ -2,4 +2,4 @@
 # transforms zero and every router biased to step 1, so the T=4 model starts as DeiT's function (SPEC §6).
 _base_ = ['./_base_/recvit-small_deit-pre_4xb256-100e_in1k.py', '../_base_/backbones/srvit-s_deit.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(intended=_base_.backbone_intended)
+recipe = _base_.backbone_recipe

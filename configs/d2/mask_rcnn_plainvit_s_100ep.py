@@ -5,6 +5,6 @@ from mmrecvit.d2 import use_backbone
 
 from .common.mask_rcnn_recvit_100ep import dataloader, lr_multiplier, model, optimizer, recipe, train
 
-use_backbone(model.backbone.net, __file__, '../_base_/backbones/plainvit-s_deit.py', recipe)
+use_backbone(model, __file__, '../_base_/backbones/plainvit-s_deit.py', recipe)
 
 __all__ = ['dataloader', 'lr_multiplier', 'model', 'optimizer', 'train', 'recipe']

@@ -1,5 +1,7 @@
-# Edge-RecViT-B, ViTDet's COCO recipe (LSJ 1024, 100 epochs) at ViT-B width: the first _base_. The backbone, from DeiT-B, is the second
-# (configs/_base_/backbones/edgerecvit-b_deit.py: the method, its start and its knobs), as in every recipe of it.
-_base_ = ['./_base_/mask-rcnn_vit-b_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/edgerecvit-b_deit.py']
+# Edge-RecViT-B, ViTDet's COCO recipe (LSJ 1024, 100 epochs) at ViT-B width: the first _base_.
+# The backbone, from its own ImageNet-1k checkpoint, is the second (configs/_base_/backbones/edgerecvit-b_in1k.py: the method,
+# its start and its knobs), as in every recipe of it.
+_base_ = ['./_base_/mask-rcnn_vit-b_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/edgerecvit-b_in1k.py']
+custom_hooks = [*_base_.custom_hooks, _base_.temperature_schedule]  # Edge-RecViT's tau annealed
 model = dict(backbone=_base_.backbone)
-recipe = dict(intended=_base_.backbone_intended)  # the backbone's differences from the anchor's
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

@@ -1,5 +1,6 @@
-# PlainViT-S, Mask R-CNN on mmdet's 1x COCO recipe adapted to ViTs: the first _base_. The backbone, from DeiT-S, is the second
-# (configs/_base_/backbones/plainvit-s_deit.py: the method, its start and its knobs), as in every recipe of it.
+# PlainViT-S, Mask R-CNN on mmdet's 1x COCO recipe adapted to ViTs: the first _base_.
+# The backbone, from DeiT-S, is the second (configs/_base_/backbones/plainvit-s_deit.py: the method,
+# its start and its knobs), as in every recipe of it.
 _base_ = ['./_base_/mask-rcnn_vit_fpn_1x_coco.py', '../_base_/backbones/plainvit-s_deit.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(intended=_base_.backbone_intended)  # the backbone's differences from the anchor's
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

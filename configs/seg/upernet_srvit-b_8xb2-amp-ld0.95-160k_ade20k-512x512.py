@@ -1,5 +1,6 @@
-# SR-ViT-B, ViT-Adapter's ADE20K UperNet recipe at ViT-B width: the first _base_. The backbone, from DeiT-B, is the second
-# (configs/_base_/backbones/srvit-b_deit.py: the method, its start and its knobs), as in every recipe of it.
+# SR-ViT-B, ViT-Adapter's ADE20K UperNet recipe at ViT-B width: the first _base_.
+# The backbone, from DeiT-B, is the second (configs/_base_/backbones/srvit-b_deit.py: the method,
+# its start and its knobs), as in every recipe of it.
 _base_ = ['./_base_/upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py', '../_base_/backbones/srvit-b_deit.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(intended=_base_.backbone_intended)  # the backbone's differences from the anchor's
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

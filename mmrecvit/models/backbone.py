@@ -17,13 +17,13 @@ from torch.utils.checkpoint import checkpoint
 from . import arguments as args
 from . import embedding
 from . import layer_decay as decay
-from .checkpoint import load_pretrained
 from .checks import check_bool, check_choice, check_float, check_int, check_sequence
 from .compute import check_compute, largest_within
 from .flops import conv_work
 from .layers import Block, Mlp
 from .numerics import NONFINITE_MODES, FiniteGuard, tracing
 from .plan import Forward, Plan, Step, rescaled_layers, step_work
+from .start import load_start
 from .stats import ForwardStats
 from .windows import Global, Windows
 
@@ -282,9 +282,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
     def init_weights(self) -> None:
         """Load `init_cfg`'s checkpoint strictly (called by mmengine's Runner; no-op without one). Modules
         initialise themselves at construction (timm's scheme; routers zero)."""
-        if self.init_cfg is not None:
-            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
-                            map_location=self.init_cfg.get('map_location', 'cpu'))
+        if self.init_cfg is not None:  # strict; a missing file or an unrepresentable start is said (start.py)
+            load_start(self, self.init_cfg)
         self.is_init = True  # mmengine's BaseModule convention: do not initialise twice
 
     @abc.abstractmethod

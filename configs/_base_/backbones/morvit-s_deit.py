@@ -8,8 +8,10 @@ backbone = dict(
     router_alpha=1.0,
     init_cfg=dict(type='Pretrained', checkpoint='checkpoints/deit_small_patch16_224-cd65a155.pth'),
 )
-backbone_intended = {
-    'model.backbone.router_alpha': "MoR-ViT's router scale",
-    'model.backbone.timm_gates': 'how the gates start from a DeiT checkpoint (docs/methods/mor_vit.md)',
-    'model.backbone.timm_init': 'which DeiT blocks start the shared one (docs/methods/mor_vit.md)',
-}
+backbone_recipe = dict(
+    intended={
+        'model.backbone.router_alpha': "MoR-ViT's router scale",
+        'model.backbone.timm_gates': 'how the gates start from a DeiT checkpoint (docs/methods/mor_vit.md)',
+        'model.backbone.timm_init': 'which DeiT blocks start the shared one (docs/methods/mor_vit.md)',
+    }
+)

@@ -4,7 +4,12 @@
 # (j, j+3, ...). The one file every recipe of it takes its backbone from (README.md here).
 _base_ = './plainvit-s.py'
 backbone = dict(type='NaiveRecursiveViT', num_blocks=3, timm_init='cycle')
-backbone_intended = {
-    'model.backbone.num_blocks': 'the naive recursive ViT: its unique blocks, cycled over the 12 layers',
-    'model.backbone.timm_init': 'which DeiT blocks start the shared ones (docs/methods/baselines.md)',
-}
+backbone_recipe = dict(
+    differs={  # from PlainViT's, where a comparison table shows it (tools/analysis_tools/compare.py)
+        'params': 'its 3 unique blocks serve the 12 layers: a quarter of the block parameters (SPEC §0)',
+    },
+    intended={
+        'model.backbone.num_blocks': 'the naive recursive ViT: its unique blocks, cycled over the 12 layers',
+        'model.backbone.timm_init': 'which DeiT blocks start the shared ones (docs/methods/baselines.md)',
+    },
+)

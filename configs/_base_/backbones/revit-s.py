@@ -5,8 +5,14 @@
 # step t's gate picks its depth group's expert; from scratch the router starts uniform (its zero output layer).
 _base_ = './plainvit-s.py'
 backbone = dict(type='ReViT', num_experts=4, timm_init='average', timm_gates='programmed')
-backbone_intended = {
-    'model.backbone.num_experts': "reViT's experts per block",
-    'model.backbone.timm_init': 'which DeiT blocks start the shared ones (docs/methods/revit.md)',
-    'model.backbone.timm_gates': 'how the gates start from a DeiT checkpoint (docs/methods/revit.md)',
-}
+backbone_recipe = dict(
+    differs={  # from PlainViT's, where a comparison table shows it (tools/analysis_tools/compare.py)
+        'params': 'one shared attention and 4 expert FFNs for the 12 layers (SPEC §2)',
+        'gflops': "each step's FFN merged from the experts: the merge's work (docs/methods/revit.md)",
+    },
+    intended={
+        'model.backbone.num_experts': "reViT's experts per block",
+        'model.backbone.timm_init': 'which DeiT blocks start the shared ones (docs/methods/revit.md)',
+        'model.backbone.timm_gates': 'how the gates start from a DeiT checkpoint (docs/methods/revit.md)',
+    },
+)

@@ -5,4 +5,4 @@ _base_ = './revit-s.py'
 backbone = dict(
     step_drop_rate=0.0, init_cfg=dict(type='Pretrained', checkpoint='checkpoints/deit_small_patch16_224-cd65a155.pth')
 )
-backbone_intended = {'model.backbone.step_drop_rate': "reViT's step dropout"}
+backbone_recipe = dict(intended={'model.backbone.step_drop_rate': "reViT's step dropout"})

@@ -4,6 +4,6 @@ from mmrecvit.d2 import use_backbone
 
 from .mask_rcnn_recvit_ti_toy_coco import dataloader, lr_multiplier, model, optimizer, train
 
-use_backbone(model.backbone.net, __file__, '../../_base_/backbones/revit-toy.py')
+use_backbone(model, __file__, '../../_base_/backbones/revit-toy.py')
 
 __all__ = ['dataloader', 'lr_multiplier', 'model', 'optimizer', 'train']

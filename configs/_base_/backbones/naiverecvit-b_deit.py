@@ -1,3 +1,0 @@
-# NaiveRecursiveViT-B as the COCO / ADE20K recipes use it: naiverecvit-s_deit.py at ViT-B width, from DeiT-B.
-_base_ = './naiverecvit-s_deit.py'
-backbone = dict(arch='base', init_cfg=dict(checkpoint='checkpoints/deit_base_patch16_224-b5f2ef4d.pth'))
