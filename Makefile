@@ -1,7 +1,7 @@
 # mmrecvit — the two commands of the README, and a few helpers.
 #   make demo    set up, make the toy data, train + evaluate the toy Mask R-CNN (MODEL=..., TASK=det|seg|both|cls|transfer;
 #                cls: the toy classifier, transfer: the toy classifier, then the toy Mask R-CNN started from it)
-#   make test    set up, lint, run the whole test suite on every core (pytest-xdist, at most 4 workers)
+#   make test    set up, lint (ruff check, ruff format --check), run the whole test suite on every core (pytest-xdist, at most 4 workers)
 #   make test-fast  the unit tests only (no e2e/dist/subprocess/slow), for iterating
 #   make bench   every README benchmark table into benchmarks/ (run it on an idle machine)
 VENV   ?= .venv
@@ -21,6 +21,7 @@ demo: setup
 
 test: setup
 	$(VENV)/bin/ruff check mmrecvit tools tests configs
+	$(VENV)/bin/ruff format --check mmrecvit tools tests configs scripts
 	$(PYTEST) --durations=25
 
 test-fast: setup
@@ -28,6 +29,7 @@ test-fast: setup
 
 lint: setup
 	$(VENV)/bin/ruff check mmrecvit tools tests configs
+	$(VENV)/bin/ruff format --check mmrecvit tools tests configs scripts
 
 bench: setup
 	bash scripts/benchmarks.sh

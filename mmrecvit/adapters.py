@@ -1,14 +1,14 @@
-"""What the framework adapters (`mmrecvit.mm`, `mmrecvit.d2`) read from a model holding our backbones.
+"""What the framework adapters (`mmrecvit.mm`, `mmrecvit.d2`, `mmrecvit.timm`) read from a model holding our backbones.
 
 Plain PyTorch, so each adapter only hands the numbers to its framework: the auxiliary losses and
-statistics of the last forward (to a loss dict and a log), each parameter's layer depth (to
+statistics of each backbone forward (to a loss dict and a log), each parameter's layer depth (to
 layer-wise learning-rate decay), and a backbone temperature annealed over training (Edge-RecViT's
 `gumbel_tau`: mmengine's `TemperatureScheduleHook`, detectron2's `RecViTRCNN(temperature_schedule=...)`).
 
-Named for its readers: this is the part the adapters share, so it sits beside them at the package
-level rather than in `mmrecvit.models`, which defines networks and reads nothing on a framework's
-behalf (the backbones answer `stats` and `layer_depth`; how a model full of them is read is the
-adapters' business, written once here instead of once per framework).
+A forward's statistics travel with its result (`models.stats.FeatureMaps.stats`): `StatsCollector` reads
+them from each backbone's output with torch's own forward hooks (`register_forward_hook`), so nothing is
+kept on the backbone and no method of a model is replaced. Named for its readers: the part the adapters
+share, written once here instead of once per framework.
 """
 
 from __future__ import annotations
@@ -16,25 +16,59 @@ from __future__ import annotations
 import math
 
 from torch import Tensor, nn
+from torch.utils.hooks import RemovableHandle
 
-from .models import ViTBackbone
+from .models import ForwardStats, ViTBackbone
 from .models import layer_decay as decay
 from .models.checks import check_choice, check_float, check_int
 
 
-def backbone_terms(model: nn.Module) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-    """(aux losses with graph, detached scalars) of every mmrecvit backbone in `model` after its last
-    forward; with several backbones each name gets a `bb<i>_` prefix."""
-    losses: dict[str, Tensor] = {}
-    scalars: dict[str, Tensor] = {}
-    backbones = [m for m in model.modules() if isinstance(m, ViTBackbone)]
-    for i, bb in enumerate(backbones):
-        if bb.stats is None:
-            continue
-        prefix = '' if len(backbones) == 1 else f'bb{i}_'
-        losses.update({prefix + k: v for k, v in bb.stats.aux_losses.items()})
-        scalars.update({prefix + k: v.detach() for k, v in bb.stats.scalars.items()})
-    return losses, scalars
+class StatsCollector:
+    """The `ForwardStats` of every forward of every mmrecvit backbone of `model` while it is open (a context
+    manager; `remove()` closes it): torch forward hooks read each backbone output's `.stats`.
+
+    `terms()` hands over what was collected since the last call, as (aux losses with graph, detached scalars);
+    with several backbones each name gets a `bb<i>_` prefix (i: the backbone's order in `model.modules()`), and
+    a backbone that ran several times contributes the sum of its aux losses and its last forward's scalars.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.backbones = [m for m in model.modules() if isinstance(m, ViTBackbone)]
+        self._collected: list[tuple[int, ForwardStats]] = []
+        self._handles: list[RemovableHandle] = [
+            bb.register_forward_hook(lambda module, args, out, i=i: self._record(i, out))
+            for i, bb in enumerate(self.backbones)
+        ]
+
+    def _record(self, index: int, output: object) -> None:
+        stats = getattr(output, 'stats', None)  # a plain tuple while tracing: nothing to collect
+        if stats is not None:
+            self._collected.append((index, stats))
+
+    def clear(self) -> None:
+        self._collected = []
+
+    def terms(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        collected, self._collected = self._collected, []
+        losses: dict[str, Tensor] = {}
+        scalars: dict[str, Tensor] = {}
+        for i, stats in collected:
+            prefix = '' if len(self.backbones) == 1 else f'bb{i}_'
+            for k, v in stats.aux_losses.items():
+                losses[prefix + k] = losses[prefix + k] + v if prefix + k in losses else v
+            scalars.update({prefix + k: v.detach() for k, v in stats.scalars.items()})
+        return losses, scalars
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles, self._collected = [], []
+
+    def __enter__(self) -> StatsCollector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
 
 
 def layer_depth_table(model: nn.Module) -> dict[int, tuple[str, float, int]]:
@@ -50,12 +84,21 @@ def layer_depth_table(model: nn.Module) -> dict[int, tuple[str, float, int]]:
         num_layers = decay.num_layers(positions)
         for name, param in module.named_parameters():
             depth = float(decay.layer_depth(name, positions))
-            if not 0 <= depth <= num_layers:
+            if not 0 <= depth <= num_layers + 1:
                 raise ValueError(
-                    f'{type(module).__name__}.layer_depth({name!r}) = {depth} is outside [0, num_layers={num_layers}]'
+                    f'{type(module).__name__}.layer_depth({name!r}) = {depth} is outside [0, num_layers + 1 = '
+                    f'{num_layers + 1}]'
                 )
             table[id(param)] = (f'{prefix}.{name}' if prefix else name, depth, num_layers)
     return table
+
+
+def layer_lr_scales(model: nn.Module, rate: float) -> dict[str, float]:
+    """Full parameter name -> learning-rate factor `rate ** (num_layers - layer depth)` for every parameter of every
+    mmrecvit backbone of `model` (the rest, neck and heads, keep 1: absent here)."""
+    return {
+        name: decay.lr_scale(rate, depth, num_layers) for name, depth, num_layers in layer_depth_table(model).values()
+    }
 
 
 class TemperatureSchedule:

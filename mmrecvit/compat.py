@@ -21,7 +21,7 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    `--resume`, `tools/test.py`, `load_checkpoint` and the mmdet/mmseg/mmpretrain inferencers) is a
    bare `torch.load(filename, map_location)`: weights-only only while torch's default says so
    (`TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1` turns it off), and a bad file ends in the unpickler's
-   own error. It is re-registered as `mmrecvit.models.checkpoint.load_checkpoint_file`, the one
+   own error. It is re-registered as `mmrecvit.models.checkpoint_files.load_checkpoint_file`, the one
    reader of our tools and backbones: `weights_only=True` explicitly, one error naming the file
    for a truncated/corrupt/foreign file, a refused pickled object or NaN/inf weights. A compat fix,
    not a hook, because the inferencers and `load_checkpoint` load outside any Runner.
@@ -35,6 +35,22 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    mmengine takes as "a `_base_` file": every lookup of ours ends there, as mmengine keys the index
    with '.py' and looks names up without it); `is_installed` asks `importlib.metadata`, then the import
    system, as mmengine does, without the reload. Same configs, ~6x faster.
+
+5. mmpretrain 1.2.0 turns its multimodal models on (`WITH_MULTIMODAL`) whenever `transformers>=4.28` is
+   installed, and their BLIP language model imports `apply_chunking_to_forward` and
+   `find_pruneable_heads_and_indices` from `transformers.modeling_utils`, which transformers 5 removed: its
+   bare `except` leaves `PreTrainedModel = None`, and `import mmpretrain.models` (hence `import mmdet.models`,
+   whose ReID preprocessor imports mmpretrain's) fails with `TypeError: NoneType takes no arguments`. With
+   transformers >= 5 installed (our `[hf]` extra) and mmpretrain's models not yet imported, `WITH_MULTIMODAL`
+   is set False before they are: mmpretrain then registers its placeholders for BLIP, CLIP, Flamingo... (which
+   say they need other dependencies when built), and everything else of mmpretrain, mmdet and mmseg imports.
+6. The pinned stack's notices about its own internals, which a user of these configs can do nothing about, are
+   silenced one by one (`QUIET_WARNINGS`: the module that warns, the category and the message; nothing else is
+   filtered): setuptools' `pkg_resources` deprecation (mmengine and mmseg import it; we pin setuptools < 82
+   knowingly), `torch.jit.script`'s deprecation (fvcore and detectron2 decorate functions with it at import,
+   and mmdet imports detectron2), mmseg's `build_loss` and `reduce_zero_label` deprecations (its own heads and
+   ADE20K pipeline), its "The draw is False" note (the visualization hook off, mmseg's default) and mmcv's
+   ImportWarning that `MultiScaleDeformableAttention` moved. Everything else still warns.
 
 numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/test_compat.py`).
 
@@ -53,11 +69,23 @@ import importlib.metadata
 import importlib.util
 import os.path as osp
 import pickle
+import re
+import sys
+import warnings
 
 import numpy as np
 import torch
 
 _applied = False
+# Fix 6: (module the warning is attributed to, category, start of its message).
+QUIET_WARNINGS = (
+    ('', UserWarning, 'pkg_resources is deprecated as an API'),
+    ('torch.jit._script', FutureWarning, '`torch.jit.script` is deprecated'),
+    ('mmseg.models.builder', UserWarning, '``build_loss`` would be deprecated soon'),
+    ('mmseg.datasets.transforms.loading', UserWarning, '`reduce_zero_label` will be deprecated'),
+    ('mmseg.engine.hooks.visualization_hook', UserWarning, 'The draw is False'),
+    ('mmcv.cnn.bricks.transformer', ImportWarning, '``MultiScaleDeformableAttention`` has been moved'),
+)
 
 
 def _history_buffer_getattr(obj: object, name: str) -> object:
@@ -95,7 +123,7 @@ def load_local_checkpoint(filename: str, map_location: object = None) -> object:
     """mmengine's local-file loader, through ours (fix 3)."""
     import os.path as osp
 
-    from .models.checkpoint import load_checkpoint_file
+    from .models.checkpoint_files import load_checkpoint_file
 
     return load_checkpoint_file(osp.expanduser(filename), map_location='cpu' if map_location is None else map_location)
 
@@ -133,11 +161,30 @@ def is_installed(package: str) -> bool:
         return spec is not None and spec.origin is not None
 
 
+def mmpretrain_multimodal_breaks() -> bool:
+    """Whether importing mmpretrain's models would fail on transformers >= 5 (fix 5): both installed, and its
+    models not yet imported (after that the flag has been read)."""
+    if importlib.util.find_spec('mmpretrain') is None or 'mmpretrain.models' in sys.modules:
+        return False
+    try:
+        major = int(importlib.metadata.version('transformers').split('.')[0])
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return major >= 5
+
+
+def quiet_warnings() -> None:
+    """Fix 6: a filter per `QUIET_WARNINGS` entry, ahead of the filters already there."""
+    for module, category, message in QUIET_WARNINGS:
+        warnings.filterwarnings('ignore', message=re.escape(message), category=category, module=re.escape(module))
+
+
 def apply() -> None:
     """Apply every fix once (idempotent)."""
     global _applied
     if _applied:
         return
+    quiet_warnings()
     if importlib.util.find_spec('mmengine') is not None:
         torch.serialization.add_safe_globals(mmengine_safe_globals())
         from mmengine.runner.checkpoint import CheckpointLoader
@@ -148,4 +195,8 @@ def apply() -> None:
 
         config_utils._get_cfg_metainfo = cfg_metainfo  # looked up by name in `_get_external_cfg_path`
         config_module.is_installed = is_installed  # `Config._get_cfg_path`'s own import of it
+    if mmpretrain_multimodal_breaks():
+        import mmpretrain.utils.dependency as dependency  # read by mmpretrain.models/datasets when imported
+
+        dependency.WITH_MULTIMODAL = False
     _applied = True

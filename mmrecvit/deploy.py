@@ -2,7 +2,7 @@
 parity check before anything is kept (the HF conversion rule: convert, prove parity, then save).
 
     module = export_module(model, scope)             what is exported (backbone + neck, segmentor, classifier)
-    check_exportable(module)                         refuse the execution modes that cannot export
+    check_exportable(module, dynamic)                refuse the execution modes (and modules) that cannot export
     export_onnx(module, x, path, stride, dynamic)    torch.onnx.export(..., dynamo=True)
     rows = onnx_parity(module, path, sizes)          max |onnxruntime - eager| per output and input size
     print(format_parity(rows))
@@ -19,6 +19,13 @@ What cannot export, and why (docs/deployment.md):
   each recursion is then data dependent in the same way. `routing='expert_choice'` (the default)
   keeps a fixed number of tokens per recursion (ceil(cap_r * Np)) and exports with TopK/Gather in the
   graph: the selection stays data dependent, the shapes do not.
+
+Dynamic H, W and adaptive pooling (UPerHead's pyramid pooling, `nn.AdaptiveAvgPool2d` at bins 1, 2, 3, 6): torch
+exports it as an AvgPool whose kernel and stride are fixed at the export size (ONNX has no adaptive pooling op),
+so the file is wrong at every other size (max |ort - eager| 0.08 at 288x320 for a 256x256 export). For a dynamic
+export each one is replaced, while exporting, by `AdaptiveAvgPoolMatmul`: the same bins as two pooling matrices
+built from the input's size, exact at every size. Adaptive max pooling has no such form: a dynamic export of a
+module holding one is refused before exporting (export it at the fixed size mmseg's slide inference runs).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import io
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +43,8 @@ from torch import Tensor, nn
 
 from .models.edge_recvit import EdgeRecViT
 from .models.mor_vit import MoRViT
-from .models.revit import ReViT, fold_to_plainvit
+from .models.revit import ReViT
+from .models.revit_fold import fold_to_plainvit
 
 TOLERANCE = 1e-4  # max |onnxruntime - eager| in fp32
 SCOPES = ('mmdet', 'mmseg', 'mmpretrain')
@@ -87,11 +95,16 @@ def export_module(model: nn.Module, scope: str) -> nn.Module:
     raise ValueError(f'scope must be one of {list(SCOPES)}, got {scope!r}')
 
 
-def check_exportable(module: nn.Module) -> None:
-    """Raise ValueError for a backbone in an execution mode with data-dependent token counts (module
-    docstring), naming the argument and the value that exports."""
+def check_exportable(module: nn.Module, dynamic: bool = False) -> None:
+    """Raise ValueError for a backbone in an execution mode with data-dependent token counts, naming the argument
+    and the value that exports, and with `dynamic` for a module no dynamic ONNX graph computes (module docstring)."""
     for name, m in module.named_modules():
         where = name or type(m).__name__
+        if dynamic and isinstance(m, nn.AdaptiveMaxPool2d):
+            raise ValueError(
+                f'{where}: {type(m).__name__} cannot be exported with dynamic H, W: ONNX has no adaptive pooling and '
+                'adaptive max pooling no fixed-kernel form; export at a fixed size'
+            )
         if isinstance(m, EdgeRecViT) and m.execution != 'masked':
             raise ValueError(
                 f'{where}: EdgeRecViT(execution={m.execution!r}) cannot be exported to ONNX: the '
@@ -105,6 +118,44 @@ def check_exportable(module: nn.Module) -> None:
                 'chooses its own depth, so each recursion runs a data-dependent number of tokens; '
                 "routing='expert_choice' (a fixed count per recursion, TopK in the graph) exports"
             )
+
+
+def pooling_matrix(bins: int, size: int | Tensor, like: Tensor) -> Tensor:
+    """(bins, size): row i averages the inputs of adaptive pooling's bin i, [floor(i n / b), ceil((i + 1) n / b))."""
+    i = torch.arange(bins, device=like.device)
+    start, end = (i * size) // bins, ((i + 1) * size + bins - 1) // bins
+    j = torch.arange(size, device=like.device)
+    inside = ((j[None] >= start[:, None]) & (j[None] < end[:, None])).to(like.dtype)
+    return inside / inside.sum(1, keepdim=True)
+
+
+class AdaptiveAvgPoolMatmul(nn.Module):
+    """`nn.AdaptiveAvgPool2d(output_size)` as P_h x P_w^T with pooling matrices built from the input's size: what
+    a dynamic ONNX export can express at every size (module docstring). Written by hand: neither torch's exporter
+    nor onnxscript lowers adaptive pooling with a symbolic size."""
+
+    def __init__(self, output_size: int | Sequence[int | None]) -> None:
+        super().__init__()
+        self.output_size = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        H, W = x.shape[-2:]
+        bins_h, bins_w = (n if n is not None else s for n, s in zip(self.output_size, (H, W)))
+        # (bins_h, H) @ (B, C, H, W) @ (W, bins_w) -> (B, C, bins_h, bins_w)
+        return pooling_matrix(bins_h, H, x) @ x @ pooling_matrix(bins_w, W, x).T
+
+
+@contextlib.contextmanager
+def dynamic_pooling(module: nn.Module) -> Iterator[None]:
+    """Inside: every `nn.AdaptiveAvgPool2d` of `module` replaced by an `AdaptiveAvgPoolMatmul` (put back after)."""
+    swapped = [(name, m) for name, m in module.named_modules() if isinstance(m, nn.AdaptiveAvgPool2d)]
+    for name, m in swapped:
+        module.set_submodule(name, AdaptiveAvgPoolMatmul(m.output_size))
+    try:
+        yield
+    finally:
+        for name, m in swapped:
+            module.set_submodule(name, m)
 
 
 def _floordiv(a, b):  # onnxscript types; see export_onnx
@@ -132,10 +183,10 @@ def export_onnx(module: nn.Module, x: Tensor, path: str | Path, stride: int, dyn
     writes a ceiling as `-(-a // b)`, so MoR-ViT's ceil(cap * Np) came out one short at sizes where
     cap * Np is not an integer (tests/test_deploy.py, 64x64).
     """
-    check_exportable(module)
+    check_exportable(module, dynamic)
     path = Path(path)
     kwargs = dict(dynamic_shapes=dynamic_hw(stride)) if dynamic else {}
-    with contextlib.redirect_stdout(io.StringIO()):
+    with contextlib.redirect_stdout(io.StringIO()), dynamic_pooling(module) if dynamic else contextlib.nullcontext():
         torch.onnx.export(
             module.eval(),
             (x,),

@@ -4,7 +4,7 @@
 # (+ .csv); docs/benchmarks.md is then assembled from all tables present, in this order.
 #
 #   bash scripts/benchmarks.sh            # all tables (make bench)
-#   bash scripts/benchmarks.sh plain      # one table: plain | srvit | revit | edge | mor | equal | window | cp | train | deploy
+#   bash scripts/benchmarks.sh plain      # one table: plain | srvit | revit | edge | mor | equal | window | cp | train | deploy | overhead
 #   bash scripts/benchmarks.sh assemble   # no measurement: docs/benchmarks.md from the reports present
 #
 # Run it on an otherwise idle machine: timings on a shared machine are noise.
@@ -82,7 +82,7 @@ bench cp checkpointing_memory 'Activation checkpointing in training (with_cp)' \
   --mode train --batch 2 --size 512 --warmup 1 --repeats "$(( (REPEATS + 2) / 3 ))" --reference plainvit
 
 bench train train_step 'Training step at equal block applications (12) vs PlainViT-S' \
-  'A training step (train mode with its routers, noise and auxiliary losses; forward, backward, AdamW step) at 224x224: within 5 % of PlainViT-S at 12 applications; MoR-ViT and Edge-RecViT also at their default capacities / ranker depths, where training runs the block on the selected tokens only (MoR expert choice) or on every token with exited ones frozen (Edge-RecViT trains masked, SPEC), so its FLOP ratio is what to compare.' \
+  'A training step (train mode with its routers, noise and auxiliary losses; forward, backward, AdamW step) at 224x224: within 5 % of PlainViT-S at 12 applications; MoR-ViT and Edge-RecViT also at their default capacities / ranker depths, where training runs the block on the selected tokens only (MoR expert choice) or on every token with exited ones frozen (Edge-RecViT trains masked, as its paper), so its FLOP ratio is what to compare.' \
   plainvit-s='PlainViT(arch="small")' \
   naive-s='NaiveRecursiveViT(arch="small", num_blocks=3)' \
   srvit-s-T1='SRViT(arch="small", num_recursions=1)' \
@@ -91,6 +91,12 @@ bench train train_step 'Training step at equal block applications (12) vs PlainV
   mor-s-full='MoRViT(arch="small", capacities=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])' \
   mor-s-default='MoRViT(arch="small")' \
   --mode train --batch 8 --size 224 --warmup 1 --repeats "$(( (REPEATS + 2) / 3 ))" --reference plainvit-s
+# Python overhead: library calls (exact) and latency at 32x32, batch 1 (a GPU-launch proxy), beside timm's ViT-S.
+NAMES+=(python_overhead)
+if [[ $which == all || $which == overhead ]]; then
+  echo '=== python_overhead ==='
+  "$PY" tools/analysis_tools/overhead.py --size 32 --repeats "$((REPEATS * 20))" --out "$OUT/python_overhead.md"
+fi
 # Deployment runtimes: its own script (three runtimes per model, not the harness's model list).
 NAMES+=(deployment)
 if [[ $which == all || $which == deploy ]]; then

@@ -70,12 +70,14 @@ toy_rows=$("$PY" - "$WORK/demo" "$task" <<'PY'
 import glob, json, os.path as osp, sys
 work, task = sys.argv[1:]
 metric = {'det': 'coco/bbox_mAP', 'seg': 'mIoU'}
+pct = {'det': 100, 'seg': 1}  # every score in percent: mmdet's CocoMetric reports AP as a fraction
 for t in (['det', 'seg'] if task == 'both' else [task]):
     r = json.load(open(osp.join(work, f'{t}_plainvit', 'scores.json')))
     (scalars,) = glob.glob(osp.join(r['log_dir'], 'vis_data', 'scalars.json'))
     last = [json.loads(line) for line in open(scalars) if '"loss"' in line][-1]
     print(f"| {t} | {osp.basename(r['config'])[:-3]} | {r['iters']} | {r['train_s']:.1f} | {r['eval_s']:.1f} | "
-          f"{metric[t]} {r['untrained'][metric[t]]:.3f} -> {r['trained'][metric[t]]:.3f} | {last['loss']:.4f} | "
+          f"{metric[t]} (%) {pct[t] * r['untrained'][metric[t]]:.1f} -> {pct[t] * r['trained'][metric[t]]:.1f} | "
+          f"{last['loss']:.4f} | "
           f"{last['time']:.3f} |")
 if task == 'seg':
     print('| det | (skipped: mmcv has no CUDA ops here; scripts/setup.sh builds them on a GPU machine) | | | | | | |')

@@ -72,3 +72,34 @@ def program_router(model, seed=3):
         model.router.fc2.weight.copy_(torch.randn(model.router.fc2.weight.shape, generator=gen))
         model.router.fc2.bias.copy_(torch.randn(model.router.fc2.bias.shape, generator=gen))
     return model
+
+
+def traced_with_stats(model, x):
+    """(mmengine's traced FLOPs of `model(x)`, the `ForwardStats` of that same traced forward): the statistics
+    travel with the forward's result, read here by a forward hook while mmengine traces."""
+    from mmrecvit.mm.complexity import traced_flops
+
+    seen = []
+    handle = model.register_forward_hook(lambda module, args, out: seen.append(out.stats))
+    try:
+        traced = traced_flops(model, (x,))
+    finally:
+        handle.remove()
+    return traced, seen[-1]
+
+
+def token_states(model, images, layers, **kwargs):
+    """(the states (B, N, D) of `layers`, prefix tokens included, in layer order; the forward's statistics):
+    `forward_intermediates` in 'NLC' with the prefix tokens put back in front."""
+    import torch
+
+    states, stats = model.forward_intermediates(
+        images,
+        list(layers),
+        output_fmt='NLC',
+        intermediates_only=True,
+        return_prefix_tokens=True,
+        return_stats=True,
+        **kwargs,
+    )
+    return [torch.cat([prefix, patches], 1) for patches, prefix in states], stats

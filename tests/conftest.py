@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import mmrecvit  # noqa: F401  (before any test module imports mmdet/mmpretrain: compat fix 5)
+
 sys.path.insert(0, os.path.dirname(__file__))  # helpers.py, backbone_cases.py
 
 from helpers import once, one_deterministic_thread  # noqa: E402

@@ -60,9 +60,9 @@ SUBPROCESS_ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONWARNINGS': 'ignor
 
 
 def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
-    """A command in the repository, output captured (for the failure message), one thread per process."""
+    """A command in the repository (or `cwd`), output captured (for the failure message), one thread per process."""
     return subprocess.run(
-        cmd, cwd=REPO, capture_output=True, text=True, timeout=900, **{'env': SUBPROCESS_ENV, **kwargs}
+        cmd, capture_output=True, text=True, timeout=900, **{'cwd': REPO, 'env': SUBPROCESS_ENV, **kwargs}
     )
 
 
@@ -212,3 +212,25 @@ randomness = dict(seed=0, deterministic=True)
 def two_rank_options(root, work) -> list[str]:
     """The 2-rank run's options: 4 iterations of batch 1 per rank, a checkpoint after each."""
     return [*toy_cfg_options('seg', root, work, iters=REFERENCE_ITERS, batch=1), 'default_hooks.checkpoint.interval=1']
+
+
+# ---- bad input (tests/tools, tests/mm, tests/e2e) ---------------------------------------------------------------
+def bad_input_text(err: str) -> str:
+    """stderr from the last `<tool>: error: <message>` line on (`mmrecvit.inputs.bad_input`): what came before is
+    the Runner's or a library's own output; a checkpoint that does not match the model lists its keys on more lines."""
+    import re
+
+    starts = [m.start() for m in re.finditer(r'^\S+: error: ', err, re.M)]
+    assert starts, err[-2000:]
+    return err[starts[-1] :].rstrip('\n')
+
+
+def bad_input_line(capsys, call: Callable[[], Any]) -> str:
+    """Run a tool that must stop on bad input: status 2; returns its `bad_input_text`."""
+    import pytest
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        call()
+    assert info.value.code == 2, info.value.code
+    return bad_input_text(capsys.readouterr().err)

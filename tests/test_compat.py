@@ -104,3 +104,32 @@ def test_package_configs_resolve_from_one_metafile_index_per_package(monkeypatch
     entry = compat.cfg_metainfo(mmdet, 'mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py')
     assert entry['Config'] == 'configs/mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
     assert compat.is_installed('mmdet') and not compat.is_installed('no_such_package_mmrecvit')
+
+
+@pytest.mark.subprocess
+def test_mmdet_and_mmpretrain_models_import_beside_transformers_5():
+    """Fix 5: with transformers >= 5 installed (the `[hf]` extra), `import mmdet.models` (which imports
+    mmpretrain's models) fails in mmpretrain's BLIP module unless its multimodal models are switched off first."""
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    from helpers import SUBPROCESS_ENV
+
+    try:
+        version = importlib.metadata.version('transformers')
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip('transformers is not installed (the [hf] extra): nothing to fix')
+    if int(version.split('.')[0]) < 5:
+        pytest.skip(f'transformers {version} < 5 keeps what mmpretrain imports')
+    code = (
+        'import mmrecvit, mmdet.models, mmpretrain.models, mmpretrain.utils.dependency as d\n'
+        'from mmpretrain.registry import MODELS\n'
+        "print(d.WITH_MULTIMODAL, MODELS.get('ImageClassifier').__name__)"
+    )
+    res = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=SUBPROCESS_ENV)
+    assert res.returncode == 0 and res.stdout.split() == ['False', 'ImageClassifier'], res.stderr[-2000:]
+    bare = subprocess.run(
+        [sys.executable, '-c', 'import mmpretrain.models'], capture_output=True, text=True, env=SUBPROCESS_ENV
+    )
+    assert bare.returncode != 0 and 'NoneType takes no arguments' in bare.stderr  # what the fix is for

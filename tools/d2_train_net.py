@@ -15,10 +15,13 @@ toy configs' setting). The last evaluation goes to `<train.output_dir>/eval.json
 from detectron2.engine import default_argument_parser, launch
 
 from mmrecvit.d2.train import main
+from mmrecvit.inputs import bad_input, config_file
 
 
 def invoke_main() -> None:
     args = default_argument_parser().parse_args()
+    with bad_input('d2_train_net.py'):  # a missing or non-config file: one line
+        config_file(args.config_file, '--config-file')
     launch(
         main,
         args.num_gpus,

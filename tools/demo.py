@@ -31,6 +31,9 @@ import os
 import os.path as osp
 import time
 
+import mmrecvit  # noqa: F401  (compat fixes + registration; before mmdet/mmpretrain are imported: compat fix 5)
+
+# isort: split
 import mmcv
 import torch
 from mmdet.apis import DetInferencer
@@ -38,13 +41,13 @@ from mmengine.config import Config
 from mmengine.device import get_device
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
-from mmengine.runner import Runner
 from mmpretrain.apis import ImageClassificationInferencer
 from mmseg.apis import MMSegInferencer
 
-import mmrecvit  # noqa: F401  (compat fixes + registration)
 from mmrecvit.datasets import TOY_ADE_DIR, TOY_CLS_DIR, TOY_COCO_DIR, make_toy_data, toy_data_cfg
+from mmrecvit.mm import cli
 from mmrecvit.mm.checkpoint import check_checkpoint_matches_model
+from mmrecvit.mm.tooling import in_percent
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DEFAULT_DATA_ROOT = osp.join(ROOT, 'data')
@@ -54,7 +57,7 @@ CONFIGS = {
     'cls': 'configs/cls/{model}-ti_1xb32-200it_toy-cls.py',
 }
 METRICS = {
-    'det': [('bbox mAP', 'coco/bbox_mAP'), ('segm mAP', 'coco/segm_mAP')],
+    'det': [('bbox AP', 'coco/bbox_mAP'), ('segm AP', 'coco/segm_mAP')],
     'seg': [('mIoU', 'mIoU'), ('aAcc', 'aAcc')],
     'cls': [('top-1 %', 'accuracy/top1')],
 }
@@ -86,7 +89,7 @@ def evaluate(cfg: Config, checkpoint: str, work_dir: str) -> dict:
     cfg = cfg.copy()
     cfg.load_from = checkpoint
     cfg.work_dir = work_dir
-    metrics = Runner.from_cfg(cfg).test()
+    metrics = cli.build_runner(cfg, 'none', tool='demo.py').test()
     return {k: float(v) for k, v in metrics.items()}  # numpy scalars (mmseg's IoUMetric) -> JSON-able floats
 
 
@@ -193,7 +196,7 @@ def run_task(
     # whatever val_interval says): both weights are evaluated below, once each, through `test`.
     fit_cfg = cfg.copy()
     fit_cfg.val_dataloader = fit_cfg.val_cfg = fit_cfg.val_evaluator = None
-    runner = Runner.from_cfg(fit_cfg)
+    runner = cli.build_runner(fit_cfg, 'none', tool='demo.py')  # its log as tools/train.py's (mm/logs.py)
     runner.register_hook(SaveInitialWeights(init_ckpt))
     runner.train()
     train_s = time.time() - t0
@@ -252,10 +255,11 @@ def report(results: list[dict], total_s: float) -> None:
         print(f'[{r["task"]}] {r["model"]}: trained {r["train_s"] / 60:.1f} min, evaluated {r["eval_s"] / 60:.1f} min')
         if r.get('backbone_checkpoint'):
             print(f'  backbone started from {r["backbone_checkpoint"]} ("untrained": that backbone, fresh heads)')
-        print(f'  {"metric":<10} {"untrained":>10} {"trained":>10}')
+        print(f'  {"metric (%)":<10} {"untrained":>10} {"trained":>10}')
+        untrained, trained = in_percent(r['untrained']), in_percent(r['trained'])  # 54.0 AP, not 0.540
         for name, key in METRICS[r['task']]:
-            before, after = r['untrained'].get(key, float('nan')), r['trained'].get(key, float('nan'))
-            print(f'  {name:<10} {before:>10.3f} {after:>10.3f}')
+            before, after = untrained.get(key, float('nan')), trained.get(key, float('nan'))
+            print(f'  {name:<10} {before:>10.1f} {after:>10.1f}')
         print(f'  checkpoint : {r["checkpoint"]}')
         print(f'  logs       : {r["log_dir"]}')
         print(f'  pictures   : {osp.dirname(r["pngs"][0]) if r["pngs"] else "(none)"} ({len(r["pngs"])} PNG)')

@@ -4,9 +4,11 @@ their `tools/test.py`. The framework follows the config's `default_scope`.
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--out FILE|DIR] [--show-dir DIR] [--tta]
     bash tools/dist_test.sh CONFIG CHECKPOINT 2
 
-What `--out` and `--show-dir` write follows each framework's own tool: det and cls dump the predictions
-to a .pkl file, seg saves the predicted maps in a folder; det draws into `<work-dir>/<timestamp>/DIR`,
-seg and cls into DIR itself.
+What `--out` writes follows each framework's own tool: det and cls dump the predictions to a .pkl file,
+seg saves the predicted maps in a folder. `--show-dir DIR` draws every test image (whatever the interval of
+the config's visualization hook) into DIR itself: det `DIR/<image file name>` (mmdet's `test_out_dir`, given
+as an absolute path: mmdet puts a relative one under `<work-dir>/<timestamp>/`), seg `DIR/<image stem>.png`
+(`mmrecvit.mm.visualization.SegShowDirVisualizer`), cls `DIR/<image file name>_0.png` (mmpretrain's `out_dir`).
 
 `--tta`: test-time augmentation as mmdet's and mmseg's tools do it: the config's `tta_model` wraps
 its model and its `tta_pipeline` replaces the test pipeline (det configs: flips, merged with the
@@ -20,6 +22,7 @@ import os.path as osp
 from mmengine.config import Config, ConfigDict
 
 import mmrecvit  # noqa: F401  (compat fixes + registration)
+from mmrecvit.inputs import bad_input, checkpoint_file
 from mmrecvit.mm import cli
 from mmrecvit.mm.dist import exit_distributed_process
 from mmrecvit.mm.registry import SCOPES
@@ -35,7 +38,7 @@ def parse_args(argv=None):
         '--out', help='det, cls: dump predictions to this .pkl file; seg: save predicted maps in this dir'
     )
     parser.add_argument('--show', action='store_true', help='show prediction results in a window')
-    parser.add_argument('--show-dir', help='save drawn predictions (PNG) in this dir')
+    parser.add_argument('--show-dir', help='draw the prediction of every test image into this dir')
     parser.add_argument('--wait-time', type=float, default=2, help='the interval of show (s)')
     parser.add_argument(
         '--tta', action='store_true', help="test-time augmentation: the config's tta_model over its tta_pipeline"
@@ -46,10 +49,10 @@ def parse_args(argv=None):
 
 def build_cfg(args) -> Config:
     cfg = cli.load_config(args)
-    cfg.load_from = args.checkpoint
     task = cfg.get('default_scope')
     if task not in SCOPES:
         raise SystemExit(f'config default_scope must be one of {", ".join(map(repr, SCOPES))}, got {task!r}')
+    cfg.load_from = checkpoint_file(args.checkpoint, allow_none=False)
     if args.tta:
         missing = [k for k in ('tta_model', 'tta_pipeline') if not cfg.get(k)]
         if missing:
@@ -72,12 +75,14 @@ def build_cfg(args) -> Config:
 
 
 def show_predictions(cfg: Config, task: str, args) -> None:
-    """Switch the config's visualization hook on, in the framework's own terms."""
+    """Switch the config's visualization hook on for every test image, in the framework's own terms, drawing
+    into `--show-dir` itself (module docstring)."""
     hook = cfg.default_hooks.get('visualization')
     if hook is None:
         raise SystemExit('--show/--show-dir need a visualization hook: the config has no default_hooks.visualization')
+    hook['interval'] = 1  # every image: the configs' intervals (mmseg 50, mmpretrain 5000) skip most of a test set
     if task == 'mmpretrain':  # mmpretrain's VisualizationHook: `enable`, every `interval`-th sample, `out_dir`
-        hook.update(enable=True, interval=1, show=args.show, wait_time=args.wait_time)
+        hook.update(enable=True, show=args.show, wait_time=args.wait_time)
         if args.show_dir:
             hook['out_dir'] = args.show_dir
         return
@@ -87,14 +92,18 @@ def show_predictions(cfg: Config, task: str, args) -> None:
         hook['wait_time'] = args.wait_time
     if args.show_dir:
         if task == 'mmdet':
-            hook['test_out_dir'] = args.show_dir
+            hook['test_out_dir'] = osp.abspath(args.show_dir)
         else:
-            cfg.visualizer['save_dir'] = args.show_dir
+            kind = str(cfg.visualizer.get('type', '')).split('.')[-1]
+            if kind != 'SegLocalVisualizer':
+                raise SystemExit(f"--show-dir draws with mmseg's SegLocalVisualizer; the config's visualizer is {kind}")
+            cfg.visualizer.update(type='SegShowDirVisualizer', out_dir=args.show_dir)
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    runner = cli.build_runner(build_cfg(args), args.launcher, tool=osp.basename(__file__), strict_load=True)
+    with bad_input(osp.basename(__file__)):
+        runner = cli.build_runner(build_cfg(args), args.launcher, tool=osp.basename(__file__), strict_load=True)
     return runner.test()
 
 

@@ -18,6 +18,7 @@ from mmengine.config import Config
 from mmengine.runner import Runner
 
 import mmrecvit  # noqa: F401  (compat fixes + registration)
+from mmrecvit.inputs import bad_input, checkpoint_file
 from mmrecvit.mm import cli
 from mmrecvit.mm.dist import exit_distributed_process
 
@@ -76,13 +77,14 @@ def build_cfg(args) -> Config:
         cfg.load_from = None
     elif args.resume is not None:
         cfg.resume = True
-        cfg.load_from = args.resume
+        cfg.load_from = checkpoint_file(args.resume, '--resume', allow_none=False)
     return cfg
 
 
 def main(argv=None) -> Runner:
     args = parse_args(argv)
-    runner = cli.build_runner(build_cfg(args), args.launcher, tool=osp.basename(__file__))
+    with bad_input(osp.basename(__file__)):
+        runner = cli.build_runner(build_cfg(args), args.launcher, tool=osp.basename(__file__))
     runner.train()
     return runner
 

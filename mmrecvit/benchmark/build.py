@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from ..mm.registry import SCOPES
+from ..models.checks import closest
 from ..models.flops import conv_work, dense_work, total_flops
 from .forcing import force_mean_depth, pop_depth_forcing
 from .specs import ModelSpec, SpecError
@@ -90,7 +91,9 @@ def _apply_forcing(spec: ModelSpec, module: nn.Module, forcing: dict[str, Any]) 
 def _build_our_backbone(spec: ModelSpec, name: str, kwargs: dict[str, Any]) -> nn.Module:
     table = _backbones()
     if name not in table:
-        raise SpecError(f'model spec {spec.text!r}: unknown backbone {name!r}; registered: {sorted(table)}')
+        near = closest(name, list(table))
+        hint = f'closest: {", ".join(near)}' if near else f'registered: {", ".join(table)}'
+        raise SpecError(f'model spec {spec.text!r}: unknown backbone {name!r}; {hint}')
     kwargs = dict(kwargs)  # the spec's own dict stays as parsed
     forcing = _pop_forcing(spec, kwargs)
     try:
@@ -104,10 +107,10 @@ def _identity(x: Tensor) -> Tensor:
     return x
 
 
-def backbone_flops(module: nn.Module) -> float | None:
-    """FLOPs per image of the last forward of one of our backbones (`stats.flops`, `models/flops.py`);
-    None for a module that reports no statistics."""
-    stats = getattr(module, 'stats', None)
+def backbone_flops(output: Any) -> float | None:
+    """FLOPs per image of the forward of one of our backbones whose result is `output` (its `stats.flops`,
+    `models/flops.py`); None for an output that carries no statistics."""
+    stats = getattr(output, 'stats', None)
     return None if stats is None else float(stats.flops)
 
 
@@ -128,12 +131,18 @@ def timm_vit_flops(model: nn.Module, hw: Sequence[int]) -> float | None:
 
 
 def _backbone_model(spec: ModelSpec, module: nn.Module, origin: str) -> BenchModel:
+    last: list[Any] = [None]  # the last forward's result, whose statistics give its FLOPs
+
+    def run(images: Tensor) -> Any:
+        last[0] = module(images)
+        return last[0]
+
     return BenchModel(
         spec=spec,
         module=module,
         prepare=_identity,
-        run=module,
-        flops=lambda: backbone_flops(module),
+        run=run,
+        flops=lambda: backbone_flops(last[0]),
         timed=f'{origin}: `forward(images)`, i.e. all the maps it returns for its out_indices',
     )
 

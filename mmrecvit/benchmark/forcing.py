@@ -2,11 +2,10 @@
 
 To time Edge-RecViT at a chosen amount of work, independent of what an untrained ranker picks,
 a spec may carry `forced_mean_depth=M` (and `forced_depth_seed=S`, default 0). The harness pops
-both before constructing the model and replaces the instance's `assign_depths` (ranker depths
-(B, Np) int64 in 1..L -> executed depths) by one that feeds the model's own `assign_depths` a
-seeded pattern of per-image mean M instead of the ranker's choice. The ranker still runs (its
-cost is part of the model's), and the model's `depth_shift` / `max_depth` still apply after the
-pattern. `forced_mean_depth=L` is the same model at full depth.
+both before constructing the model and sets the model's `depth_pattern` knob (ranker depths (B, Np)
+int64 in 1..L -> the depths to run) to a seeded pattern of per-image mean M instead of the ranker's
+choice. The ranker still runs (its cost is part of the model's), and the model's `depth_shift` /
+`max_depth` still apply after the pattern. `forced_mean_depth=L` is the same model at full depth.
 """
 
 from __future__ import annotations
@@ -74,23 +73,19 @@ def pop_depth_forcing(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def force_mean_depth(module: nn.Module, forced_mean_depth: float, forced_depth_seed: int = 0) -> None:
-    """Make `module` execute the seeded depth pattern of per-image mean `forced_mean_depth`.
-
-    Overrides the instance's `assign_depths` only (the class and other instances keep the ranker's
-    choice); the original method still maps the pattern to executed depths, so the model's
-    shift/cap knobs behave as without forcing.
-    """
-    assign, levels = getattr(module, 'assign_depths', None), getattr(module, 'depth', None)
-    if not callable(assign) or not isinstance(levels, int):
+    """Make `module` execute the seeded depth pattern of per-image mean `forced_mean_depth`: its `depth_pattern`
+    knob (Edge-RecViT's), so the model's shift/cap knobs behave as without forcing."""
+    levels = getattr(module, 'depth', None)
+    if not hasattr(module, 'depth_pattern') or not isinstance(levels, int):
         raise ValueError(
-            f'forced_mean_depth needs a backbone that assigns per-token depths (`assign_depths`, '
-            f'`depth`), e.g. EdgeRecViT; {type(module).__name__} has none'
+            f'forced_mean_depth needs a backbone that assigns per-token depths (`depth_pattern`, `depth`), e.g. '
+            f'EdgeRecViT; {type(module).__name__} has none'
         )
     mean = check_float('forced_mean_depth', forced_mean_depth, 1.0, float(levels))
     seed = check_int('forced_depth_seed', forced_depth_seed, 0)
+    module.depth_pattern = functools.partial(_pattern_like, mean=mean, levels=levels, seed=seed)
 
-    def forced_assign_depths(chosen: Tensor) -> Tensor:
-        pattern = forced_depths(chosen.shape[0], chosen.shape[1], mean, levels, seed)
-        return assign(pattern.to(chosen.device))
 
-    module.assign_depths = forced_assign_depths
+def _pattern_like(chosen: Tensor, mean: float, levels: int, seed: int) -> Tensor:
+    """The forced pattern in the shape and on the device of the ranker's depths `chosen` (B, Np)."""
+    return forced_depths(chosen.shape[0], chosen.shape[1], mean, levels, seed).to(chosen.device)

@@ -212,8 +212,9 @@ def training_step(model: Any) -> Callable[[Any], None]:
 
     def step(inputs: Any) -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss = sum(t.float().square().mean() for t in _tensors(model.run(inputs)))
-        stats = getattr(module, 'stats', None)
+        out = model.run(inputs)
+        loss = sum(t.float().square().mean() for t in _tensors(out))
+        stats = getattr(out, 'stats', None)
         if stats is not None and stats.aux_losses:
             loss = loss + sum(stats.aux_losses.values())
         loss.backward()

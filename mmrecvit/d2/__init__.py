@@ -1,10 +1,10 @@
 """Thin glue to detectron2 (issue 21): our backbones as detectron2 `Backbone`s for LazyConfigs.
 
-    from mmrecvit.d2 import SRViT, StepFeaturePyramid, RecViTRCNN, optimizer_params
+    from mmrecvit.d2 import SRViT, LayerFeaturePyramid, RecViTRCNN, optimizer_params
 
 * `backbone.py`: every backbone of `mmrecvit.models.BACKBONES` as a detectron2 `Backbone` of the same
-  name (registered in `BACKBONE_REGISTRY`), and `StepFeaturePyramid`, detectron2's
-  `SimpleFeaturePyramid` fed one recursion step's map per level;
+  name (registered in `BACKBONE_REGISTRY`), and `LayerFeaturePyramid`, detectron2's
+  `SimpleFeaturePyramid` fed one layer's map per level;
 * `rcnn.py`: `RecViTRCNN`, `GeneralizedRCNN` plus the backbones' auxiliary losses in the loss dict
   and their statistics in the `EventStorage`;
 * `optim.py`: layer-wise lr decay with our recursion-aware layer depths, for
@@ -31,6 +31,7 @@ except ImportError as e:  # one clear message instead of a failure deep inside a
 from .backbone import (
     D2_BACKBONES,
     EdgeRecViT,
+    LayerFeaturePyramid,
     MoRViT,
     NaiveRecursiveViT,
     PlainViT,
@@ -48,6 +49,7 @@ from .rcnn import RecViTRCNN
 __all__ = [
     'D2_BACKBONES',
     'EdgeRecViT',
+    'LayerFeaturePyramid',
     'MoRViT',
     'NaiveRecursiveViT',
     'PlainViT',

@@ -1,13 +1,14 @@
-"""Our backbones as detectron2 `Backbone`s, and the pyramid that takes their per-step maps.
+"""Our backbones as detectron2 `Backbone`s, and the pyramid that takes their per-layer maps.
 
-A backbone here returns one stride-16 map per `out_indices` step (`ViTBackbone`, STYLE 7), named
-`step<t>` by its application step t. detectron2's `SimpleFeaturePyramid` builds all of its levels
-from one map (`in_feature`, ViT's last); `StepFeaturePyramid` is that module with level i read from
-the i-th step map instead, as the mm path's `SimplePyramid` does.
+A backbone here returns one stride-16 map per `out_indices` layer (`ViTBackbone.forward`, through
+`forward_intermediates`, STYLE 7), named `layer<i>` by its layer i. detectron2's `SimpleFeaturePyramid` builds
+all of its levels from one map (`in_feature`, ViT's last); `LayerFeaturePyramid` is that module with level i
+read from the i-th layer map instead, as the mm path's `SimplePyramid` does.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from detectron2.layers import ShapeSpec
@@ -44,12 +45,13 @@ class RecViTBackbone(Backbone):
         if self.net.init_cfg is not None:
             self.net.init_weights()  # strict, through the core's filter (no detectron2 matching heuristics)
         self._square_pad = check_int('square_pad', square_pad, 0)
-        self._out_features = [f'step{t}' for t in self.net.out_indices]
+        self._out_features = [f'layer{i}' for i in self.net.out_indices]
         if len(set(self._out_features)) != len(self._out_features):
-            raise ValueError(f'out_indices name each step once, got {self.net.out_indices}')
+            raise ValueError(f'out_indices name each layer once, got {self.net.out_indices}')
 
     def forward(self, x: Tensor) -> dict[str, Tensor]:
-        """(B, 3, H, W) -> {'step<t>': (B, D, ceil(H/16), ceil(W/16))} in `out_indices` order."""
+        """(B, 3, H, W) -> {'layer<i>': (B, D, ceil(H/16), ceil(W/16))} in `out_indices` order: the backbone's
+        `forward` (its `forward_intermediates`, with mmpretrain's final norm on the last layer's map)."""
         return dict(zip(self._out_features, self.net(x)))
 
     def output_shape(self) -> dict[str, ShapeSpec]:
@@ -84,16 +86,16 @@ PlainViT, NaiveRecursiveViT, SRViT = D2_BACKBONES['PlainViT'], D2_BACKBONES['Nai
 ReViT, EdgeRecViT, MoRViT = D2_BACKBONES['ReViT'], D2_BACKBONES['EdgeRecViT'], D2_BACKBONES['MoRViT']
 
 
-class StepFeaturePyramid(SimpleFeaturePyramid):
-    """detectron2's `SimpleFeaturePyramid` with level i built from the i-th step map of `net`.
+class LayerFeaturePyramid(SimpleFeaturePyramid):
+    """detectron2's `SimpleFeaturePyramid` with level i built from the i-th layer map of `net`.
 
-    Theirs applies every level's stage to the single map `in_feature`; ours get four recursion
-    steps' maps, one per level (the mm path's `SimplePyramid`), so only `forward` differs: the
-    stages, norms, output names (p2..p6), strides and `square_pad` are theirs.
+    Theirs applies every level's stage to the single map `in_feature`; ours get four layers' maps,
+    one per level (the mm path's `SimplePyramid`), so only `forward` differs: the stages, norms,
+    output names (p2..p6), strides and `square_pad` are theirs.
 
     Args:
         net: a `RecViTBackbone`.
-        in_features: the step maps for the levels, finest first (default: all of `net`'s, in order);
+        in_features: the layer maps for the levels, finest first (default: all of `net`'s, in order);
             one per scale factor.
         **kwargs: `SimpleFeaturePyramid`'s (out_channels, scale_factors, top_block, norm, square_pad).
     """
@@ -102,7 +104,7 @@ class StepFeaturePyramid(SimpleFeaturePyramid):
         names = list(net.output_shape()) if in_features is None else list(check_sequence('in_features', in_features))
         super().__init__(net, in_feature=names[-1], **kwargs)
         if len(names) != len(self.stages):
-            raise ValueError(f'in_features needs one step map per scale factor ({len(self.stages)}), got {names}')
+            raise ValueError(f'in_features needs one layer map per scale factor ({len(self.stages)}), got {names}')
         shapes = net.output_shape()
         unknown = [n for n in names if n not in shapes]
         if unknown or len({(shapes[n].channels, shapes[n].stride) for n in names}) != 1:
@@ -115,3 +117,16 @@ class StepFeaturePyramid(SimpleFeaturePyramid):
         if self.top_block is not None:  # LastLevelMaxPool reads p5
             results.extend(self.top_block(results[self._out_features.index(self.top_block.in_feature)]))
         return dict(zip(self._out_features, results))
+
+
+class StepFeaturePyramid(LayerFeaturePyramid):
+    """Deprecated: `LayerFeaturePyramid` (the maps are named by layer)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        warnings.warn(
+            'StepFeaturePyramid is deprecated; use LayerFeaturePyramid instead (the maps are named by layer: '
+            "'layer<i>')",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(*args, **kwargs)

@@ -35,7 +35,7 @@ from ..models import ViTBackbone
 from ..models.flops import total_flops
 
 D2_GPUS = 64  # ViTDet's: the per-GPU batch is total_batch_size / 64
-NET = 'backbone.net.net'  # the mmrecvit backbone in a RecViTRCNN: StepFeaturePyramid.net (RecViTBackbone).net
+NET = 'backbone.net.net'  # the mmrecvit backbone in a RecViTRCNN: LayerFeaturePyramid.net (RecViTBackbone).net
 RECIPE_KEYS = ('model', 'dataloader.train.mapper', 'dataloader.test.mapper', 'optimizer', 'train.max_iter')
 
 
@@ -175,7 +175,7 @@ def dry_run(
                 return model(copies.pop())
 
         forwards: list[float] = []  # the backbone's FLOP model of each of its forwards
-        hook = net.register_forward_hook(lambda m, a, o: forwards.append(float(total_flops(m.stats.work))))
+        hook = net.register_forward_hook(lambda m, a, o: forwards.append(float(total_flops(o.stats.work))))
         result.test = measure_step(test_step, dev, repeats, progress=lambda s: say(f'test {s}'))
         hook.remove()
         result.backbone_model_flops = sum(forwards) / (repeats + 1) * len(test_batch)

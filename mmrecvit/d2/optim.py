@@ -4,7 +4,7 @@ detectron2's ViTDet recipe passes `lr_factor_func=partial(get_vit_lr_decay_rate,
 `get_default_optimizer_params`: a layer id parsed from `blocks.<i>` in the parameter name. For a
 recursive backbone the block index is not its depth (one block runs at several), so the factor here
 comes from the backbone itself (`ViTBackbone.layer_depth`, the same table as the mm path's
-`LayerDecayOptimWrapperConstructor`): rate ** (num_layers - layer_depth), 1 for the neck and heads.
+`LayerDecayOptimWrapperConstructor`): rate ** (num_layers + 1 - layer_depth), 1 for the neck and heads.
 """
 
 from __future__ import annotations
@@ -15,15 +15,14 @@ from typing import Any
 from detectron2.solver import get_default_optimizer_params
 from torch import nn
 
-from ..adapters import layer_depth_table
+from ..adapters import layer_lr_scales
 from ..models.checks import check_float
-from ..models.layer_decay import lr_scale
 
 
 def layer_decay_lr_factor(model: nn.Module, rate: float) -> Callable[[str], float]:
     """A `lr_factor_func` for `get_default_optimizer_params(model, ...)`: full parameter name -> lr factor."""
     rate = check_float('layer_decay_rate', rate, 0.0, 1.0, low_open=True)
-    factors = {name: lr_scale(rate, depth, num_layers) for name, depth, num_layers in layer_depth_table(model).values()}
+    factors = layer_lr_scales(model, rate)
 
     def lr_factor(name: str) -> float:
         return factors.get(name, 1.0)

@@ -2,12 +2,13 @@
 auxiliary losses and statistics.
 
 detectron2's trainers sum every entry of the loss dict a model returns and log the `EventStorage`.
-So after the detector's own training forward, each mmrecvit backbone's `stats.aux_losses` (already
-weighted, `loss_*`) join the loss dict, and its `stats.scalars` (mean depth, fractions, ...) go to
-the storage with `put_scalars`: logged, not summed (the mm path's `RecursionHook` does the same for
-mmengine). `temperature_schedule` anneals a backbone temperature (Edge-RecViT's `gumbel_tau`) by the
-storage's iteration before each training forward, as the mm path's `TemperatureScheduleHook`: in the
-model, because a LazyConfig names no trainer hooks (detectron2's own `lazyconfig_train_net.py` runs it too).
+So during the detector's own training forward each mmrecvit backbone's statistics are read from its
+result (`adapters.StatsCollector`), its `stats.aux_losses` (already weighted, `loss_*`) join the loss dict,
+and its `stats.scalars` (mean depth, fractions, ...) go to the storage with `put_scalars`: logged, not
+summed (the mm path's `RecursionHook` does the same for mmengine). `temperature_schedule` anneals a backbone
+temperature (Edge-RecViT's `gumbel_tau`) by the storage's iteration before each training forward, as the mm
+path's `TemperatureScheduleHook`: in the model, because a LazyConfig names no trainer hooks (detectron2's own
+`lazyconfig_train_net.py` runs it too).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 from detectron2.modeling import META_ARCH_REGISTRY, GeneralizedRCNN
 from detectron2.utils.events import get_event_storage
 
-from ..adapters import TemperatureSchedule, backbone_terms
+from ..adapters import StatsCollector, TemperatureSchedule
 
 
 @META_ARCH_REGISTRY.register()
@@ -46,13 +47,14 @@ class RecViTRCNN(GeneralizedRCNN):
             self.temperature.apply(self, 0, self.max_iter)  # a backbone without the attribute fails here
 
     def forward(self, batched_inputs: list[dict[str, Any]]) -> Any:
-        if self.training and self.temperature is not None:
+        if not self.training:
+            return super().forward(batched_inputs)
+        if self.temperature is not None:
             storage = get_event_storage()
             storage.put_scalar(self.temperature.attribute, self.temperature.apply(self, storage.iter, self.max_iter))
-        out = super().forward(batched_inputs)
-        if not self.training:
-            return out
-        losses, scalars = backbone_terms(self)
+        with StatsCollector(self) as collector:
+            out = super().forward(batched_inputs)
+            losses, scalars = collector.terms()
         clash = sorted(set(losses) & set(out))
         if clash:
             raise KeyError(f'RecViTRCNN: the detector already returns losses named {clash}')

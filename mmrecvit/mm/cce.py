@@ -7,8 +7,8 @@ over its patch tokens (the EARR ranker's `confidence` token map, which keeps its
 head's own loss (cross-entropy, label smoothing, ...) is taken on `Y_C`: confident depth decisions keep the logits'
 scale and lose less, uncertain ones flatten them and lose more, so the classification error reaches the ranker (its
 main signal in the paper). Predictions are made from `Y_C` as well (the same argmax; the scores the model was
-trained to give). With `backbone.stats` (a per-forward attribute of our backbones) read right after the backbone
-ran: mmpretrain's `ImageClassifier` otherwise, mixup/cutmix and all.
+trained to give). The confidence is read from the statistics the backbone's output carries (`FeatureMaps.stats`);
+mmpretrain's `ImageClassifier` otherwise, mixup/cutmix and all.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ class ConfidenceScaledClassifier(ImageClassifier):
 
     def scaled_logits(self, inputs: Tensor) -> Tensor:
         """(B, C) logits x the mean confidence of each image's tokens."""
-        logits = self.head(self.extract_feat(inputs))
-        stats = getattr(self.backbone, 'stats', None)
+        feats = self.backbone(inputs)
+        stats = getattr(feats, 'stats', None)  # the forward's statistics travel with its maps (models/stats.py)
+        logits = self.head(self.neck(feats) if self.with_neck else feats)
         confidence = None if stats is None else stats.token_maps.get('confidence')
         if confidence is None:
             raise KeyError(

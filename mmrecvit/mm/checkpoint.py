@@ -27,7 +27,9 @@ from mmengine.model import BaseTTAModel, is_model_wrapper
 from mmengine.runner.checkpoint import find_latest_checkpoint
 from torch import nn
 
-from ..models.checkpoint import CheckpointError, load_checkpoint_file, state_dict_mismatch, unwrap_state_dict
+from ..inputs import InputError
+from ..models.checkpoint import CheckpointError, state_dict_mismatch
+from ..models.checkpoint_files import load_checkpoint_file, unwrap_state_dict
 
 
 def checkpoint_to_load(cfg: Any) -> tuple[str | None, bool]:
@@ -39,7 +41,7 @@ def checkpoint_to_load(cfg: Any) -> tuple[str | None, bool]:
 
 
 def check_checkpoint_to_load(cfg: Any) -> None:
-    """Raise `CheckpointError` / `FileNotFoundError` naming the file if it cannot be loaded (module docstring)."""
+    """Raise `CheckpointError` / `InputError` naming the file if it cannot be loaded (module docstring)."""
     path, resume = checkpoint_to_load(cfg)
     if path is None or '://' in str(path):
         return
@@ -48,7 +50,7 @@ def check_checkpoint_to_load(cfg: Any) -> None:
     try:
         obj = load_checkpoint_file(path, mmap=True)
     except FileNotFoundError as e:
-        raise FileNotFoundError(f'cannot {what} {path!r}: {e}') from e
+        raise InputError(f'cannot {what} {path!r}: {e}') from e
     if resume and not (isinstance(obj, dict) and 'meta' in obj and 'state_dict' in obj):
         keys = sorted(obj)[:8] if isinstance(obj, dict) else type(obj).__name__
         raise CheckpointError(

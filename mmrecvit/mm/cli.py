@@ -4,7 +4,8 @@ mmseg's tools of the same names.
 A tool makes its parser with `tool_parser` (its files and `--work-dir`), adds its own flags, then
 `add_launch_arguments` (`--cfg-options`, `--launcher`, `--local_rank`, last as in mmdet's tools),
 reads the arguments with `parse_args` and the config with `load_config`, makes its own changes to
-the config, and builds the Runner with `build_runner`.
+the config, and builds the Runner with `build_runner`, both inside `mmrecvit.inputs.bad_input`: a wrong
+file, argument name or value, or `type` ends the tool with one line naming it (status 2).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from mmengine.config import Config, DictAction
 from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 
-from ..models.checkpoint import CheckpointError
+from ..inputs import bad_input, config_file
 from .checkpoint import check_checkpoint_matches_model, check_checkpoint_to_load, checkpoint_to_load
 from .dist import setup_cpu_distributed
+from .logs import readable_config, readable_logger
 
 LAUNCHERS = ('none', 'pytorch', 'slurm', 'mpi')
 
@@ -54,7 +56,7 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = Non
 def load_config(args: argparse.Namespace) -> Config:
     """`args.config` with the launcher and `--cfg-options` applied, and a work dir: `--work-dir`,
     else the config's, else `./work_dirs/<config name>`."""
-    cfg = Config.fromfile(args.config)
+    cfg = Config.fromfile(config_file(args.config))
     cfg.launcher = args.launcher
     if args.cfg_options is not None:
         cfg.merge_from_dict(args.cfg_options)
@@ -69,21 +71,19 @@ def build_runner(cfg: Config, launcher: str, tool: str, strict_load: bool = Fals
     """The config's Runner (its own `runner_type` when it names one), after the CPU distributed set-up
     for `--launcher` (`mmrecvit.mm.dist`) and a check of the checkpoint it will load, before (the file)
     and after (its keys against the model's: all of them for `--resume` or `strict_load`) the Runner
-    is built; `tool` names the tool in the error about that checkpoint."""
+    is built; `tool` names the tool in the one-line error (`bad_input`, status 2)."""
     setup_cpu_distributed(cfg, launcher)
     if cfg.get('visualizer') is not None:
         # A visualizer of its own per Runner (named after the run): for a name already taken, mmengine returns
         # the existing instance without making it the current one, so the visualization hook of a second run in
         # one process (tests, `demo.py --task transfer`) would draw with another task's visualizer.
         cfg.visualizer.pop('name', None)
+    readable_config(cfg)  # log intervals that suit the run, the IoU table of the classes in use (logs.py)
     path, resume = checkpoint_to_load(cfg)
-    try:  # a bad file: one clear line instead of torch's error deep inside the Runner (mmrecvit/mm/checkpoint.py)
-        check_checkpoint_to_load(cfg)
-    except (OSError, RuntimeError) as e:
-        raise SystemExit(f'{tool}: {e}') from e
-    runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
-    try:  # mmengine loads non-strictly: another model's file would pass with a warning
+    with bad_input(tool):  # a bad checkpoint, argument name or value, or `type`: one line, not torch's traceback
+        check_checkpoint_to_load(cfg)  # before the Runner: the file itself (mmrecvit/mm/checkpoint.py)
+        runner = Runner.from_cfg(cfg) if 'runner_type' not in cfg else RUNNERS.build(cfg)
+        # mmengine loads non-strictly: another model's file would pass with a warning
         check_checkpoint_matches_model(runner.model, path, strict=resume or strict_load)
-    except CheckpointError as e:
-        raise SystemExit(f'{tool}: {e}') from e
+    readable_logger(runner.logger)
     return runner

@@ -1,6 +1,6 @@
 """Params and FLOPs of a whole detector/segmentor/classifier, in the one convention of `mmrecvit.models.flops`.
 
-* **Backbone** (ours): its own analytic count, `backbone.stats.work` -- what its forward really
+* **Backbone** (ours): its own analytic count, the `stats.work` of its forward's result -- what its forward really
   computed (block applications on the tokens they ran on, patch embedding, routers, rankers, step
   transforms, expert merges). The *dense* count replaces every block application by one over all
   tokens.
@@ -168,7 +168,7 @@ def count_complexity(model: nn.Module, data: dict, trace_backbone: bool = True) 
                 model(inputs, samples, mode='tensor')
         finally:
             hook.remove()
-        stats = backbone.stats
+        stats = recorded['out'].stats  # the statistics travel with the backbone's result
         tokens = stats.grid[0] * stats.grid[1] + backbone.num_prefix_tokens
         report.backbone = BackboneCount(
             name=type(backbone).__name__,

@@ -14,7 +14,8 @@ The teacher is built once from a local checkpoint (loaded weights-only and stric
 checkpoints: its weights are not part of `state_dict`) and run under `no_grad` on the same
 (augmented) images as the student. One training loop, mmengine's: the distillation terms are
 entries of the loss dict (`loss_distill_feature`, `loss_distill_logit`), summed and logged with the
-rest; the backbones' auxiliary losses are added by `RecursionHook` as for any model.
+rest. The student's own forward returns its backbone statistics (`forward_intermediates(return_stats=True)`),
+so `loss` adds the backbone's auxiliary losses and scalars itself (as `RecursionHook` does for other models).
 
 Teachers:
 * `source='timm'`: `timm.create_model(model, num_classes=...)` with the checkpoint's weights; its
@@ -154,11 +155,11 @@ class DistillImageClassifier(ImageClassifier):
         feat = feats[-1]
         return (feat.flatten(2).transpose(1, 2) if feat.ndim == 4 else feat), logits
 
-    def feature_loss(self, tokens: Tensor, teacher: Tensor, image_hw: tuple[int, int]) -> Tensor:
-        """MSE of the projected student features to the teacher's (module docstring)."""
+    def feature_loss(self, tokens: Tensor, teacher: Tensor, image_hw: tuple[int, int], grid: tuple[int, int]) -> Tensor:
+        """MSE of the projected student features to the teacher's (module docstring); `grid`: the student's
+        patch grid."""
         if teacher.ndim == 2:  # a pooled teacher feature: against the student's pooled one
             return F.mse_loss(self.feature_proj(self.backbone.pool(tokens)), teacher)
-        grid = tuple(self.backbone.stats.grid)
         return token_mse(
             self.feature_proj(tokens), teacher, self.backbone.num_prefix_tokens, grid, self.teacher, image_hw
         )
@@ -176,7 +177,7 @@ class DistillImageClassifier(ImageClassifier):
         )
 
     def loss(self, inputs: Tensor, data_samples: list) -> dict:
-        (tokens,), _ = self.backbone.get_intermediate_states(inputs, [self.backbone.depth - 1])
+        (tokens, _), stats = self.backbone.forward_intermediates(inputs, 1, output_fmt='NLC', return_stats=True)
         feats = (self.backbone.pool(tokens),)
         if self.with_neck:
             feats = self.neck(feats)
@@ -184,7 +185,7 @@ class DistillImageClassifier(ImageClassifier):
         t_feats, t_logits = self._teacher_outputs(inputs)
         if self.feature_loss_weight:
             losses['loss_distill_feature'] = self.feature_loss_weight * self.feature_loss(
-                tokens, t_feats, tuple(inputs.shape[-2:])
+                tokens, t_feats, tuple(inputs.shape[-2:]), stats.grid
             )
         if self.logit_loss_weight:
             if t_logits is None:
@@ -193,4 +194,8 @@ class DistillImageClassifier(ImageClassifier):
                     '(timm: num_classes > 0); set logit_loss_weight=0 for features only'
                 )
             losses['loss_distill_logit'] = self.logit_loss_weight * self.logit_loss_value(self.head(feats), t_logits)
+        for k, v in {**stats.aux_losses, **{k: v.detach() for k, v in stats.scalars.items()}}.items():
+            if k in losses:
+                raise KeyError(f'DistillImageClassifier: the backbone returns a loss named {k!r} the model has too')
+            losses[k] = v
         return losses

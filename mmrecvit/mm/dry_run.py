@@ -318,7 +318,7 @@ def dry_run(
             forwards: list[float] = []  # the FLOP model of each backbone forward (a sliding-window test runs several)
             hook = None
             if isinstance(backbone, ViTBackbone):
-                hook = backbone.register_forward_hook(lambda m, a, o: forwards.append(float(total_flops(m.stats.work))))
+                hook = backbone.register_forward_hook(lambda m, a, o: forwards.append(float(total_flops(o.stats.work))))
             result.test = measure_step(test_step, dev, repeats, progress=lambda s: say(f'test {s}'))
             if hook is not None:
                 hook.remove()

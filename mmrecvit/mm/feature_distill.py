@@ -34,7 +34,8 @@ from mmpretrain.registry import MODELS
 from torch import Tensor, nn
 
 from ..models import ViTBackbone
-from ..models.checkpoint import load_checkpoint_file, load_state_dict_into
+from ..models.checkpoint import load_state_dict_into
+from ..models.checkpoint_files import load_checkpoint_file
 from .distill import token_mse
 
 EXAMPLES = (
@@ -132,16 +133,15 @@ class FeatureDistiller(BaseModel):
         if self.init_from_teacher:
             load_state_dict_into(self.backbone, self.teacher.state_dict(), f'the teacher {type(self.teacher).__name__}')
 
-    def student_tokens(self, inputs: Tensor) -> Tensor:
-        """(B, 3, H, W) -> the student's final normalised tokens (B, N, D)."""
-        (tokens,), _ = self.backbone.get_intermediate_states(inputs, [self.backbone.depth - 1])
-        return tokens
+    def student_tokens(self, inputs: Tensor) -> tuple[Tensor, tuple[int, int]]:
+        """(B, 3, H, W) -> (the student's final normalised tokens (B, N, D), its patch grid)."""
+        (tokens, _), stats = self.backbone.forward_intermediates(inputs, 1, output_fmt='NLC', return_stats=True)
+        return tokens, tuple(stats.grid)
 
     def loss(self, inputs: Tensor) -> dict[str, Tensor]:
-        tokens = self.student_tokens(inputs)
+        tokens, grid = self.student_tokens(inputs)
         with torch.no_grad():
             target = self.teacher.forward_features(inputs)
-        grid = tuple(self.backbone.stats.grid)
         mse = token_mse(
             self.feature_head(tokens),
             target,
@@ -156,5 +156,5 @@ class FeatureDistiller(BaseModel):
         if mode == 'loss':
             return self.loss(inputs)
         if mode == 'tensor':
-            return self.student_tokens(inputs)
+            return self.student_tokens(inputs)[0]
         raise ValueError(f"FeatureDistiller mode must be 'loss' or 'tensor' (it has no predictions), got {mode!r}")

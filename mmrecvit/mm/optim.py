@@ -1,8 +1,9 @@
 """Layer-wise learning-rate decay that understands recursion, as an mmengine optimizer-wrapper constructor.
 
 The rule lives with the model (STYLE 12): every backbone answers `layer_depth(name)` and
-`num_layers` (`mmrecvit.models.vit.ViTBackbone`: embeddings 0, a block used at several depths the
-mean of its layer positions, fresh routers/rankers/step transforms and final norms `num_layers`).
+`num_layers` (L, as detectron2 and mmpretrain count layers; `mmrecvit.models.backbone.ViTBackbone`: embeddings
+0, a block used at several depths the mean of its layer positions, fresh routers/rankers/step transforms and
+final norms `num_layers + 1`).
 This constructor only asks: no parameter names or class names are matched here.
 
 Config (mmdet or mmseg; `paramwise_cfg` keeps all of mmengine's options, e.g. `custom_keys`):
@@ -32,7 +33,7 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
 
     Each parameter group is built by mmengine's rules first (`custom_keys` with `lr_mult` /
     `decay_mult`, `norm_decay_mult`, `bias_lr_mult`, ...); then the learning rate of a backbone
-    parameter is multiplied by `layer_decay_rate ** (num_layers - layer_depth(name))`, asked from
+    parameter is multiplied by `layer_decay_rate ** (num_layers + 1 - layer_depth(name))`, asked from
     the backbone. Parameters of modules without `layer_depth` (neck, heads) keep scale 1.
     Each group records its factor as `lr_scale`.
 
@@ -73,12 +74,15 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
             group['lr'] = group.get('lr', self.base_lr) * scale
             group['lr_scale'] = scale
         if summary:
-            rows = ', '.join(f'depth {d:g}: x{s:.4g} ({n / 1e6:.2f}M)' for (d, s), n in sorted(summary.items()))
+            (low, first), (high, last) = min(summary), max(summary)
             print_log(
-                f'layer-wise lr decay {self.layer_decay_rate}: {rows}; other parameters x1',
+                f'layer-wise lr decay {self.layer_decay_rate}: backbone lr x{first:.4g} (depth {low:g}) to x{last:.4g} '
+                f"(depth {high:g}) over {len(summary)} depths, other parameters x1 (each depth at log_level='DEBUG')",
                 logger='current',
                 level=logging.INFO,
             )
+            rows = ', '.join(f'depth {d:g}: x{s:.4g} ({n / 1e6:.2f}M)' for (d, s), n in sorted(summary.items()))
+            print_log(f'layer-wise lr decay by depth: {rows}', logger='current', level=logging.DEBUG)
         else:
             print_log(
                 'LayerDecayOptimWrapperConstructor: no module of the model answers layer_depth(); every lr scale is 1',

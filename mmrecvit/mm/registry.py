@@ -7,6 +7,9 @@ mmpretrain config runs `register_all()` (through `import mmrecvit`), after which
 neck of ours is buildable by its `type` name under any of those default scopes (an mmpretrain
 `ImageClassifier` takes a backbone with `out_type='cls_token'`). Frameworks that are not installed
 are skipped, so the plain-PyTorch core stays usable without them.
+
+A `type` that the registry searched does not hold (`type='SRVit'`) is one `UnknownTypeError` naming the
+closest names it does hold (`_suggesting`); mmengine's own KeyError names none.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import importlib.util
 import logging
 
 from ..models import NECKS, on_register
+from ..models.checks import ArgumentError, closest
 
 SCOPES = ('mmdet', 'mmseg', 'mmpretrain')
 
@@ -50,6 +54,50 @@ def _put(registry, name: str, cls: type) -> None:
         registry.register_module(name=name, module=cls)
 
 
+class UnknownTypeError(ArgumentError, KeyError):
+    """A config's `type` that its registry does not hold."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])  # KeyError's own str() quotes the message
+
+
+def _all_names(registry) -> list[str]:
+    """The names `registry` resolves without a scope prefix: its own and its parents'."""
+    names: list[str] = []
+    while registry is not None:
+        names += list(registry.module_dict)
+        registry = registry.parent
+    return names
+
+
+def _suggesting(build_func):
+    """`build_func` (a registry's), where a `type` not in the registry searched becomes one `UnknownTypeError`
+    naming the closest names it holds (ours among them); every other error passes unchanged."""
+    if getattr(build_func, 'suggests_closest', False):
+        return build_func
+
+    @functools.wraps(build_func)
+    def build(cfg, *args, registry, **kwargs):
+        try:
+            return build_func(cfg, *args, registry=registry, **kwargs)
+        except KeyError as e:
+            name = cfg.get('type') if isinstance(cfg, dict) and not isinstance(e, UnknownTypeError) else None
+            if not isinstance(name, str):
+                raise
+            with registry.switch_scope_and_registry(cfg.get('_scope_')) as searched:
+                if searched.get(name) is not None:
+                    raise  # the type exists: the KeyError is from inside it
+                names = _all_names(searched)
+                near = closest(name.split('.')[-1], names)
+                ours = sorted(n for n, c in searched.module_dict.items() if c.__module__.startswith('mmrecvit'))
+                hint = f'closest: {", ".join(map(repr, near))}' if near else f"mmrecvit's: {', '.join(ours)}"
+                where = f'{searched.scope}::{searched.name}'
+            raise UnknownTypeError(f'type={name!r} is not in the {where} registry; {hint}') from None
+
+    build.suggests_closest = True
+    return build
+
+
 def register_all() -> list[str]:
     """Register into each installed framework; returns the scopes registered.
 
@@ -66,6 +114,7 @@ def register_all() -> list[str]:
     from .norm import NORM_LAYERS
     from .optim import OPTIM_WRAPPER_CONSTRUCTORS
 
+    MODELS.build_func = _suggesting(MODELS.build_func)  # what the Runner builds its model with
     # norm_cfg types are looked up by mmcv's build_norm_layer from the current scope up to the root
     for name, cls in NORM_LAYERS.items():
         _put(MODELS, name, cls)
@@ -80,6 +129,14 @@ def register_all() -> list[str]:
         ):
             for name, cls in classes.items():
                 _put(reg, name, cls)
+            reg.build_func = _suggesting(reg.build_func)
+    if 'mmseg' in scopes:  # tools/test.py --show-dir, and the IoU table of the classes in use (logs.py)
+        from .metrics import IoUMetricInUse
+        from .visualization import SegShowDirVisualizer
+
+        mmseg = importlib.import_module('mmseg.registry')
+        _put(mmseg.VISUALIZERS, 'SegShowDirVisualizer', SegShowDirVisualizer)
+        _put(mmseg.METRICS, 'IoUMetricInUse', IoUMetricInUse)
     on_register(_register_backbone)  # every backbone, also one registered later (`models.register_backbone`)
     _forward_logs_to_mmengine()
     return scopes

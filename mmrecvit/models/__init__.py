@@ -8,7 +8,7 @@ from .backbone import ViTBackbone
 from .flops import BlockWork, OpWork
 from .pyramid import SimplePyramid
 from .registry import BACKBONES, on_register, register_backbone
-from .stats import ForwardStats
+from .stats import FeatureMaps, ForwardStats
 
 # The import order is the registration order, the order the docs list the methods in.
 # isort: off
@@ -26,6 +26,7 @@ __all__ = [
     'NECKS',
     'BlockWork',
     'EdgeRecViT',
+    'FeatureMaps',
     'ForwardStats',
     'MoRViT',
     'NaiveRecursiveViT',

@@ -54,6 +54,14 @@ def check_out_indices(value: Any, depth: int, name: str = 'out_indices') -> tupl
     return tuple(out)
 
 
+def check_global_steps(value: Any, num_steps: int) -> tuple[int, ...] | None:
+    """`global_steps`: None, or application steps in [0, num_steps)."""
+    if value is None:
+        return None
+    steps = check_sequence('global_steps', value, min_len=0)
+    return tuple(check_int('global_steps entry (an application step)', s, 0, num_steps - 1) for s in steps)
+
+
 def check_sizes(embed_dim: Any, num_heads: Any, mlp_ratio: Any, patch_size: Any, img_size: Any) -> tuple:
     """(embed_dim, num_heads, mlp_ratio, patch_size, pretraining grid (h, w)) after their checks."""
     embed_dim, num_heads = check_int('embed_dim', embed_dim, 1), check_int('num_heads', num_heads, 1)

@@ -1,8 +1,11 @@
 """`ViTBackbone`: what every backbone shares, and the contract a method fulfils (SPEC §5).
 
-Data flow: image -> `embedding.embed` -> the method's plan, run step by step -> the states of the
-requested layers -> `to_maps` (B, D, h, w) for a neck, or the pooled final state for a classifier.
+Data flow: image -> `embedding.embed` -> the method's loop over its own structure (`forward_layers`, each block
+application through `run_block`) -> the states of the requested layers -> `forward_intermediates` (timm's
+formats) -> maps for a neck, or the pooled final state for a classifier. Beside the loop, cached, the method's
+`plan`: what a forward at a setting computes, which the FLOP model and the compute knob read.
 """
+
 from __future__ import annotations
 
 import abc
@@ -15,58 +18,50 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from . import arguments as args
-from . import embedding
+from . import embedding, token_adaptive
 from . import layer_decay as decay
-from .checks import check_bool, check_choice, check_float, check_int, check_sequence
+from .checks import check_bool, check_choice, check_float, check_int, checked_keywords
 from .compute import check_compute, largest_within
-from .flops import conv_work
+from .features import TimmFeatures
+from .flops import OpWork, conv_work, total_flops
 from .layers import Block, Mlp
-from .numerics import NONFINITE_MODES, FiniteGuard, tracing
-from .plan import Forward, Plan, Step, rescaled_layers, step_work
+from .numerics import NONFINITE_MODES, tracing
+from .plan import Forward, Plan, PlanCache, Step, step_work
 from .start import load_start
 from .stats import ForwardStats
 from .windows import Global, Windows
 
 
-class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
-    """Base class of every backbone: embeddings, the forward path, outputs, checkpointing, pretrained loading.
+class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
+    """Base class of every backbone: embeddings, the forward path, checkpointing, pretrained loading, and timm's
+    feature API with the framework `forward` on top (`features.TimmFeatures`).
 
-    **Vocabulary** (the same in every backbone, config and tool):
+    **Vocabulary** (the glossary: docs/methods/README.md): a **layer** is a position 0..L-1 of the stack, `depth`
+    = L; `out_indices` are layers. A **block** is one unique set of parameters (`blocks.{i}`). A **step** is one
+    block application, t = 0..`num_steps`-1 (stochastic depth, `global_steps` and checkpointing follow steps); a
+    **recursion** is one more pass of a recursion unit's blocks.
 
-    * **layer**: a position of the stack, 0..L-1, and **depth** = L their number: what a plain ViT of the
-      same depth calls block i. `out_indices` are layers (negatives count from the end), the same for all
-      six backbones, so a config that swaps only `type=` reads the same levels; a forward that runs K of
-      the L layers (the compute knob, reViT at another depth) reads layer i at `plan.rescaled_layers`.
-      (Issue 27 corrects SPEC's notation, where L / depth counts block applications: those are `num_steps`.)
-    * **block**: one unique set of block parameters (`blocks.{i}`); `num_blocks` counts them.
-    * **step** (application): one run of a block, numbered t = 0..`num_steps`-1 in execution order.
-      Stochastic depth, window layout (`global_steps`) and activation checkpointing follow steps. A layer
-      is one step in every method but SR-ViT, whose unit runs its layers `num_recursions` times in place.
-    * **recursion**: one pass of a recursion unit (a group of consecutive blocks applied again);
-      `num_recursions` counts the passes (SR-ViT's T per unit, MoR-ViT's N_r).
-    * a token's **depth** (Edge-RecViT's token map) is the number of layers it ran; MoR-ViT's token map
-      `recursions` the number of recursions it took part in.
+    **The subclass contract.** `__init__` calls `super().__init__(embed_dim=..., num_heads=..., depth=L, **kwargs)`
+    and builds `blocks` (an `nn.ModuleList` of its unique blocks, `make_block`) and its other modules; a missing
+    `blocks` is an error when the model is built. A subclass overrides at most three methods:
 
-    **The subclass contract** (checked when a model is built; a missing piece is an error naming it):
+    1. `convert_timm_state_dict(state_dict)`: a timm/DeiT state dict -> its keys (every method);
+    2. `forward_layers(x, fwd)`: the forward, a plain loop over the method's own structure calling `run_block`
+       for every block application; it picks its setting (the compute knob: `within`), keeps the requested
+       layers' states (`fwd.keep`) and reports its setting and statistics in `fwd`;
+    3. `plan(setting, grid)`: the `plan.Plan` of a forward at `setting` (None: full depth) on a `grid` input,
+       which the FLOP model and the compute knob read (cached: `cached_plan`).
 
-    1. `__init__` calls `super().__init__(embed_dim=..., num_heads=..., depth=L, **kwargs)` and builds
-       `blocks` (an `nn.ModuleList` of the unique blocks, `make_block`) and the method's other modules;
-    2. `plan(setting, grid, layers)` returns the `plan.Plan` of a forward at `setting` on a `grid` input
-       that returns `layers`: the one description of what the forward does, which `run` executes, the FLOP
-       model counts and the compute knob compares;
-    3. `convert_timm_state_dict(state_dict)` maps a timm/DeiT state dict to the model's keys.
-
-    It may override `default_setting()` (what a forward runs: the layers L), `settings(grid)` (the compute
-    knob's candidates, smallest first, ending at the default), `full_setting()` (the knob's full-depth
-    reference), `run(x, plan, fwd)` (default: each step's block on every token), `forward_states` (for
-    settings only known during the forward: Edge-RecViT's depths), `num_steps`, `default_out_indices()`,
-    `default_global_steps()` and `block_name(i)`.
+    The base class's own forward and plan are those of a model that runs one block per layer over every token,
+    `layer_blocks[t]` at layer t (PlainViT and NaiveRecursiveViT set `layer_blocks` and override only 1); the
+    other methods override all three. Everything else is data the subclass sets in `__init__` (`global_layers`,
+    a default `out_indices` passed up) or is read from the full plan (`num_steps`, `schedule`, layer positions).
 
     Args:
         embed_dim, num_heads, mlp_ratio, qkv_bias, init_values: block sizes (see `layers.Block`).
         depth: L, the number of layers.
-        out_indices: layers whose maps `forward` returns (default: `default_out_indices()`, the ends of 4
-            equal stages, (2, 5, 8, 11) for 12 layers).
+        out_indices: layers whose maps `forward` returns (default: the ends of 4 equal stages, (2, 5, 8, 11) for
+            12 layers).
         patch_size: patch (and output stride) of the patch embedding.
         img_size: pretraining image size; `pos_embed` is stored for its grid and resampled to each input's.
         in_channels: image channels.
@@ -81,9 +76,9 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
             classifier input); 'avg_featmap' the mean of the final normalised patch tokens.
         final_norm: timm's final LayerNorm `norm` on the final state. None (default): only for the
             classification outputs (a dense backbone's maps stay un-normalised, as mmseg's ViT).
-        window_size: window attention (ViTDet, `windows.py`) at every step but `global_steps` (0: global).
-        global_steps: the steps with global attention when windowed (default `default_global_steps()`: the
-            ends of the four stages; SR-ViT: the units' last steps).
+        window_size: window attention (ViTDet, `windows.py`) at every step but the global ones (0: global).
+        global_steps: the steps with global attention when windowed; default (None) the steps that run one of
+            `global_layers` (ViTDet's: the ends of the four stages; SR-ViT: its global layers in every recursion).
         use_rel_pos: ViTDet's decomposed relative position biases (`rel_pos.py`): one zero-initialised pair of
             tables per unique block, sized for `img_size`'s grid, shared by all its steps (windowed and global,
             every recursion) and resized to each step's window or global grid.
@@ -97,6 +92,9 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
             takes one per call; eval mode only.
     """
 
+    # An argument that acts only in some modes of another is refused in the others (checks.check_modes).
+    mode_arguments = {'global_steps': ('window_size', (0,))}  # window_size 0: every step attends globally
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Wrap each subclass's `__init__` so that the contract is checked once the whole model is built (when
         the outermost `__init__` returns, whichever class defines it)."""
@@ -104,6 +102,7 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         init = cls.__dict__.get('__init__')
         if init is None:
             return
+        init = checked_keywords(init)  # a misspelt or ineffective argument: one line naming why (checks.py)
 
         @functools.wraps(init)
         def checked_init(self: ViTBackbone, *a: Any, **k: Any) -> None:
@@ -118,26 +117,48 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
 
         cls.__init__ = checked_init
 
-    def __init__(self, *, embed_dim: int, num_heads: int, depth: int, out_indices: Sequence[int] | None = None,
-                 mlp_ratio: float = 4.0, qkv_bias: bool = True, init_values: float | None = None,
-                 patch_size: int = 16, img_size: int | Sequence[int] = 224, in_channels: int = 3,
-                 with_cls_token: bool = True, drop_path_rate: float = 0.0, with_cp: bool = False,
-                 pretrained: str | None = None, init_cfg: dict | None = None, out_type: str = 'featmap',
-                 final_norm: bool | None = None, window_size: int = 0, global_steps: Sequence[int] | None = None,
-                 use_rel_pos: bool = False, amp_dtype: str | None = None, nonfinite: str = 'raise',
-                 compute: float | None = None) -> None:
+    @checked_keywords  # the end of the chain: what subclasses pass on with **kwargs is checked here
+    def __init__(
+        self,
+        *,
+        embed_dim: int,
+        num_heads: int,
+        depth: int,
+        out_indices: Sequence[int] | None = None,
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        init_values: float | None = None,
+        patch_size: int = 16,
+        img_size: int | Sequence[int] = 224,
+        in_channels: int = 3,
+        with_cls_token: bool = True,
+        drop_path_rate: float = 0.0,
+        with_cp: bool = False,
+        pretrained: str | None = None,
+        init_cfg: dict | None = None,
+        out_type: str = 'featmap',
+        final_norm: bool | None = None,
+        window_size: int = 0,
+        global_steps: Sequence[int] | None = None,
+        use_rel_pos: bool = False,
+        amp_dtype: str | None = None,
+        nonfinite: str = 'raise',
+        compute: float | None = None,
+    ) -> None:
         super().__init__()
-        (self.embed_dim, self.num_heads, self.mlp_ratio, self.patch_size,
-         self.pretrain_grid) = args.check_sizes(embed_dim, num_heads, mlp_ratio, patch_size, img_size)
+        self._plans = PlanCache()  # plans, layouts, FLOPs by (setting, grid): cleared when a public attribute is set
+        sizes = args.check_sizes(embed_dim, num_heads, mlp_ratio, patch_size, img_size)
+        self.embed_dim, self.num_heads, self.mlp_ratio, self.patch_size, self.pretrain_grid = sizes
         self.qkv_bias = check_bool('qkv_bias', qkv_bias)
-        self.init_values = None if init_values is None else check_float('init_values', init_values, 0.0,
-                                                                         float('inf'), low_open=True)
+        if init_values is not None:
+            init_values = check_float('init_values', init_values, 0.0, float('inf'), low_open=True)
+        self.init_values = init_values
         check_int('in_channels', in_channels, 1)
         self.with_cls_token = check_bool('with_cls_token', with_cls_token)
         self.num_prefix_tokens = int(with_cls_token)
         self.drop_path_rate = check_float('drop_path_rate', drop_path_rate, 0.0, 1.0, high_open=True)
         self._depth = check_int('depth (the number of layers)', depth, 1)
-        self._out_indices = out_indices
+        self._out_indices, self._global_steps = out_indices, global_steps
         self.with_cp = check_bool('with_cp', with_cp)
         self.init_cfg = args.resolve_init_cfg(pretrained, init_cfg)
         self.nonfinite = check_choice('nonfinite', nonfinite, NONFINITE_MODES)
@@ -145,27 +166,35 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         self.out_type, final_norm = args.check_outputs(out_type, final_norm, with_cls_token)
         self.amp_dtype = check_choice('amp_dtype', amp_dtype, list(args.AMP_DTYPES))
         self.window_size = check_int('window_size', window_size, 0)
-        self._global_steps = global_steps
         self.use_rel_pos = check_bool('use_rel_pos', use_rel_pos)
-        self.stats: ForwardStats | None = None  # the last forward's (each forward builds its own)
+        self.global_layers = args.stage_ends(self._depth)  # ViTDet's global blocks (SR-ViT sets its own)
+        self.layer_blocks: tuple[int, ...] | None = None  # the base's own method: block of each layer
 
-        self.patch_embed = embedding.PatchEmbed(in_channels, self.embed_dim, self.patch_size)
+        self.patch_embed = embedding.patch_embed(in_channels, self.embed_dim, self.patch_size, self.pretrain_grid)
         self.cls_token, self.pos_embed = embedding.init_tokens(
-            self.embed_dim, self.pretrain_grid[0] * self.pretrain_grid[1] + self.num_prefix_tokens, with_cls_token)
+            self.embed_dim, self.pretrain_grid[0] * self.pretrain_grid[1] + self.num_prefix_tokens, with_cls_token
+        )
         self.norm = nn.LayerNorm(self.embed_dim, eps=1e-6) if final_norm else nn.Identity()
 
     def _finish_construction(self) -> None:
-        """The contract (class docstring), then what needs the subclass's structure: outputs, global steps."""
-        blocks = getattr(self, 'blocks', None)
-        if not isinstance(blocks, (nn.ModuleList, list, tuple)) or not blocks:
-            raise TypeError(f'{type(self).__name__} must set `blocks` (its unique blocks, an nn.ModuleList) in '
-                            '__init__ (the ViTBackbone contract)')
-        self.out_indices = args.check_out_indices(
-            self.default_out_indices() if self._out_indices is None else self._out_indices, self.depth)
-        self.global_steps = None if self._global_steps is None else tuple(
-            check_int('global_steps entry (an application step)', s, 0, self.num_steps - 1)
-            for s in check_sequence('global_steps', self._global_steps, min_len=0))
+        """The contract (class docstring), then what needs the subclass's structure: outputs, steps."""
+        if not isinstance(getattr(self, 'blocks', None), (nn.ModuleList, list, tuple)) or not self.blocks:
+            raise TypeError(
+                f'{type(self).__name__} must set `blocks` (its unique blocks, an nn.ModuleList) in __init__ '
+                '(the ViTBackbone contract)'
+            )
+        default = args.stage_ends(self.depth)
+        out = default if self._out_indices is None else self._out_indices
+        self.out_indices = args.check_out_indices(out, self.depth)
+        self.global_steps = None  # the full schedule counted first, then the steps checked against it
+        self.global_steps = args.check_global_steps(self._global_steps, self.num_steps)
         self.drop_path_rates = torch.linspace(0, self.drop_path_rate, self.num_steps, device='cpu').tolist()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """nn.Module's; a public attribute set (a knob, the training mode) also clears the cached plans."""
+        super().__setattr__(name, value)
+        if not name.startswith('_') and '_plans' in self.__dict__:
+            self._plans.clear()
 
     # ---- structure ----------------------------------------------------------------------------
     @property
@@ -175,8 +204,8 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
 
     @property
     def num_steps(self) -> int:
-        """Block applications of the full forward (= `depth` but in SR-ViT)."""
-        return self.depth
+        """Block applications of the full forward (= `depth` but in SR-ViT), read from its plan."""
+        return len(self.cached_plan(None, self.pretrain_grid).steps)
 
     @property
     def num_blocks(self) -> int:
@@ -188,95 +217,86 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
         return int(self.embed_dim * self.mlp_ratio)
 
     def make_block(self, mlp_layer: Any = Mlp) -> Block:
-        return Block(self.embed_dim, self.num_heads, self.mlp_ratio, self.qkv_bias, self.init_values, mlp_layer,
-                     self.pretrain_grid if self.use_rel_pos else None)
+        grid = self.pretrain_grid if self.use_rel_pos else None
+        return Block(self.embed_dim, self.num_heads, self.mlp_ratio, self.qkv_bias, self.init_values, mlp_layer, grid)
 
     @property
     def schedule(self) -> list[int]:
         """The block of every step of the full forward (a view of its plan)."""
-        return [step.block for step in self.plan(self.full_setting(), self.pretrain_grid, [self.depth - 1]).steps]
+        return [step.block for step in self.cached_plan(None, self.pretrain_grid).steps]
 
     def block_name(self, index: int) -> str:
         """The module name of unique block `index` (for the layer-decay positions)."""
-        return f'blocks.{index}'
+        return next(name for name, m in self.named_modules() if m is self.blocks[index])
 
-    def default_out_indices(self) -> tuple[int, ...]:
-        return args.stage_ends(self.depth)
-
-    def default_global_steps(self) -> tuple[int, ...]:
-        """The steps with global attention when `global_steps` is None: the ends of 4 equal stages."""
-        return args.stage_ends(self.num_steps)
-
-    def windows(self, step: int, grid: tuple[int, int],
-                global_steps: Sequence[int] | None = None) -> Windows | Global | None:
-        """The attention layout of `step` on a `grid` input: its windows, or for global attention a `Global`
-        with relative position biases and None without. `global_steps`: default the model's."""
-        if global_steps is None:
-            global_steps = self.default_global_steps() if self.global_steps is None else self.global_steps
-        if self.window_size and step not in global_steps:
+    def windows(
+        self, step: int, grid: tuple[int, int], layer: int | None = None, global_layers: Sequence[int] | None = None
+    ) -> Windows | Global | None:
+        """The attention layout of application `step` (running `layer`, default `step`) on a `grid` input: its
+        windows, or for global attention a `Global` with relative position biases and None without. Global:
+        the `global_steps` when set, else the steps whose layer is one of `global_layers` (default the model's)."""
+        if self.global_steps is not None:
+            windowed = step not in self.global_steps
+        else:
+            layers = self.global_layers if global_layers is None else global_layers
+            windowed = (step if layer is None else layer) not in layers
+        if self.window_size and windowed:
             return Windows(grid, self.window_size, self.num_prefix_tokens)
         return Global(grid, self.num_prefix_tokens) if self.use_rel_pos else None
 
-    # ---- the plan -----------------------------------------------------------------------------
-    @abc.abstractmethod
-    def plan(self, setting: Any, grid: tuple[int, int], layers: Sequence[int]) -> Plan:
-        """The forward at `setting` on a `grid` input that returns the states of `layers` (class docstring)."""
+    # ---- the plan and the compute knob ----------------------------------------------------------
+    def plan(self, setting: int | None, grid: tuple[int, int]) -> Plan:
+        """The first `setting` layers (None: all), layer t running block `layer_blocks[t]` on every token."""
+        if self.layer_blocks is None:
+            raise NotImplementedError(f'{type(self).__name__} must define plan() (the ViTBackbone contract)')
+        tokens = grid[0] * grid[1] + self.num_prefix_tokens
+        blocks = self.layer_blocks[: self.depth if setting is None else setting]
+        return Plan(
+            tuple(
+                Step(t, t, b, step_work(self.blocks[b], tokens, w := self.windows(t, grid)), w)
+                for t, b in enumerate(blocks)
+            )
+        )
 
-    def default_setting(self) -> Any:
-        """What a forward runs without the compute knob (here: all L layers)."""
-        return self.depth
-
-    def full_setting(self) -> Any:
-        """The compute knob's reference: the full-depth forward (every step over every token)."""
-        return self.depth
-
-    def settings(self, grid: tuple[int, int]) -> list[Any]:
-        """The compute knob's candidates, smallest first, ending at `default_setting()` (here: the first K of
-        the L layers, K = 1..L)."""
-        return list(range(1, self.depth + 1))
-
-    def setting_within(self, fraction: float, grid: tuple[int, int]) -> Any:
-        """The largest of `settings(grid)` whose plan's FLOPs are <= fraction x those of `full_setting()` (at
-        least the smallest): the compute knob (`compute.py`)."""
-        candidates = self.settings(grid)
-        full = self.plan_flops(self.full_setting(), grid)
-        return candidates[largest_within(fraction, full, lambda i: self.plan_flops(candidates[i], grid),
-                                         len(candidates))]
+    def cached_plan(self, setting: Any, grid: tuple[int, int], through: int | None = None) -> Plan:
+        """`plan(setting, grid)` (up to the last application of layer `through`), built once and kept until a
+        public attribute of the model changes (`_cached`)."""
+        if through is None:
+            return self._plans.get(('plan', setting, grid), lambda: self.plan(setting, grid))
+        return self._plans.get(
+            ('plan', setting, grid, through), lambda: self.cached_plan(setting, grid).through(through)
+        )
 
     def plan_flops(self, setting: Any, grid: tuple[int, int]) -> float:
-        """FLOPs per image of the forward at `setting` (its plan and the patch embedding)."""
-        plan = self.plan(setting, grid, [self.depth - 1])
-        return conv_work('patch_embed', self.patch_embed.proj, grid).flops + sum(w.flops for w in plan.work())
+        """FLOPs per image of the forward at `setting` (None: full depth): its plan and the patch embedding."""
+        return self._plans.get(
+            ('flops', setting, grid),
+            lambda: self.embed_work(grid).flops + total_flops(self.cached_plan(setting, grid).work()),
+        )
 
-    def dense_plan(self, blocks: Sequence[int], grid: tuple[int, int], layers: Sequence[int]) -> Plan:
-        """The plan of one block per layer over every token: step t (layer t) runs `blocks[t]`; `layers` of the
-        L-layer model are read at their rescaled layers among the len(blocks) run."""
-        tokens = grid[0] * grid[1] + self.num_prefix_tokens
-        steps = tuple(Step(t, t, b, step_work(self.blocks[b], tokens, w := self.windows(t, grid)), w,
-                           self.drop_path_rates[t] if t < len(self.drop_path_rates) else 0.0)
-                      for t, b in enumerate(blocks))
-        return Plan(steps, rescaled_layers(layers, self.depth, len(blocks)), final=len(blocks) - 1)
+    def embed_work(self, grid: tuple[int, int]) -> OpWork:
+        """The patch embedding's work on a `grid` input (cached)."""
+        return self._plans.get(('embed', grid), lambda: conv_work('patch_embed', self.patch_embed.proj, grid))
+
+    def within(self, fraction: float, grid: tuple[int, int], candidates: Sequence[Any]) -> Any:
+        """The compute knob: the largest of `candidates` (smallest first) whose plan's FLOPs are <= `fraction` x the
+        full-depth plan's, or the smallest (`compute.py`)."""
+        flops = lambda i: self.plan_flops(candidates[i], grid)  # noqa: E731
+        return candidates[largest_within(fraction, self.plan_flops(None, grid), flops, len(candidates))]
 
     def layer_positions(self) -> dict[str, list[int]]:
-        """Module name -> the layer position (1-based) of every step of the full plan that runs it: what the
-        layer-wise learning-rate decay reads (`layer_decay.py`)."""
-        positions: dict[str, list[int]] = {}
-        for step in self.plan(self.full_setting(), self.pretrain_grid, [self.depth - 1]).steps:
-            positions.setdefault(self.block_name(step.block), []).append(step.layer + 1)
-        return positions
+        """Module name -> the layer position (1-based) of every step of the full plan that runs it (`layer_decay`)."""
+        steps = self.cached_plan(None, self.pretrain_grid).steps
+        return decay.positions([(self.block_name(s.block), s.layer) for s in steps])
 
     @property
     def num_layers(self) -> int:
-        """Length of the layer scale (L + 1): `lr_scale = rate ** (num_layers - layer_depth(name))`."""
+        """L, the layers, as detectron2 and mmpretrain count them: `lr_scale = rate ** (num_layers + 1 - depth)`."""
         return decay.num_layers(self.layer_positions())
 
     def layer_depth(self, param_name: str) -> float:
-        """Layer depth in [0, `num_layers`] of a parameter (a name of `named_parameters()`; `layer_decay.py`)."""
-        names = dict(self.named_parameters())
-        if param_name not in names:
-            raise KeyError(f'{param_name!r} is not a parameter of {type(self).__name__}; pass a name from '
-                           f'named_parameters(), e.g. {next(iter(names))!r}')
-        return decay.layer_depth(param_name, self.layer_positions())
+        """Layer depth in [0, `num_layers` + 1] of a parameter (a name of `named_parameters()`; `layer_decay.py`)."""
+        return decay.parameter_depth(self, param_name, self.layer_positions())
 
     # ---- weights ------------------------------------------------------------------------------
     def init_weights(self) -> None:
@@ -294,101 +314,73 @@ class ViTBackbone(nn.Module, metaclass=abc.ABCMeta):
     def patch_grid(self, x: Tensor) -> tuple[int, int]:
         return embedding.patch_grid(x, self.patch_size)
 
-    def embed(self, x: Tensor) -> Tensor:
-        """(B, C, H, W) image -> (B, N, D) tokens, CLS first (`embedding.embed`)."""
-        return embedding.embed(x, self.patch_embed, self.cls_token, self.pos_embed, self.pretrain_grid)
+    def embed(self, x: Tensor, grid: tuple[int, int] | None = None) -> Tensor:
+        """(B, C, H, W) image -> (B, N, D) tokens, CLS first (`embedding.embed`; `grid`: `patch_grid(x)`)."""
+        grid = self.patch_grid(x) if grid is None else grid
+        return embedding.embed(x, grid, self.patch_embed, self.cls_token, self.pos_embed, self.pretrain_grid)
 
-    def apply_block(self, block: nn.Module, x: Tensor, step: Step, **kwargs: Any) -> Tensor:
-        """Apply `block` as `step` (its drop-path rate and attention layout; checkpointed if asked); `kwargs`
-        go to `Block.forward` (an attention mask, an MLP's merged weights)."""
-        if step.windows is not None:
-            kwargs['rows'] = step.windows
+    def run_block(self, block: nn.Module, x: Tensor, step: int, fwd: Forward, active: Any = None, **kw: Any) -> Tensor:
+        """The one block execution: `block` applied as step `step` of this forward, with the step's attention
+        layout on the forward's grid and stochastic-depth rate, checkpointed in training with `with_cp`; on every
+        token, or on the `active` ones only (a `token_adaptive.TokenSubset`; `kw`: `run_subset`'s). Other `kw` go
+        to `Block.forward` (an attention mask, reViT's merged FFN)."""
+        layout, rate = fwd.layouts[step], self.drop_path_rates[step] if self.training else 0.0
+        fn = block if active is None else functools.partial(_run_subset, block, active)
         if self.with_cp and self.training and torch.is_grad_enabled():
-            return checkpoint(block, x, step.drop_path_rate, use_reentrant=False, **kwargs)
-        return block(x, step.drop_path_rate, **kwargs)
+            return checkpoint(fn, x, rate, layout, use_reentrant=False, **kw)
+        return fn(x, rate, layout, **kw)
 
-    def run(self, x: Tensor, plan: Plan, fwd: Forward) -> list[Tensor]:
-        """Execute `plan` on tokens x (B, N, D): the states after its output steps, in their order. This default
-        runs each step's block on every token (PlainViT, NaiveRecursiveViT)."""
-        states: list[Tensor | None] = [None] * len(plan.outputs)
-        for i, step in enumerate(plan.steps):
-            x = self.apply_block(self.blocks[step.block], x, step)
-            for j in plan.reads(i):
-                states[j] = x
-        return states
+    def forward_layers(self, x: Tensor, fwd: Forward) -> Tensor:
+        """The forward of one block per layer over every token (`layer_blocks`: PlainViT, NaiveRecursiveViT);
+        the compute knob runs the first K layers, whose outputs are read at the rescaled layers. Tokens (B, N, D)
+        -> the final state; the requested layers' states go to `fwd.keep`."""
+        L = self.depth
+        K = L if fwd.compute is None else self.within(fwd.compute, fwd.grid, range(1, L + 1))
+        reads, fwd.stop = fwd.reads(K, L)
+        blocks, layer_blocks, states = self.blocks, self.layer_blocks, fwd.states
+        for t in range(fwd.stop + 1):
+            x = self.run_block(blocks[layer_blocks[t]], x, t, fwd)
+            if t in reads:
+                for i in reads[t]:
+                    states[i] = x
+        fwd.setting = K
+        return x
 
-    def forward_states(self, x: Tensor, layers: Sequence[int], fwd: Forward) -> list[Tensor]:
-        """Tokens (B, N, D) -> the states of `layers`: the plan at the setting in force, run (`fwd.plan` holds it)."""
-        setting = self.default_setting() if fwd.compute is None else self.setting_within(fwd.compute, fwd.grid)
-        fwd.plan = self.plan(setting, fwd.grid, layers).until_outputs()
-        return self.run(x, fwd.plan, fwd)
-
-    def forward_tokens(self, x: Tensor, layers: Sequence[int], grid: tuple[int, int] | None = None) -> list[Tensor]:
-        """Token states (B, N, D) -> the states of `layers`, without the embedding, the final norm or the
-        finiteness checks (NaN/inf only replaced): for tests and tools that bring their own tokens. `grid`: their
-        patch grid (default 1 x (N - prefix tokens), which is all a plan needs without windows). Sets `self.stats`."""
-        if grid is None:
-            if self.window_size or self.use_rel_pos:
-                raise ValueError('window attention and relative position biases need the tokens\' patch grid: '
-                                 'pass grid=(h, w)')
-            grid = (1, x.shape[1] - self.num_prefix_tokens)
-        fwd = Forward(tuple(grid))
-        states = self.forward_states(x, args.check_out_indices(list(layers), self.depth, 'layers'), fwd)
-        fwd.stats.work, fwd.stats.grid = fwd.plan.work(), fwd.grid
-        self.stats = fwd.stats
-        return states
-
-    def get_intermediate_states(self, x: Tensor, layers: Sequence[int],
-                                compute: float | None = None) -> tuple[list[Tensor], tuple[int, int]]:
-        """Image -> (states (B, N, D) of `layers`, patch grid): the one way to get features (STYLE 7).
-
-        compute: the knob for this call (None: the attribute's default). Sets `self.stats` to this forward's
-        statistics, whose token maps are (B, ..., h, w).
-        """
-        fraction = check_compute(self.compute if compute is None else compute)
+    def _intermediate_states(
+        self, x: Tensor, layers: Sequence[int], compute: float | None
+    ) -> tuple[list[Tensor], Tensor, ForwardStats]:
+        """Image -> (states (B, N, D) of `layers`, the final state, this forward's statistics)."""
+        fraction = None if compute is None and self.compute is None else check_compute(compute or self.compute)
         if fraction is not None and self.training:
-            raise RuntimeError(f'compute={fraction} is a test-time knob (eval mode only); call model.eval() '
-                               'or set compute=None to train')
-        layers = args.check_out_indices(list(layers), self.depth, 'layers')
-        # One sync at the end resolves every router/aux-loss check (none while tracing: it would bake the flags
-        # into the trace).
-        mode = check_choice('nonfinite', self.nonfinite, NONFINITE_MODES)  # a plain attribute: may be set later
-        fwd = Forward(self.patch_grid(x), fraction, None if tracing() else FiniteGuard(type(self).__name__, mode))
-        # No local name keeps the embedded tokens alive while the blocks run (peak memory as timm).
-        states = self.forward_states(self.embed(x), layers, fwd)
-        plan, stats = fwd.plan, fwd.stats
-        states = [self.norm(s) if p == plan.final else s for s, p in zip(states, plan.outputs)]
-        stats.aux_losses = {k: fwd.finite(f'auxiliary loss {k}', 'the end of the forward', v)
-                            for k, v in stats.aux_losses.items()}
+            raise RuntimeError(
+                f'compute={fraction} is a test-time knob (eval mode only); call model.eval() or set compute=None '
+                'to train'
+            )
+        if self.nonfinite not in NONFINITE_MODES:  # a plain attribute: may be set later
+            check_choice('nonfinite', self.nonfinite, NONFINITE_MODES)
+        grid = self.patch_grid(x)
+        # One sync at the end resolves every router/aux-loss check (none while tracing: it would be baked in).
+        fwd = Forward(grid, layers, fraction, None if tracing() else (type(self).__name__, self.nonfinite))
+        fwd.layouts, embed_work = self._plans.get(('grid', grid), lambda: self.grid_work(grid))
+        final = self.forward_layers(self.embed(x, grid), fwd)  # no local name keeps the tokens alive (as timm)
+        stats = fwd.stats
+        if stats.aux_losses:
+            where = 'the end of the forward'
+            stats.aux_losses = {k: fwd.finite(f'auxiliary loss {k}', where, v) for k, v in stats.aux_losses.items()}
         if fwd.guard is not None:
             fwd.guard.finish()
-        stats.grid = fwd.grid
-        stats.work = [conv_work('patch_embed', self.patch_embed.proj, fwd.grid), *plan.work()]
-        stats.token_maps = {k: m.reshape(*m.shape[:-1], *fwd.grid) for k, m in stats.token_maps.items()}
-        self.stats = stats
-        return states, fwd.grid
+        if not torch.compiler.is_compiling():  # the FLOP model's objects stay out of a compiled graph's outputs
+            stats.plan = self.cached_plan(fwd.setting, grid, fwd.stop)
+            stats.extra.insert(0, embed_work)
+        if stats.token_maps:
+            stats.token_maps = {k: m.reshape(*m.shape[:-1], *grid) for k, m in stats.token_maps.items()}
+        return list(map(fwd.states.__getitem__, layers)), final, stats
 
-    def forward(self, x: Tensor, compute: float | None = None) -> tuple[Tensor, ...]:
-        """(B, C, H, W) -> `out_type`'s outputs: maps (B, D, ceil(H/p), ceil(W/p)), one per `out_indices`, or a
-        1-tuple with the (B, D) classification feature. `compute`: the knob for this call."""
-        dtype = args.AMP_DTYPES[check_choice('amp_dtype', self.amp_dtype, list(args.AMP_DTYPES))]
-        if dtype is None:
-            return self._outputs(x, compute)
-        with torch.autocast(x.device.type, dtype=dtype):
-            outputs = self._outputs(x, compute)
-        return tuple(o.float() for o in outputs)
+    def grid_work(self, grid: tuple[int, int]) -> tuple[tuple[Windows | Global | None, ...], OpWork]:
+        """What a forward on `grid` reads once (cached): every step's attention layout, the patch embedding's work."""
+        return self.cached_plan(None, grid).layouts, self.embed_work(grid)
 
-    def _outputs(self, x: Tensor, compute: float | None) -> tuple[Tensor, ...]:
-        if self.out_type == 'featmap':
-            states, grid = self.get_intermediate_states(x, self.out_indices, compute)
-            return embedding.to_maps(states, grid, self.num_prefix_tokens)
-        (final,), _ = self.get_intermediate_states(x, [self.depth - 1], compute)
-        return (self.pool(final),)
 
-    def to_maps(self, states: Sequence[Tensor], grid: tuple[int, int]) -> tuple[Tensor, ...]:
-        """States (B, N, D) -> maps (B, D, h, w) without the prefix tokens (`embedding.to_maps`)."""
-        return embedding.to_maps(list(states), grid, self.num_prefix_tokens)
-
-    def pool(self, tokens: Tensor) -> Tensor:
-        """(B, N, D) normalised final tokens -> (B, D): the CLS token, or the mean of the patch tokens."""
-        return tokens[:, 0] if self.out_type == 'cls_token' else tokens[:, self.num_prefix_tokens:].mean(1)
+def _run_subset(block: nn.Module, active: Any, x: Tensor, rate: float, layout: Any, **kw: Any) -> Tensor:
+    """`run_block` on a token subset: the engine's `run_subset` (token_adaptive.py), its new states."""
+    return token_adaptive.run_subset(block, x, active, drop_path_rate=rate, windows=layout, count=False, **kw)[0]

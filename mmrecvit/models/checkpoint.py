@@ -2,9 +2,8 @@
 
 One path for every model:
 
-    read_checkpoint(path)                 file -> flat state dict (unwraps `state_dict`/`model`,
-                                          strips DDP's `module.`), clear errors for bad files
-                                          (`load_checkpoint_file`, also used by tools/ before mmengine loads)
+    read_checkpoint(path)                 file -> flat state dict, clear errors for bad files
+                                          (`checkpoint_files.py`, also used by tools/ before mmengine loads)
     [select_prefix(sd, 'backbone.')]      a backbone out of a detector/segmentor checkpoint (init_cfg's prefix)
     whole_model_backbone(sd)              the `backbone.*` of an mmengine/mmpretrain whole-model checkpoint
                                           (the neck/head keys are dropped and listed)
@@ -19,13 +18,11 @@ One path for every model:
     resample_pos_embed(sd, model)         bicubic, said in the log
     load_state_dict_strict(model, sd)     missing / unexpected / wrong-shape keys -> one error listing them
 """
+
 from __future__ import annotations
 
 import logging
-import os
-import pickle
 import re
-import zipfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,13 +30,16 @@ import torch
 from timm.layers import resample_abs_pos_embed
 from torch import Tensor, nn
 
+from .checkpoint_files import CheckpointError, read_checkpoint
 from .rel_pos import resize
 
 logger = logging.getLogger('mmrecvit')
 
 # Keys of timm's VisionTransformer; a state dict with only these names is a timm/DeiT checkpoint.
-TIMM_VIT_KEY = re.compile(r'^(cls_token|dist_token|reg_token|pos_embed|patch_embed\..+|blocks\.\d+\..+|'
-                          r'norm\..+|fc_norm\..+|head\..+|head_dist\..+|pre_logits\..+)$')
+TIMM_VIT_KEY = re.compile(
+    r'^(cls_token|dist_token|reg_token|pos_embed|patch_embed\..+|blocks\.\d+\..+|'
+    r'norm\..+|fc_norm\..+|head\..+|head_dist\..+|pre_logits\..+)$'
+)
 # Classification-only parts of a timm/DeiT checkpoint: a dense backbone has no use for them.
 CLASSIFIER_KEY = re.compile(r'^(norm|fc_norm|head|head_dist|pre_logits)\.')
 BLOCK_KEY = re.compile(r'^blocks\.(\d+)\.(.+)$')
@@ -49,104 +49,13 @@ REL_POS_KEY = re.compile(r'^(.+\.)?attn\.rel_pos_[hw]$')
 MODEL_PARTS = ('backbone', 'neck', 'data_preprocessor')
 
 
-CORRUPT = 'the file is truncated, corrupt or not a PyTorch/safetensors checkpoint'
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be read or does not match the model."""
-
-
-def read_checkpoint(path: str, map_location: str | torch.device = 'cpu') -> dict[str, Tensor]:
-    """Read a `.pth`/`.pt`/`.safetensors` file into a flat state dict of tensors."""
-    return unwrap_state_dict(load_checkpoint_file(path, map_location), os.fspath(path))
-
-
-def load_checkpoint_file(path: str, map_location: str | torch.device = 'cpu', mmap: bool = False) -> object:
-    """`torch.load` (weights only) or safetensors, with one clear `CheckpointError` naming the file
-    when it is truncated, corrupt or not a checkpoint (torch's own errors range from a bare
-    `EOFError` to advice to load with `weights_only=False`), a pickled object outside the
-    weights-only allow-list (refused, never run) or NaN/inf weights. The one place every entry
-    point reads a checkpoint through (mmengine's own loader too: `mmrecvit.compat` fix 3).
-
-    mmap: map a zip-format file's tensors instead of reading them (a cheap check that the file is
-    whole and its pickle readable; legacy non-zip files are read normally).
-    """
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f'checkpoint must be a file path, got {type(path).__name__} {path!r}')
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f'checkpoint file {path!r} does not exist')
-    try:
-        if path.endswith('.safetensors'):
-            from safetensors.torch import load_file
-
-            obj = load_file(path, device=str(map_location))
-        else:
-            # weights_only: tensors and plain containers only; the few mmengine types found in
-            # its checkpoints are allow-listed by mmrecvit.compat.
-            obj = torch.load(path, map_location=map_location, weights_only=True,
-                             mmap=mmap and zipfile.is_zipfile(path))
-    except pickle.UnpicklingError as e:
-        found = re.search(r'Unsupported global: GLOBAL \S+', str(e))
-        if found is None:  # garbage bytes also end here ("Unsupported operand 116"): a corrupt file
-            raise CheckpointError(f'cannot read checkpoint {path!r}: {CORRUPT} ({_first_line(e)})') from e
-        raise CheckpointError(
-            f'refusing checkpoint {path!r}: it carries a pickled object outside the allowed types '
-            f'({found.group(0)}); nothing in it was run (loaded with weights_only=True: tensors and '
-            'plain containers only)') from None
-    except Exception as e:  # the unpickler fails on garbage in many ways (EOFError, IndexError, ...)
-        raise CheckpointError(f'cannot read checkpoint {path!r}: {CORRUPT} ({_first_line(e)})') from e
-    check_finite(obj, path)
-    return obj
-
-
-def _first_line(e: Exception) -> str:
-    return f'{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""}'
-
-
-def check_finite(obj: object, source: str) -> None:
-    """A `CheckpointError` listing the weights (the state dict: top level, or under `state_dict` /
-    `model`) that hold NaN or inf; a model started from them would train or predict garbage."""
-    sd = obj
-    if isinstance(obj, dict):
-        for key in ('state_dict', 'model'):
-            if isinstance(obj.get(key), dict):
-                sd = obj[key]
-                break
-    if not isinstance(sd, dict):
-        return
-    bad = sorted(k for k, v in sd.items()
-                 if isinstance(v, Tensor) and v.is_floating_point() and not torch.isfinite(v).all())
-    if bad:
-        raise CheckpointError(f'checkpoint {source!r} has NaN/inf weights in {len(bad)} tensor(s): '
-                              f'{", ".join(map(str, bad[:10]))}{" ..." if len(bad) > 10 else ""}')
-
-
-def unwrap_state_dict(obj: object, source: str = 'checkpoint') -> dict[str, Tensor]:
-    """`{'state_dict': sd}` (mmengine), `{'model': sd}` (DeiT), raw `sd`; strips a DDP `module.`."""
-    if isinstance(obj, dict):
-        for key in ('state_dict', 'model', 'module'):
-            if isinstance(obj.get(key), dict):
-                obj = obj[key]
-                break
-    if not isinstance(obj, dict) or not obj:
-        raise CheckpointError(f'{source} holds no state dict (expected a dict of tensors, possibly '
-                              f"under 'state_dict' or 'model'), got {type(obj).__name__}")
-    bad = [k for k, v in obj.items() if not isinstance(v, Tensor)]
-    if bad:
-        raise CheckpointError(f'{source}: state dict entries that are not tensors: {bad[:10]}')
-    if all(k.startswith('module.') for k in obj):
-        obj = {k[len('module.'):]: v for k, v in obj.items()}
-    return dict(obj)
-
-
 def select_prefix(state_dict: dict[str, Tensor], prefix: str, source: str = 'checkpoint') -> dict[str, Tensor]:
     """Keys under `prefix` (e.g. 'backbone.'), with the prefix removed."""
     prefix = prefix if prefix.endswith('.') else prefix + '.'
-    out = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
+    out = {k[len(prefix) :]: v for k, v in state_dict.items() if k.startswith(prefix)}
     if not out:
         top = sorted({k.split('.')[0] for k in state_dict})
-        raise CheckpointError(f"{source} has no keys under prefix {prefix!r}; its top-level names are {top}")
+        raise CheckpointError(f'{source} has no keys under prefix {prefix!r}; its top-level names are {top}')
     return out
 
 
@@ -162,13 +71,15 @@ def whole_model_backbone(state_dict: dict[str, Tensor], source: str = 'checkpoin
     if 'backbone' not in parts or not all(p in MODEL_PARTS or p.endswith('head') for p in parts):
         return state_dict
     if parts != {'backbone'}:
-        logger.info(f'{source}: a whole-model checkpoint: its backbone.* is loaded, {sorted(parts - {"backbone"})} '
-                    'are dropped')
+        logger.info(
+            f'{source}: a whole-model checkpoint: its backbone.* is loaded, {sorted(parts - {"backbone"})} are dropped'
+        )
     return select_prefix(state_dict, 'backbone.', source)
 
 
-def match_classification_keys(state_dict: dict[str, Tensor], model: nn.Module,
-                              source: str = 'checkpoint') -> dict[str, Tensor]:
+def match_classification_keys(
+    state_dict: dict[str, Tensor], model: nn.Module, source: str = 'checkpoint'
+) -> dict[str, Tensor]:
     """Classification-only keys (`CLASSIFIER_KEY`: a head, a final norm) where the checkpoint and
     the model differ: dropped when the model has none (a classifier's into a dense backbone), taken
     from the model's own initialisation when the checkpoint has none (a dense backbone's into a
@@ -200,7 +111,7 @@ def adapt_prefix_tokens(state_dict: dict[str, Tensor], model: nn.Module) -> dict
     rows = [('cls', 'cls_token'), ('dist', 'dist_token')]
     present = [name for name, key in rows if key in sd]
     grid_rows = pos.shape[1] - len(present)
-    if grid_rows < 0 or int(round(grid_rows ** 0.5)) ** 2 != grid_rows:
+    if grid_rows < 0 or int(round(grid_rows**0.5)) ** 2 != grid_rows:
         if 'cls_token' in sd and int(round(pos.shape[1] ** 0.5)) ** 2 == pos.shape[1]:
             logger.info('pos_embed has no CLS row (DeiT III layout): inserting a zero row')
             pos = torch.cat([pos.new_zeros(1, 1, pos.shape[2]), pos], dim=1)
@@ -214,11 +125,11 @@ def adapt_prefix_tokens(state_dict: dict[str, Tensor], model: nn.Module) -> dict
     for i, name in enumerate(present):
         wanted = name == 'cls' and getattr(model, 'with_cls_token', True)
         if wanted:
-            keep.append(prefix[:, i: i + 1])
+            keep.append(prefix[:, i : i + 1])
         else:
-            logger.info(f'dropping the checkpoint\'s {name} token and its position (the model has none)')
+            logger.info(f"dropping the checkpoint's {name} token and its position (the model has none)")
             sd.pop(f'{name}_token')
-    sd['pos_embed'] = torch.cat(keep + [pos[:, len(present):]], dim=1)
+    sd['pos_embed'] = torch.cat(keep + [pos[:, len(present) :]], dim=1)
     return sd
 
 
@@ -282,8 +193,9 @@ def average_blocks(blocks: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
     return {k: torch.stack([b[k] for b in blocks]).mean(0) for k in blocks[0]}
 
 
-def pick_or_average_blocks(blocks: Sequence[dict[str, Tensor]], groups: Sequence[Sequence[int]], mode: str,
-                           prefix: str) -> dict[str, Tensor]:
+def pick_or_average_blocks(
+    blocks: Sequence[dict[str, Tensor]], groups: Sequence[Sequence[int]], mode: str, prefix: str
+) -> dict[str, Tensor]:
     """Unique block j <- the first block of `groups[j]` ('pick') or the group's mean ('average')."""
     out = {}
     for j, group in enumerate(groups):
@@ -306,14 +218,18 @@ def fresh_parameters(model: nn.Module, state_dict: dict[str, Tensor], pattern: s
     return {**state_dict, **own}
 
 
-def state_dict_mismatch(model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint',
-                        limit: int | None = None) -> str | None:
+def state_dict_mismatch(
+    model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint', limit: int | None = None
+) -> str | None:
     """The message listing every missing, unexpected and wrong-shape key (at most `limit` of each), or None."""
     own = model.state_dict()
     missing = sorted(set(own) - set(state_dict))
     unexpected = sorted(set(state_dict) - set(own))
-    shapes = sorted(f'{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}'
-                    for k in set(own) & set(state_dict) if own[k].shape != state_dict[k].shape)
+    shapes = sorted(
+        f'{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}'
+        for k in set(own) & set(state_dict)
+        if own[k].shape != state_dict[k].shape
+    )
     if not (missing or unexpected or shapes):
         return None
     parts = [f'{source} does not match {type(model).__name__}:']
@@ -333,8 +249,9 @@ def load_state_dict_strict(model: nn.Module, state_dict: dict[str, Tensor], sour
     model.load_state_dict(state_dict, strict=True)
 
 
-def convert_state_dict(model: nn.Module, state_dict: dict[str, Tensor],
-                       source: str = 'checkpoint') -> dict[str, Tensor]:
+def convert_state_dict(
+    model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint'
+) -> dict[str, Tensor]:
     """Our own keys pass through; a timm/DeiT state dict goes through the model's key map (and gets zero
     relative position tables when it has none). A whole-model checkpoint gives its backbone;
     classification-only keys are matched to the model; relative position tables are resized to the model's."""
@@ -354,8 +271,9 @@ def load_state_dict_into(model: nn.Module, state_dict: dict[str, Tensor], source
     logger.info(f'loaded {source!r} into {type(model).__name__} ({len(sd)} tensors, strict)')
 
 
-def load_pretrained(model: nn.Module, checkpoint: str, prefix: str | None = None,
-                    map_location: str | torch.device = 'cpu') -> None:
+def load_pretrained(
+    model: nn.Module, checkpoint: str, prefix: str | None = None, map_location: str | torch.device = 'cpu'
+) -> None:
     """Load a timm/DeiT or mmrecvit checkpoint file into `model`, strictly (see the module docstring)."""
     sd = read_checkpoint(checkpoint, map_location)
     if prefix:
@@ -377,11 +295,20 @@ def timm_architecture(sd: dict[str, Tensor]) -> dict[str, Any]:
     side = int(round((rows - prefix) ** 0.5))
     no_embed_class = side * side != rows - prefix  # DeiT III: positions for the grid only
     if no_embed_class:
-        side = int(round(rows ** 0.5))
-    return dict(embed_dim=dim, patch_size=patch, depth=depth, img_size=side * patch, in_chans=proj.shape[1],
-                mlp_ratio=sd['blocks.0.mlp.fc1.weight'].shape[0] / dim, qkv_bias='blocks.0.attn.qkv.bias' in sd,
-                class_token='cls_token' in sd, no_embed_class=no_embed_class,
-                init_values=1e-5 if 'blocks.0.ls1.gamma' in sd else None, distilled='dist_token' in sd)
+        side = int(round(rows**0.5))
+    return dict(
+        embed_dim=dim,
+        patch_size=patch,
+        depth=depth,
+        img_size=side * patch,
+        in_chans=proj.shape[1],
+        mlp_ratio=sd['blocks.0.mlp.fc1.weight'].shape[0] / dim,
+        qkv_bias='blocks.0.attn.qkv.bias' in sd,
+        class_token='cls_token' in sd,
+        no_embed_class=no_embed_class,
+        init_values=1e-5 if 'blocks.0.ls1.gamma' in sd else None,
+        distilled='dist_token' in sd,
+    )
 
 
 def timm_vit(sd: dict[str, Tensor], num_heads: int) -> nn.Module:

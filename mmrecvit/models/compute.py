@@ -5,7 +5,7 @@ call (`forward(x, compute=...)`). None is the default forward, unchanged. A frac
 the backbone's *full-depth* FLOPs at the size of the input at hand (every block application of the full
 schedule over every token: the dense upper bound of the method, as `flops.py` counts it, patch embedding and
 routers included). Each method maps c onto its own mechanism through its plan (`ViTBackbone.settings`,
-`setting_within`; each class docstring says how):
+`ViTBackbone.within`; each class docstring says how):
 
 * it lists its achievable settings from the smallest to its own current setting (the forward that
   `compute=None` runs, so `compute=1.0` is always exactly that forward),
@@ -13,7 +13,7 @@ routers included). Each method maps c onto its own mechanism through its plan (`
 * and runs the largest setting whose FLOPs are <= c x full (rounding down: never above the budget), or
   the smallest setting when none fits.
 
-The FLOPs actually reached are the forward's own `model.stats.flops`, as for every forward. A
+The FLOPs actually reached are the forward's own `stats.flops` (`model(x).stats`), as for every forward. A
 token-adaptive method's own setting may already cost less than c x full (an Edge-RecViT ranker or MoR-ViT's
 default capacities run well below full depth): the knob only cuts, so such fractions give the default
 forward, and `stats.flops` says what it cost. The knob acts in eval mode only: a forward in training mode

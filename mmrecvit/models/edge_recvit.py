@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -32,9 +32,9 @@ from .checks import check_bool, check_choice, check_float, check_int
 from .compute import largest_within
 from .flops import BlockWork, linear_work
 from .numerics import full_precision
-from .plan import Forward, Plan, Step
+from .plan import Forward, Plan, Step, step_work
 from .registry import register_backbone
-from .token_adaptive import DepthSubsets, KVCache, TokenSubset, run_subset, subset_work
+from .token_adaptive import DepthSubsets, KVCache, TokenSubset, subset_work
 
 EXECUTIONS = ('adaptive', 'masked')
 HEAD, SHARED, TAIL = 0, 1, 2  # indices into `blocks`
@@ -81,6 +81,8 @@ class EdgeRecViT(ViTBackbone):
             the argmax depths eval runs.
         max_depth: inference knob: cap every depth at this many layers (CLS too). None: L.
         depth_shift: inference knob: add this to every patch token's depth (clipped to [1, max_depth]).
+        (attribute) depth_pattern: None, or a callable (B, Np) ranker depths -> the depths to run before the shift
+            and cap: a fixed pattern instead of the ranker's choice (the benchmark harness's, `benchmark.forcing`).
         final_norm: timm's final LayerNorm on the last layer's state (True, as the authors' model; part of the
             paper's parameter counts). frozen_kv: exited tokens stay keys/values with their frozen state (True,
             SPEC §3); False: attention among the active tokens only. tail_on_all: every token runs the tail on
@@ -128,8 +130,10 @@ class EdgeRecViT(ViTBackbone):
         self.du_loss_weight = check_float('du_loss_weight', du_loss_weight, 0.0, math.inf)
         self.gumbel_tau = check_float('gumbel_tau', gumbel_tau, 0.0, math.inf, low_open=True)
         self.max_depth, self.depth_shift, self.execution = max_depth, depth_shift, execution
+        self.depth_pattern: Callable[[Tensor], Tensor] | None = None
         self.check_knobs()
         self.blocks = nn.ModuleList(self.make_block() for _ in (HEAD, SHARED, TAIL))
+        self.layer_of = (HEAD,) + (SHARED,) * (self.depth - 2) + (TAIL,)  # the block each layer runs
         self.ranker = EarrRanker(self.embed_dim, self.depth)
 
     def check_knobs(self) -> None:
@@ -146,25 +150,14 @@ class EdgeRecViT(ViTBackbone):
         return self.depth if self.max_depth is None else self.max_depth
 
     def assign_depths(self, chosen: Tensor) -> Tensor:
-        """Ranker depths (B, Np) in 1..L -> executed depths after the shift/cap knobs. The one place a depth
-        assignment is made: the benchmark harness overrides it on an instance (`mmrecvit.benchmark`)."""
+        """Ranker depths (B, Np) in 1..L -> executed depths: `depth_pattern`'s instead when set, then the shift/cap
+        knobs. The one place a depth assignment is made."""
+        if self.depth_pattern is not None:
+            chosen = self.depth_pattern(chosen)
         return (chosen + self.depth_shift).clamp(1, self.cls_depth)
 
     # ---- the plan -----------------------------------------------------------------------------
-    def default_setting(self) -> None:
-        return None
-
-    full_setting = default_setting
-
-    def settings(self, grid: tuple[int, int]) -> list[Any]:
-        """Not defined: the candidates depend on each image's ranker depths, so the forward chooses them
-        (`depths_within`), not `setting_within`."""
-        raise TypeError(
-            "EdgeRecViT has no image-independent compute settings: its forward shifts each image's "
-            'ranker depths (depths_within); call model(x, compute=...)'
-        )
-
-    def plan(self, setting: Sequence[Sequence[int]] | None, grid: tuple[int, int], layers: Sequence[int]) -> Plan:
+    def plan(self, setting: tuple[tuple[int, ...], ...] | None, grid: tuple[int, int]) -> Plan:
         """`setting`: alive[s][b], the tokens of image b still running step s, for the 'adaptive' execution
         (its keys/values cache included); None: every token at every step (training, 'masked', full depth)."""
         tokens, P = grid[0] * grid[1] + self.num_prefix_tokens, self.num_prefix_tokens
@@ -172,18 +165,13 @@ class EdgeRecViT(ViTBackbone):
             linear_work(f'ranker.{name}', tokens - P, fc.in_features, fc.out_features)
             for name, fc in (('fc1', self.ranker.fc1), ('fc2', self.ranker.fc2))
         )
-        blocks = [HEAD] + [SHARED] * (self.depth - 2) + [TAIL]
         if setting is None:
-            return dataclasses.replace(self.dense_plan(blocks, grid, layers), head=head).until_outputs()
-        per_image = [
-            self._steps_of_image([alive[b] for alive in setting], tokens, grid) for b in range(len(setting[0]))
-        ]
-        works = [BlockWork.mean(step) for step in zip(*per_image)]
-        steps = tuple(
-            Step(s, s, b, w, self.windows(s, grid), self.drop_path_rates[s])
-            for s, (b, w) in enumerate(zip(blocks, works))
-        )
-        return Plan(steps, tuple(layers), final=self.depth - 1, head=head).until_outputs()
+            works = [step_work(self.blocks[b], tokens, self.windows(s, grid)) for s, b in enumerate(self.layer_of)]
+        else:
+            per_image = [self._steps_of_image([a[b] for a in setting], tokens, grid) for b in range(len(setting[0]))]
+            works = [BlockWork.mean(step) for step in zip(*per_image)]
+        steps = tuple(Step(s, s, b, w, self.windows(s, grid)) for s, (b, w) in enumerate(zip(self.layer_of, works)))
+        return Plan(steps, head=head)
 
     def _steps_of_image(self, alive: Sequence[int], tokens: int, grid: tuple[int, int]) -> list[BlockWork]:
         """What the engine computes for one image whose step s runs `alive[s]` tokens (`run_subset`'s counts,
@@ -212,7 +200,7 @@ class EdgeRecViT(ViTBackbone):
         full = self.plan_flops(None, grid)
         chosen = [
             largest_within(
-                fraction, full, lambda i, b=b: self.plan_flops([[n] for n in alive[i][b]], grid), len(shifts)
+                fraction, full, lambda i, b=b: self.plan_flops(tuple((n,) for n in alive[i][b]), grid), len(shifts)
             )
             for b in range(depth.shape[0])
         ]
@@ -221,8 +209,10 @@ class EdgeRecViT(ViTBackbone):
         return candidates[torch.tensor(chosen, device=depth.device), torch.arange(depth.shape[0], device=depth.device)]
 
     # ---- forward ------------------------------------------------------------------------------
-    def forward_states(self, x: Tensor, layers: Sequence[int], fwd: Forward) -> list[Tensor]:
-        """The ranker's depths (and the knobs'), then the plan of those depths, run."""
+    def forward_layers(self, x: Tensor, fwd: Forward) -> Tensor:
+        """The ranker's depth per patch token (and the knobs'), then layer after layer, head, shared x (L - 2),
+        tail, each token until its depth: the masked reference in training and with execution='masked', the
+        token-adaptive engine otherwise (the module docstring)."""
         self.check_knobs()
         B, N, _ = x.shape
         P, L = self.num_prefix_tokens, self.depth
@@ -241,18 +231,15 @@ class EdgeRecViT(ViTBackbone):
             depth = self.assign_depths(y_soft.detach().argmax(-1) + 1)
         depths = torch.cat([depth.new_full((B, P), self.cls_depth), depth], 1)  # (B, N)
         if self.training or self.execution == 'masked':
-            fwd.plan = self.plan(None, fwd.grid, layers)
             y = F.one_hot(depths - 1, L).to(x.dtype)  # (B, N, L)
             if self.training:
                 y = y + F.pad(y_soft - y_soft.detach(), (0, 0, P, 0))  # straight-through for patch tokens
             gates = still_active_gates(y)
             if self.tail_on_all:
                 gates = torch.cat([gates[..., :-1], torch.ones_like(gates[..., -1:])], -1)
-            states = self._run_masked(x, gates, fwd.plan)
+            x = self._run_masked(x, gates, fwd)
         else:
-            subsets = DepthSubsets(depths, max(layers) + 1)  # the steps this forward runs
-            fwd.plan = self.plan(subsets.alive, fwd.grid, layers)
-            states = self._run_adaptive(x, subsets, fwd.plan)
+            x = self._run_adaptive(x, DepthSubsets(depths, fwd.stop + 1), fwd)  # the layers this forward runs
         scalars = self._scalars(depth, 'depth/')
         scalars.update(self._scalars(eval_depth, 'depth/argmax_'))
         scalars['depth/conf'] = confidence.detach().mean()
@@ -260,61 +247,60 @@ class EdgeRecViT(ViTBackbone):
         fwd.stats.aux_losses = self._aux_losses(logits, probs, eval_depth)
         fwd.stats.scalars.update(scalars)
         fwd.stats.token_maps.update({'depth': depth, 'confidence': confidence})
-        return states
+        return x
 
-    def _run_masked(self, x: Tensor, gates: Tensor, plan: Plan) -> list[Tensor]:
-        """The reference: every token through every step, `h <- h + a_s (Block_s(h) - h)`; without `frozen_kv`
+    def _run_masked(self, x: Tensor, gates: Tensor, fwd: Forward) -> Tensor:
+        """The reference: every token through every layer, `h <- h + a_s (Block_s(h) - h)`; without `frozen_kv`
         the keys are the tokens still active at s."""
-        states: list[Tensor | None] = [None] * len(plan.outputs)
-        for i, step in enumerate(plan.steps):
-            a = gates[..., step.index : step.index + 1]  # (B, N, 1)
+        for s in range(fwd.stop + 1):
+            a = gates[..., s : s + 1]  # (B, N, 1)
             kwargs = {}
             if not self.frozen_kv:
                 keys = a[..., 0].detach() > 0.5  # (B, N) the active tokens
                 keys = keys | ~keys.any(1, keepdim=True)  # an image with none attends to all (outputs unused)
                 kwargs['attn_mask'] = keys[:, None, None, :]  # (B, 1, 1, N): the same keys for every query
-            x = x + a * (self.apply_block(self.blocks[step.block], x, step, **kwargs) - x)
-            for j in plan.reads(i):
-                states[j] = x
-        return states
+            x = x + a * (self.run_block(self.blocks[self.layer_of[s]], x, s, fwd, **kwargs) - x)
+            if s in fwd.layers:
+                fwd.keep((s,), x)
+        fwd.setting = None
+        return x
 
-    def _run_adaptive(self, x: Tensor, subsets: DepthSubsets, plan: Plan) -> list[Tensor]:
-        """The engine: step s runs only tokens with depth > s; frozen keys/values are cached."""
-        states: list[Tensor | None] = [None] * len(plan.outputs)
+    def _run_adaptive(self, x: Tensor, subsets: DepthSubsets, fwd: Forward) -> Tensor:
+        """The engine: layer s runs only the tokens with depth > s; frozen keys/values are cached."""
         cache = KVCache()
         inplace = not torch.is_grad_enabled()  # inference: update the rows in place, clone what is kept
         B, N, _ = x.shape
-        for i, step in enumerate(plan.steps):
-            s, block = step.index, self.blocks[step.block]
-            active = subsets.active(s)
+        for s in range(fwd.stop + 1):
+            block, active = self.blocks[self.layer_of[s]], subsets.active(s)
             if self.tail_on_all and s == self.depth - 1:
                 active = TokenSubset.everything(B, N, x.device)
-            common = dict(drop_path_rate=step.drop_path_rate, windows=step.windows)
             if active.is_full:  # no token has exited yet: the plain block, no key/value cache to fill
-                x, _ = run_subset(block, x, active, **common)
+                x = self.run_block(block, x, s, fwd, active=active)
             elif not self.frozen_kv:  # attention among the active tokens (empty images do nothing)
-                x, _ = run_subset(block, x, active, inplace=inplace, **common)
+                x = self.run_block(block, x, s, fwd, active=active, inplace=inplace)
             elif active.total:
                 cache.update(block, x, subsets.exited(s), subsets.frozen(s))
-                x, _ = run_subset(block, x, active, kv_cache=cache, inplace=inplace, **common)
-            for j in plan.reads(i):
-                states[j] = x.clone() if inplace and i < len(plan.steps) - 1 else x
-        return states
+                x = self.run_block(block, x, s, fwd, active=active, kv_cache=cache, inplace=inplace)
+            if s in fwd.layers:
+                fwd.keep((s,), x.clone() if inplace and s < fwd.stop else x)
+        fwd.setting = tuple(map(tuple, subsets.alive))
+        return x
 
     # ---- statistics ---------------------------------------------------------------------------
-    def _aux_losses(self, logits: Tensor, probs: Tensor, depth: Tensor) -> dict[str, Tensor]:
-        """STB z-loss and DU balance loss over the patch tokens of the batch, weighted; `depth`: the argmax
+    def _aux_losses(self, logits: Tensor, probs: Tensor, token_depth: Tensor) -> dict[str, Tensor]:
+        """STB z-loss and DU balance loss over the patch tokens of the batch, weighted; `token_depth`: the argmax
         depths (A_l, SPEC §3)."""
+        L = self.depth
         stb = torch.logsumexp(logits, -1).square().mean()
         expected = probs.mean((0, 1))  # E_l
-        actual = F.one_hot(depth - 1, self.depth).to(probs.dtype).mean((0, 1))  # A_l
-        du = self.depth * (expected * actual).sum()
+        actual = F.one_hot(token_depth - 1, L).to(probs.dtype).mean((0, 1))  # A_l
+        du = L * (expected * actual).sum()
         return {'loss_stb': self.stb_loss_weight * stb, 'loss_du': self.du_loss_weight * du}
 
-    def _scalars(self, depth: Tensor, prefix: str) -> dict[str, Tensor]:
-        """Mean depth and the depth histogram (fraction of patch tokens per depth), named `prefix`*."""
-        hist = F.one_hot(depth.flatten() - 1, self.depth).float().mean(0)  # static shape: traceable, exportable
-        scalars = {f'{prefix}mean': depth.float().mean()}
+    def _scalars(self, token_depth: Tensor, prefix: str) -> dict[str, Tensor]:
+        """Mean token depth and its histogram (fraction of patch tokens per depth), named `prefix`*."""
+        hist = F.one_hot(token_depth.flatten() - 1, self.depth).float().mean(0)  # static shape: exportable
+        scalars = {f'{prefix}mean': token_depth.float().mean()}
         scalars.update({f'{prefix}d{level}': f for level, f in enumerate(hist.unbind(), start=1)})
         return scalars
 

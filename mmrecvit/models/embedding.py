@@ -2,24 +2,23 @@
 
 The parameters live on the backbone under timm's names (`patch_embed.proj`, `cls_token`, `pos_embed`,
 STYLE 2); these functions are what every backbone does with them. Any input size works: the image is
-padded (bottom/right, zeros) to a multiple of the patch size, and `pos_embed`, stored for the
-pretraining grid, is resampled bicubically (timm's `resample_abs_pos_embed`) to the input's grid.
+padded (bottom/right, zeros) to a multiple of the patch size (timm's `PatchEmbed` with `dynamic_img_pad`), and
+`pos_embed`, stored for the pretraining grid, is resampled bicubically (timm's `resample_abs_pos_embed`) to the
+input's grid.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-from timm.layers import resample_abs_pos_embed, trunc_normal_
+from timm.layers import PatchEmbed, resample_abs_pos_embed, trunc_normal_
 from torch import Tensor, nn
 
 
-class PatchEmbed(nn.Module):
-    """The strided convolution of timm's `PatchEmbed` (`patch_embed.proj`)."""
-
-    def __init__(self, in_channels: int, embed_dim: int, patch_size: int) -> None:
-        super().__init__()
-        self.proj = nn.Conv2d(in_channels, embed_dim, patch_size, patch_size)
+def patch_embed(in_channels: int, embed_dim: int, patch_size: int, grid: tuple[int, int]) -> PatchEmbed:
+    """timm's `PatchEmbed` (`patch_embed.proj`) for any input size: `dynamic_img_pad` pads the image at the
+    bottom/right to a multiple of the patch size, as timm's ViT with `dynamic_img_pad=True`."""
+    img_size = (grid[0] * patch_size, grid[1] * patch_size)
+    return PatchEmbed(img_size, patch_size, in_channels, embed_dim, strict_img_size=False, dynamic_img_pad=True)
 
 
 def init_tokens(embed_dim: int, num_positions: int, with_cls_token: bool) -> tuple[nn.Parameter | None, nn.Parameter]:
@@ -44,22 +43,23 @@ def patch_grid(x: Tensor, patch_size: int) -> tuple[int, int]:
 
 
 def embed(
-    x: Tensor, patch_embed: PatchEmbed, cls_token: Tensor | None, pos_embed: Tensor, pretrain_grid: tuple[int, int]
+    x: Tensor,
+    grid: tuple[int, int],
+    patch_embed: nn.Module,
+    cls_token: Tensor | None,
+    pos_embed: Tensor,
+    pretrain_grid: tuple[int, int],
 ) -> Tensor:
-    """(B, C, H, W) image -> (B, N, D) tokens, CLS first, on the grid `patch_grid(x)`."""
-    p = patch_embed.proj.kernel_size[0]
-    grid = patch_grid(x, p)
-    pad_h, pad_w = grid[0] * p - x.shape[-2], grid[1] * p - x.shape[-1]
-    if pad_h or pad_w:
-        x = F.pad(x, (0, pad_w, 0, pad_h))
-    x = patch_embed.proj(x).flatten(2).transpose(1, 2)  # (B, C, H, W) -> (B, D, h, w) -> (B, h*w, D)
+    """(B, C, H, W) image on the patch `grid` (`patch_grid(x)`) -> (B, N, D) tokens, CLS first."""
+    x = patch_embed(x)  # (B, C, H, W) -> padded -> (B, D, h, w) -> (B, h*w, D)
     num_prefix = 0 if cls_token is None else 1
     if cls_token is not None:
         x = torch.cat([cls_token.expand(x.shape[0], -1, -1), x], dim=1)
-    pos = resample_abs_pos_embed(
-        pos_embed, new_size=list(grid), old_size=list(pretrain_grid), num_prefix_tokens=num_prefix
-    )
-    return x + pos
+    if torch.compiler.is_compiling() or grid != pretrain_grid:  # a symbolic grid: never compared (specialised)
+        pos_embed = resample_abs_pos_embed(
+            pos_embed, new_size=list(grid), old_size=list(pretrain_grid), num_prefix_tokens=num_prefix
+        )
+    return x + pos_embed
 
 
 def to_maps(states: list[Tensor], grid: tuple[int, int], num_prefix: int) -> tuple[Tensor, ...]:

@@ -9,7 +9,6 @@ merged FFN runs. Parameter names follow timm with one leading expert axis: `mlp.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
@@ -79,8 +78,11 @@ class ExpertMlp(nn.Module):
         """Multiply-accumulates of one merge (one gate row): E per FFN parameter."""
         return self.num_experts * sum(p[0].numel() for p in self.parameters())
 
-    def forward(self, x: Tensor, ffn: MergedFfn) -> Tensor:
-        """Run one merged FFN, (B, N, D) -> (B, N, D)."""
+    def forward(self, x: Tensor, ffn: MergedFfn | None = None, gate: Tensor | None = None) -> Tensor:
+        """Run one merged FFN, (B, N, D) -> (B, N, D): `ffn` merged beforehand (eval: cached), or merged here from
+        a `gate` row (E,) (training: inside a checkpointed block call, recomputed in backward)."""
+        if ffn is None:
+            ffn = self.merge(gate)
         return F.linear(self.act(F.linear(x, ffn.fc1_weight, ffn.fc1_bias)), ffn.fc2_weight, ffn.fc2_bias)
 
 
@@ -132,61 +134,3 @@ def programmed_router(
         'router.fc2.weight': solution[:-1].T.contiguous().to(dtype),
         'router.fc2.bias': solution[-1].contiguous().to(dtype),
     }
-
-
-def sample_kept_steps(batch: int, num_steps: int, drop_rate: float) -> Tensor:
-    """(B, L) bool: per image, the steps that survive step dropout with `drop_rate`, at least 2 (SPEC §2's
-    elastic depth; when fewer survive, the missing ones are drawn uniformly from the image's dropped steps)."""
-    keep = torch.rand(batch, num_steps) >= drop_rate
-    # Kept steps rank first, then the dropped ones in random order: top-2 tops up short rows.
-    top2 = (torch.rand(batch, num_steps) + keep.float()).topk(2, dim=1).indices
-    short = keep.sum(1) < 2
-    keep[short] = keep[short].scatter(1, top2[short], True)
-    return keep
-
-
-def image_groups(kept: Tensor, layers: Sequence[int]) -> tuple[list[float], list[dict], list[dict], list[int]]:
-    """Step dropout's schedule: (coords, runs, reads, counts) for a (B, L) kept mask and requested `layers`.
-
-    Each image runs its K kept steps as a K-step reViT: kept step k gets coordinate k/(K-1) (re-spread), and
-    requested layer i of L is read at its kept step number max(1, floor((i+1)K/L)). coords lists the distinct
-    coordinates (the nominal L-grid first); runs[t] maps a coordinate row to the images applying step t with
-    it, reads[t] an output to the images read after step t (None: the whole batch), counts[u] the (image, step)
-    applications of row u.
-    """
-    batch, num_steps = kept.shape
-    coords = depth_coordinates(num_steps)
-    row = {c: u for u, c in enumerate(coords)}
-    counts = [0] * num_steps
-    runs: list[dict[int, list[int]]] = [{} for _ in range(num_steps)]
-    reads: list[dict[int, list[int]]] = [{} for _ in range(num_steps)]
-    for b, mask in enumerate(kept.tolist()):
-        steps = [t for t, k in enumerate(mask) if k]
-        K = len(steps)
-        targets = [steps[max(1, (i + 1) * K // num_steps) - 1] for i in layers]
-        for j, t in enumerate(targets):
-            reads[t].setdefault(j, []).append(b)
-        for k, t in enumerate(steps):
-            if t > max(targets):
-                break
-            u = row.setdefault(k / (K - 1), len(coords))  # s_k = k/(K-1): coordinates re-spread
-            if u == len(coords):
-                coords.append(k / (K - 1))
-                counts.append(0)
-            counts[u] += 1
-            runs[t].setdefault(u, []).append(b)
-
-    def whole(groups: dict[int, list[int]]) -> dict[int, list[int] | None]:  # None: every image, in batch order
-        return {key: None if len(images) == batch else images for key, images in groups.items()}
-
-    return coords, [whole(r) for r in runs], [whole(r) for r in reads], counts
-
-
-def take_images(x: Tensor, index: Tensor | None) -> Tensor:
-    """Rows `index` of `x` (the images of a group, `image_groups`); None: all rows."""
-    return x if index is None else x.index_select(0, index)
-
-
-def put_images(dst: Tensor, index: Tensor | None, src: Tensor) -> Tensor:
-    """Rows `index` of `dst` replaced by `src`, out of place (autograd-safe); None: all rows."""
-    return src if index is None else dst.index_copy(0, index, src)

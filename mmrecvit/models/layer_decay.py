@@ -1,7 +1,8 @@
 """Layer-wise learning-rate decay that understands recursion: free functions over layer positions (STYLE 12).
 
-As detectron2's `get_vit_lr_decay_rate`, a parameter's learning-rate factor is `rate ** (num_layers - depth)`
-from its layer depth; what recursion adds is how a depth is found. A backbone says only where its modules
+As detectron2's `get_vit_lr_decay_rate`, a parameter's learning-rate factor is `rate ** (num_layers + 1 - depth)`
+from its layer depth, `num_layers` the L layers as detectron2 and mmpretrain count them (depths run 0..L + 1);
+what recursion adds is how a depth is found. A backbone says only where its modules
 run (`ViTBackbone.layer_positions`, by default read from its full plan: module -> the layer position of
 every block application that runs it, 1-based); these functions do the rest, for the mm and the d2
 adapter alike.
@@ -15,7 +16,7 @@ The rule (our decision; BEiT/ViTDet's for a plain ViT, extended to recursion):
   separate layers: neither extreme wins. The first application (min) would give reViT's one block, i.e.
   nearly the whole backbone, the embeddings' rate (0.65^12 = 0.006: frozen); the last (max) would switch the
   decay off. The mean does not depend on the decay rate.
-* everything else (routers, rankers, step transforms, a final norm): `num_layers`, lr scale 1 as the neck and
+* everything else (routers, rankers, step transforms, a final norm): `num_layers + 1`, lr scale 1 as the neck and
   heads. These method parameters are not in a pretrained checkpoint (SPEC §6 keeps them at zero/small
   initialisation): nothing pretrained to preserve, and a zero-initialised router at rate^k would hardly leave
   its initialisation.
@@ -25,19 +26,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from torch import nn
+
 # Parameters that form the input tokens: depth 0 (names or module prefixes).
 EMBEDDING_PARAMETERS = ('patch_embed', 'cls_token', 'pos_embed')
 
 
+def positions(steps: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
+    """(module name, layer) of every step of a full forward -> module name -> the 1-based layer positions it runs at
+    (what `ViTBackbone.layer_positions` hands the functions below)."""
+    out: dict[str, list[int]] = {}
+    for name, layer in steps:
+        out.setdefault(name, []).append(layer + 1)
+    return out
+
+
 def num_layers(positions: Mapping[str, Sequence[int]]) -> int:
-    """Length of the layer scale: 1 + the highest layer position (L + 1 for L layers)."""
-    return 1 + max(max(p) for p in positions.values())
+    """L, the layers: the highest layer position (detectron2's and mmpretrain's `num_layers`)."""
+    return max(max(p) for p in positions.values())
 
 
 def layer_depth(
     name: str, positions: Mapping[str, Sequence[int]], embeddings: Iterable[str] = EMBEDDING_PARAMETERS
 ) -> float:
-    """Layer depth in [0, `num_layers(positions)`] of the parameter `name` (the module docstring's rule); a
+    """Layer depth in [0, `num_layers(positions)` + 1] of the parameter `name` (the module docstring's rule); a
     float, an integer value for parameters used at one position."""
 
     def under(prefix: str) -> bool:
@@ -47,11 +59,23 @@ def layer_depth(
         return 0.0
     owners = [m for m in positions if under(m)]
     if not owners:
-        return float(num_layers(positions))
+        return float(num_layers(positions) + 1)
     used = positions[max(owners, key=len)]  # the innermost listed module
     return sum(used) / len(used)
 
 
 def lr_scale(rate: float, depth: float, num_layers: int) -> float:
-    """The learning-rate factor of a parameter at `depth`: rate ** (num_layers - depth) (BEiT/ViTDet)."""
-    return rate ** (num_layers - depth)
+    """The learning-rate factor of a parameter at `depth` of `num_layers` layers: rate ** (num_layers + 1 - depth)
+    (BEiT/ViTDet; detectron2's `get_vit_lr_decay_rate`)."""
+    return rate ** (num_layers + 1 - depth)
+
+
+def parameter_depth(model: nn.Module, name: str, positions: Mapping[str, Sequence[int]]) -> float:
+    """`layer_depth` of the parameter `name` of `model`, a `KeyError` naming it when the model has no such one."""
+    names = dict(model.named_parameters())
+    if name not in names:
+        raise KeyError(
+            f'{name!r} is not a parameter of {type(model).__name__}; pass a name from named_parameters(), e.g. '
+            f'{next(iter(names))!r}'
+        )
+    return layer_depth(name, positions)

@@ -1,8 +1,8 @@
 """Transformer building blocks with timm's parameter names.
 
-`Block`, `Attention` and `Mlp` hold exactly the parameters of timm's `VisionTransformer` blocks
-(`norm1`, `attn.qkv`, `attn.proj`, `norm2`, `mlp.fc1`, `mlp.fc2`, optional `ls1.gamma`/`ls2.gamma`),
-so a timm/DeiT block's state dict loads into ours unchanged. What differs from timm, on purpose:
+`Block` and `Attention` hold exactly the parameters of timm's `VisionTransformer` blocks (`norm1`, `attn.qkv`,
+`attn.proj`, `norm2`, `mlp.fc1`, `mlp.fc2`, optional `ls1.gamma`/`ls2.gamma`), with timm's own `Mlp` and
+`LayerScale`, so a timm/DeiT block's state dict loads into ours unchanged. What differs from timm, on purpose:
 
 * the stochastic-depth rate is an argument of `forward`, not a property of the module, because a
   recursive model applies one block at several depths with different rates (STYLE 3);
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from timm.layers import drop_path, trunc_normal_
+from timm.layers import LayerScale, Mlp, drop_path, trunc_normal_
 from torch import Tensor, nn
 
 from .flops import BlockWork
@@ -37,19 +37,6 @@ def init_linear_norm(module: nn.Module) -> None:
     elif isinstance(module, nn.LayerNorm):
         nn.init.ones_(module.weight)
         nn.init.zeros_(module.bias)
-
-
-class Mlp(nn.Module):
-    """Two-layer GELU MLP (timm `Mlp` without dropout): `fc2(gelu(fc1(x)))`."""
-
-    def __init__(self, dim: int, hidden_dim: int) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(dim, hidden_dim)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(hidden_dim, dim)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(self.act(self.fc1(x)))
 
 
 class Attention(nn.Module):
@@ -88,23 +75,26 @@ class Attention(nn.Module):
         """
         if rows is not None:
             return rows.attend(self, x, attn_mask)
-        if self.rel_pos is not None:
+        if self.rel_pos_h is not None:
             raise ValueError(
                 "this attention has relative position biases: pass the tokens' layout "
                 '(rows=windows.Global(grid, num_prefix) or windows.Windows(...))'
             )
-        return self.attend_dense(x, attn_mask)
-
-    def attend_dense(self, x: Tensor, attn_mask: Tensor | None = None, layout: Any = None) -> Tensor:
-        """Global attention of a dense (B, N, D) sequence; `layout` (a `windows.Global`) adds the relative
-        position biases to the logits (a float mask, with `attn_mask`'s False as -inf)."""
         B, N, D = x.shape
         # (B, N, 3D) -> (3, B, heads, N, D/heads)
         q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        if layout is not None:
-            attn_mask = with_key_mask(layout.bias(self, q, torch.arange(N, device=x.device)[None]), attn_mask)
         x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-        return self.proj(merge_heads(x, layout is not None))  # (B, heads, N, D/heads) -> (B, N, D)
+        return self.proj(x.transpose(1, 2).reshape(B, N, D))  # (B, heads, N, D/heads) -> (B, N, D)
+
+    def attend_dense(self, x: Tensor, attn_mask: Tensor | None, layout: Any) -> Tensor:
+        """Global attention of a dense (B, N, D) sequence with the relative position biases of `layout` (a
+        `windows.Global`) added to the logits (a float mask, with `attn_mask`'s False as -inf)."""
+        B, N, D = x.shape
+        # (B, N, 3D) -> (3, B, heads, N, D/heads)
+        q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        attn_mask = with_key_mask(layout.bias(self, q, torch.arange(N, device=x.device)[None]), attn_mask)
+        x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        return self.proj(merge_heads(x, True))  # (B, heads, N, D/heads) -> (B, N, D)
 
     def project_qkv(self, x: Tensor) -> Tensor:
         """(..., D) -> (..., 3D): queries, keys and values, token-major."""
@@ -141,12 +131,10 @@ class Attention(nn.Module):
         H, d = self.num_heads, self.head_dim
 
         def bias(qh: Tensor, qs: slice, ks: slice, M: int) -> Tensor | None:
-            if layout is None:
-                return None
             kt = None if k_tokens is None else k_tokens[ks].view(M, -1)
             return layout.bias(self, qh, q_tokens[qs].view(M, -1), kt)
 
-        if all(n == q_counts[0] for n in q_counts) and all(n == k_counts[0] for n in k_counts):
+        if q_counts.count(q_counts[0]) == len(q_counts) and k_counts.count(k_counts[0]) == len(k_counts):
             B, nq, nk = len(q_counts), q_counts[0], k_counts[0]
             # (B*n, D) -> (B, heads, n, D/heads)
             qh = q.view(B, nq, H, d).transpose(1, 2)
@@ -154,7 +142,7 @@ class Attention(nn.Module):
                 qh,
                 k.reshape(B, nk, H, d).transpose(1, 2),
                 v.reshape(B, nk, H, d).transpose(1, 2),
-                attn_mask=bias(qh, slice(None), slice(None), B),
+                attn_mask=None if layout is None else bias(qh, slice(None), slice(None), B),
             )
             return self.proj(merge_heads(out, layout is not None).reshape(B * nq, H * d))
         outs, qo, ko = [], 0, 0
@@ -163,22 +151,11 @@ class Attention(nn.Module):
             qb, kb, vb = (
                 t.reshape(1, -1, H, d).transpose(1, 2) for t in (q[qo : qo + nq], k[ko : ko + nk], v[ko : ko + nk])
             )
-            mask = bias(qb, slice(qo, qo + nq), slice(ko, ko + nk), 1)
+            mask = None if layout is None else bias(qb, slice(qo, qo + nq), slice(ko, ko + nk), 1)
             out = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask)
             outs.append(out[0].transpose(0, 1).reshape(nq, H * d))
             qo, ko = qo + nq, ko + nk
         return self.proj(torch.cat(outs))
-
-
-class LayerScale(nn.Module):
-    """Per-channel residual scale (DeiT III / CaiT); `gamma` as in timm."""
-
-    def __init__(self, dim: int, init_values: float) -> None:
-        super().__init__()
-        self.gamma = nn.Parameter(torch.full((dim,), float(init_values)))
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x * self.gamma
 
 
 class Block(nn.Module):
@@ -190,7 +167,7 @@ class Block(nn.Module):
         mlp_ratio: MLP hidden width / D.
         qkv_bias: bias in the fused qkv projection (timm/DeiT: True).
         init_values: LayerScale init (DeiT III); None for no LayerScale.
-        mlp_layer: `mlp_layer(dim, hidden_dim)` builds the MLP (default `Mlp`).
+        mlp_layer: `mlp_layer(dim, hidden_dim)` builds the MLP (default timm's `Mlp`).
         rel_pos_size: relative position tables of the attention (see `Attention`); None for none.
     """
 
@@ -225,10 +202,12 @@ class Block(nn.Module):
         """x: tokens (B, N, D), or with `rows` the (T, D) rows of a token subset (stochastic depth
         then per image of the rows). `attn_mask`: see `Attention.forward`. `mlp_kwargs` go to the
         MLP (reViT: the merged expert weights)."""
-        drop = drop_path if rows is None else rows.drop_path  # the same signature (x, rate, training)
-        x = x + drop(self.ls1(self.attn(self.norm1(x), rows, attn_mask)), drop_path_rate, self.training)
-        x = x + drop(self.ls2(self.mlp(self.norm2(x), **mlp_kwargs)), drop_path_rate, self.training)
-        return x
+        if drop_path_rate:  # stochastic depth of this application (`run_block` gives 0 in eval)
+            drop = drop_path if rows is None else rows.drop_path  # the same signature (x, rate, training)
+            x = x + drop(self.ls1(self.attn(self.norm1(x), rows, attn_mask)), drop_path_rate, self.training)
+            return x + drop(self.ls2(self.mlp(self.norm2(x), **mlp_kwargs)), drop_path_rate, self.training)
+        x = x + self.ls1(self.attn(self.norm1(x), rows, attn_mask))
+        return x + self.ls2(self.mlp(self.norm2(x), **mlp_kwargs))
 
     def project_kv(self, x: Tensor) -> Tensor:
         """(..., D) states -> (..., 2D) keys then values under this block (a key/value cache entry)."""

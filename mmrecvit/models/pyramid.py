@@ -1,7 +1,7 @@
 """`SimplePyramid`: four stride-16 ViT maps -> a stride 4/8/16/32 pyramid (ViTDet-style, SPEC §5).
 
 Each input map is first normalised (LayerNorm over channels, `norm_inputs=True`): the levels come
-from different recursion steps whose scales differ and drift during training, and unnormalised
+from different layers whose scales differ and drift during training, and unnormalised
 ViT features made the toy Mask R-CNN diverge without gradient clipping. Level i is then rescaled by
 `scale_factors[i]`:
   4   : ConvTranspose(D -> D/2, 2x2, s2) -> LayerNorm2d -> GELU -> ConvTranspose(D/2 -> D/4, 2x2, s2)
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from timm.layers import LayerNorm2d
 from torch import Tensor, nn
 
-from .checks import check_bool, check_int, check_sequence
+from .checks import check_bool, check_int, check_sequence, checked_keywords
 
 _SCALES = (4, 2, 1, 0.5, 0.25)
 
@@ -33,6 +33,7 @@ class SimplePyramid(nn.Module):
     norm_inputs: LayerNorm2d on every input map before rescaling.
     """
 
+    @checked_keywords  # a misspelt argument: one line naming the closest ones
     def __init__(
         self,
         in_channels: int,

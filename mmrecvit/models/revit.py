@@ -8,66 +8,34 @@ the FFN of that step is the convex combination of the experts in weight space:
     h   = x + attn(norm1(x));    x' = h + FFN_{θ̄_t}(norm2(h))
 
 Only the merged FFN runs, so a step costs what a dense ViT block costs; the gates do not depend on the input
-and are computed once per depth coordinate per forward. `fold_to_plainvit` turns a model into a `PlainViT`
-with L blocks. Decisions and measurements: docs/methods/revit.md.
+and are computed once per depth coordinate per forward. `fold_to_plainvit` (`revit_fold.py`) turns a model
+into a `PlainViT` with L blocks. Decisions and measurements: docs/methods/revit.md.
 """
+
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint
 
-from .arguments import deprecated, resolve_arch, stage_ends
+from .arguments import check_out_indices, deprecated, resolve_arch, stage_ends
 from .backbone import ViTBackbone
-from .checkpoint import average_blocks, fresh_parameters, load_state_dict_strict, logger, split_timm_blocks
+from .checkpoint import average_blocks, fresh_parameters, logger, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_sequence
-from .experts import (
-    DepthRouter,
-    ExpertMlp,
-    MergedFfn,
-    depth_coordinates,
-    image_groups,
-    out_depth_to_step,
-    programmed_router,
-    put_images,
-    sample_kept_steps,
-    take_images,
-)
+from .experts import DepthRouter, ExpertMlp, MergedFfn, depth_coordinates, out_depth_to_step, programmed_router
 from .flops import OpWork
 from .numerics import full_precision, sanitize
-from .plan import Forward, Plan, Step, rescaled_layers, step_work
+from .plan import Forward, Plan, Step, step_work
 from .registry import register_backbone
-from .vit import PlainViT
+from .step_dropout import image_groups, image_index, put_images, sample_kept_steps, take_images
 
 PROGRAMMED_GATE = 0.97  # `timm_gates='programmed'`: each step's gate on the expert of its own depth
 DEFAULT_OUT_DEPTHS = (0.25, 0.5, 0.75, 1.0)  # the default outputs, as normalised depths: the stage ends
-
-
-@dataclass(frozen=True)
-class ElasticStep(Step):
-    """A step of reViT's plan: which images apply it with which coordinate row (`runs`: (row, images or None
-    for the whole batch)), and which outputs are read after it for which images (`reads`)."""
-
-    runs: tuple[tuple[int, list[int] | None], ...] = ()
-    reads: tuple[tuple[int, list[int] | None], ...] = ()
-
-
-@dataclass(frozen=True)
-class ElasticPlan(Plan):
-    """reViT's plan: its steps' coordinate rows `coords` (the nominal grid first), the (image, step)
-    applications per row `counts`, and the kept-step mask of step dropout (`kept`, training), else None."""
-
-    coords: tuple[float, ...] = ()
-    counts: tuple[int, ...] = ()
-    kept: Tensor | None = None
 
 
 @register_backbone('revit')
@@ -96,49 +64,73 @@ class ReViT(ViTBackbone):
         compute: the test-time knob through elastic depth: a K-step reViT (coordinates re-spread over K),
             K in 2..L the largest whose FLOPs are <= compute x those at the current L. The router and expert
             merge (cached in eval) are left out of the choice; they are in `stats.flops` when computed.
-        Other arguments: see `ViTBackbone`.
+        Other arguments: see `ViTBackbone`. With E=1 the router's arguments have no effect and are refused.
     """
 
-    def __init__(self, arch: str = 'small', embed_dim: int | None = None, depth: int | None = None,
-                 num_heads: int | None = None, num_experts: int = 4, router_hidden_dim: int = 16,
-                 router_temperature: float = 1.0, step_drop_rate: float = 0.3, balance_loss_weight: float = 1e-2,
-                 z_loss_weight: float = 1e-3, diversity_loss_weight: float = 1e-3, timm_init: str = 'average',
-                 timm_gates: str = 'programmed', **kwargs: Any) -> None:
+    mode_arguments = dict.fromkeys(
+        (
+            'router_hidden_dim',
+            'router_temperature',
+            'timm_gates',
+            'balance_loss_weight',
+            'z_loss_weight',
+            'diversity_loss_weight',
+        ),
+        ('num_experts', (1,)),
+    )  # checks.py
+
+    def __init__(
+        self,
+        arch: str = 'small',
+        embed_dim: int | None = None,
+        depth: int | None = None,
+        num_heads: int | None = None,
+        num_experts: int = 4,
+        router_hidden_dim: int = 16,
+        router_temperature: float = 1.0,
+        step_drop_rate: float = 0.3,
+        balance_loss_weight: float = 1e-2,
+        z_loss_weight: float = 1e-3,
+        diversity_loss_weight: float = 1e-3,
+        timm_init: str = 'average',
+        timm_gates: str = 'programmed',
+        **kwargs: Any,
+    ) -> None:
         sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
         check_int('depth', sizes['depth'], 2)
-        out_depths = deprecated('ReViT', kwargs, 'out_depths', 'out_indices', ' (layers: the step of depth d is '
-                                'max(1, floor(d L)) - 1)')
+        out_depths = deprecated(
+            'ReViT', kwargs, 'out_depths', 'out_indices', ' (layers: the step of depth d is max(1, floor(d L)) - 1)'
+        )
         if out_depths is not None:
-            out_depths = tuple(check_float('out_depths entry', d, 0.0, 1.0, low_open=True)
-                               for d in check_sequence('out_depths', out_depths))
+            out_depths = tuple(
+                check_float('out_depths entry', d, 0.0, 1.0, low_open=True)
+                for d in check_sequence('out_depths', out_depths)
+            )
             kwargs['out_indices'] = [out_depth_to_step(d, sizes['depth']) for d in out_depths]
-        self._out_depths_arg = out_depths
         super().__init__(**sizes, **kwargs)
+        # The outputs, kept as normalised depths d in (0, 1] so that they stay at the same relative depth when the
+        # depth is set: the quarters by default (the stage ends at every L), (i + 1) / L for given layers i.
+        if out_depths is None and kwargs.get('out_indices') is not None:
+            out_depths = tuple((i + 1) / self.depth for i in check_out_indices(kwargs['out_indices'], self.depth))
+        self._out_depths = DEFAULT_OUT_DEPTHS if out_depths is None else out_depths
         self.num_experts = check_int('num_experts', num_experts, 1)
         check_int('router_hidden_dim', router_hidden_dim, 1)
         self.router_temperature = check_float('router_temperature', router_temperature, 0.0, math.inf, low_open=True)
         self.step_drop_rate = check_float('step_drop_rate', step_drop_rate, 0.0, 1.0, high_open=True)
-        self.loss_weights = {name: check_float(f'{name}_loss_weight', w, 0.0, math.inf) for name, w in
-                             (('balance', balance_loss_weight), ('z', z_loss_weight),
-                              ('diversity', diversity_loss_weight))}
+        self.loss_weights = {
+            name: check_float(f'{name}_loss_weight', w, 0.0, math.inf)
+            for name, w in (
+                ('balance', balance_loss_weight),
+                ('z', z_loss_weight),
+                ('diversity', diversity_loss_weight),
+            )
+        }
         self.timm_init = check_choice('timm_init', timm_init, ['average', 'middle'])
         self.timm_gates = check_choice('timm_gates', timm_gates, ['programmed', 'uniform'])
         # The one shared block: a `Block` whose MLP is the expert bank (attention and norms as timm).
         self.block = self.make_block(functools.partial(ExpertMlp, num_experts=self.num_experts))
         self.router = DepthRouter(self.num_experts, router_hidden_dim)
         self._ffn_cache: tuple[tuple, tuple[Tensor, Tensor, MergedFfn]] | None = None
-
-    def _finish_construction(self) -> None:
-        """The outputs are kept as normalised depths d in (0, 1], so they stay at the same relative depth when the
-        depth is set: the quarters by default (the stage ends at every L), (i + 1) / L for given layers i."""
-        super()._finish_construction()
-        if self._out_depths_arg is not None:
-            self._out_depths = self._out_depths_arg
-        elif self._out_indices is None:
-            self._out_depths = DEFAULT_OUT_DEPTHS
-        else:
-            self._out_depths = tuple((i + 1) / self.depth for i in self.out_indices)
-        self.out_indices = tuple(out_depth_to_step(d, self.depth) for d in self._out_depths)
 
     # ---- depth and outputs ------------------------------------------------------------------
     @property
@@ -151,104 +143,86 @@ class ReViT(ViTBackbone):
         self._depth = check_int('depth', value, 2)
         self.drop_path_rates = torch.linspace(0, self.drop_path_rate, self._depth, device='cpu').tolist()
         self.out_indices = tuple(out_depth_to_step(d, self._depth) for d in self._out_depths)
+        self.global_layers = stage_ends(self._depth)
 
     @property
     def blocks(self) -> list:
         """The one unique block."""
         return [self.block]
 
-    def block_name(self, index: int) -> str:
-        return 'block'
-
-    def settings(self, grid: tuple[int, int]) -> list[int]:
-        """K = 2..L steps (the grid re-spread over K)."""
-        return list(range(2, self.depth + 1))
-
-    # ---- the plan -----------------------------------------------------------------------------
-    def plan(self, setting: int, grid: tuple[int, int], layers: Sequence[int], kept: Tensor | None = None,
-             batch: int = 1) -> ElasticPlan:
-        """K = `setting` applications of the one block on the grid s_k = k/(K-1), every image; with a
-        step-dropout mask `kept` (B, L) each image runs its kept steps as a shorter reViT (`experts.image_groups`)."""
-        tokens = grid[0] * grid[1] + self.num_prefix_tokens
-        if kept is None:
-            coords = depth_coordinates(setting)
-            targets = rescaled_layers(layers, self.depth, setting)
-            runs = [{t: None} if t <= max(targets) else {} for t in range(setting)]
-            reads = [{j: None for j, i in enumerate(targets) if i == t} for t in range(setting)]
-            counts = [batch if t <= max(targets) else 0 for t in range(setting)]
-        else:
-            batch, setting = kept.shape
-            coords, runs, reads, counts = image_groups(kept, layers)
-            targets = rescaled_layers(layers, self.depth, setting)
-        # Global attention at the stage ends of the steps run (a K-step reViT is windowed as one), unless set.
-        global_steps = stage_ends(setting) if self.global_steps is None else self.global_steps
-        steps = []
-        for t in range(setting):
-            share = sum(batch if images is None else len(images) for images in runs[t].values()) / batch
-            windows = self.windows(t, grid, global_steps)
-            steps.append(ElasticStep(t, t, 0, step_work(self.block, tokens, windows, share), windows,
-                                   self.drop_path_rates[t] if t < len(self.drop_path_rates) else 0.0,
-                                   runs=tuple(runs[t].items()), reads=tuple(reads[t].items())))
-        last = max(t for t, s in enumerate(steps) if s.work.queries > 0)
-        return ElasticPlan(tuple(steps[: last + 1]), tuple(targets), final=setting - 1, coords=tuple(coords),
-                         counts=tuple(counts), kept=kept)
-
-    def forward_states(self, x: Tensor, layers: Sequence[int], fwd: Forward) -> list[Tensor]:
-        K = self.depth if fwd.compute is None else self.setting_within(fwd.compute, fwd.grid)
-        kept = self.sample_kept_steps(x.shape[0]) if self.training and self.step_drop_rate > 0 else None
-        fwd.plan = self.plan(K, fwd.grid, layers, kept=kept, batch=x.shape[0])
-        return self.run(x, fwd.plan, fwd)
-
-    def sample_kept_steps(self, batch: int, depth: int | None = None) -> Tensor:
-        """(B, L) bool: per image, the steps that survive step dropout (at least 2, `experts.sample_kept_steps`)."""
-        return sample_kept_steps(batch, self.depth if depth is None else depth, self.step_drop_rate)
-
-    def run(self, x: Tensor, plan: ElasticPlan, fwd: Forward) -> list[Tensor]:
-        """Each step's image groups, the merged FFN of their coordinate; outputs read per image."""
-        K = plan.final + 1  # the nominal grid: K steps
-        labels = [f'step {u} (s={c:.3g})' if u < K else f'a kept step at s={c:.3g}' for u, c in enumerate(plan.coords)]
-        if self.training:
-            # Once per distinct coordinate, never per token; gates from the checked logits.
-            logits = fwd.finite('router logits', labels, self.router_logits(plan.coords), self.router)
-            gates, ffns = self.gates_of(logits), None
-            merges = sum(len(s.runs) for s in plan.steps)  # one merge per (step, coordinate) run
-        else:
+    # ---- the forward ----------------------------------------------------------------------------
+    def forward_layers(self, x: Tensor, fwd: Forward) -> Tensor:
+        """K applications of the one block, step t with the FFN merged for its depth coordinate s_t = t/(K-1):
+        K = L, or a shallower reViT with the compute knob. In training with step dropout each image runs its
+        kept steps as a shorter reViT (`_forward_dropped`)."""
+        if self.training and self.step_drop_rate > 0:
+            return self._forward_dropped(x, fwd)
+        L = self._depth
+        K = L if fwd.compute is None else self.within(fwd.compute, fwd.grid, range(2, L + 1))
+        reads, fwd.stop = fwd.reads(K, L)
+        if K != L:  # a K-step reViT is windowed as one (global at its own stage ends)
+            fwd.layouts = self.cached_plan(K, fwd.grid).layouts
+        if self.training:  # each step merges its FFN inside its (checkpointed) block call, from its gate row
+            logits = fwd.finite('router logits', _labels(K), self.router_logits(depth_coordinates(K)), self.router)
+            gates, ffns, merges = self.gates_of(logits), None, fwd.stop + 1
+        else:  # merged once and cached: checked when computed (only finite logits are cached)
             gates, logits, ffns, fresh = self._inference_ffns(K)
-            logits = fwd.finite('router logits', labels, logits)
+            if fresh:
+                logits = fwd.finite('router logits', _labels(K), logits)
             merges = K if fresh else 0
+        states = fwd.states
+        for t in range(fwd.stop + 1):
+            if ffns is None:
+                x = self.run_block(self.block, x, t, fwd, gate=gates[t])
+            else:
+                x = self.run_block(self.block, x, t, fwd, ffn=ffns[t])
+            if t in reads:
+                for i in reads[t]:
+                    states[i] = x
+        fwd.setting = K
+        B = x.shape[0]
+        self._statistics(fwd, gates, logits, K, [B] * (fwd.stop + 1) + [0] * (K - fwd.stop - 1), K, merges, B)
+        return x
 
-        def index(images: list[int] | None) -> Tensor | None:
-            return None if images is None else torch.tensor(images, device=x.device)
+    def _forward_dropped(self, x: Tensor, fwd: Forward) -> Tensor:
+        """Training with step dropout (`step_dropout.py`): step t once per group of images sharing a coordinate."""
+        (B, L), layers = (x.shape[0], self.depth), sorted(fwd.layers)
+        kept = self.sample_kept_steps(B)
+        coords, runs, reads, counts = image_groups(kept, layers)
+        logits = fwd.finite('router logits', _labels(L, coords), self.router_logits(coords), self.router)
+        gates = self.gates_of(logits)
+        states = {i: x.new_zeros(x.shape) for i in layers}
+        for t in range(L):
+            for row, images in runs[t].items():
+                idx = image_index(images, x.device)
+                x = put_images(x, idx, self.run_block(self.block, take_images(x, idx), t, fwd, gate=gates[row]))
+            for j, images in reads[t].items():
+                idx = image_index(images, x.device)
+                states[layers[j]] = put_images(states[layers[j]], idx, take_images(x, idx))
+        fwd.states.update(states)
+        fwd.setting = tuple(sum(B if g is None else len(g) for g in runs[t].values()) / B for t in range(L))
+        merges = sum(len(r) for r in runs)  # one per (step, coordinate row) run
+        fwd.stats.tables['kept_steps'] = kept
+        fwd.stats.scalars['revit_kept_steps'] = kept.sum(1).float().mean()
+        self._statistics(fwd, gates, logits, L, counts, len(coords), merges, B)
+        return x
 
-        states: list[Tensor | None] = [None if plan.kept is None else x.new_zeros(x.shape) for _ in plan.outputs]
-        for step in plan.steps:
-            for u, images in step.runs:
-                idx = index(images)
-                y = self._apply_step(take_images(x, idx), step, gates[u], None if ffns is None else ffns.at(u))
-                x = put_images(x, idx, y)
-            for j, images in step.reads:
-                idx = index(images)
-                states[j] = put_images(states[j], idx, take_images(x, idx))
-        self._statistics(plan, gates, logits, K, fwd)
-        B, fc = x.shape[0], self.router.fc1
-        if merges:  # work done once for the batch, counted per image (flops.py)
-            routed = len(plan.coords) if self.training else K
-            router = OpWork('router', routed * fc.out_features * (1 + self.num_experts) / B)
-            merge = OpWork('block.mlp (expert merge)', merges * self.block.mlp.merge_macs() / B)
-            fwd.plan = replace(plan, tail=(router, merge))
-        return states
+    def sample_kept_steps(self, batch: int) -> Tensor:
+        """(B, L) bool: per image, the steps that survive step dropout (at least 2, `step_dropout.py`)."""
+        return sample_kept_steps(batch, self.depth, self.step_drop_rate)
 
-    def _merge_and_apply(self, x: Tensor, gate: Tensor, drop_path_rate: float, windows: Any) -> Tensor:
-        return self.block(x, drop_path_rate, rows=windows, ffn=self.block.mlp.merge(gate))
-
-    def _apply_step(self, x: Tensor, step: Step, gate: Tensor, ffn: MergedFfn | None) -> Tensor:
-        """One application of the shared block as `step`. Training merges inside the (optionally checkpointed)
-        call, so with `with_cp` the merged weights are recomputed in backward; eval passes the cached merge."""
-        if ffn is not None:
-            return self.block(x, step.drop_path_rate, rows=step.windows, ffn=ffn)
-        if self.with_cp and self.training and torch.is_grad_enabled():
-            return checkpoint(self._merge_and_apply, x, gate, step.drop_path_rate, step.windows, use_reentrant=False)
-        return self._merge_and_apply(x, gate, step.drop_path_rate, step.windows)
+    def plan(self, setting: int | tuple[float, ...] | None, grid: tuple[int, int]) -> Plan:
+        """`setting`: K applications of the one block, every image (None: L); or, with step dropout, the share
+        of the images that run each of the L steps (the trailing steps no image runs left out)."""
+        tokens = grid[0] * grid[1] + self.num_prefix_tokens
+        shares = (1.0,) * (self.depth if setting is None else setting) if not isinstance(setting, tuple) else setting
+        K = len(shares)
+        shares = shares[: max(t for t, share in enumerate(shares) if share > 0) + 1]
+        steps = []
+        for t, share in enumerate(shares):
+            windows = self.windows(t, grid, global_layers=stage_ends(K))  # a K-step reViT is windowed as one
+            steps.append(Step(t, t, 0, step_work(self.block, tokens, windows, share), windows))
+        return Plan(tuple(steps))
 
     # ---- router and merged FFNs -------------------------------------------------------------
     def route(self, coords: Sequence[float]) -> tuple[Tensor, Tensor]:
@@ -261,7 +235,7 @@ class ReViT(ViTBackbone):
         return full_precision(self.router, torch.tensor(coords, dtype=ref.dtype, device=ref.device))
 
     def gates_of(self, logits: Tensor) -> Tensor:
-        """Logits (U, E) -> gates; NaN/inf logits count as 0 (`forward_states` reports them)."""
+        """Logits (U, E) -> gates; NaN/inf logits count as 0 (the forward's finiteness check reports them)."""
         return (sanitize(logits) / self.router_temperature).softmax(-1)
 
     def merged_ffns(self, depth: int | None = None) -> tuple[Tensor, Tensor, MergedFfn]:
@@ -271,22 +245,29 @@ class ReViT(ViTBackbone):
 
     def _cache_key(self, depth: int) -> tuple:
         params = (*self.router.parameters(), *self.block.mlp.parameters())
-        return (depth, self.router_temperature, params[0].device,
-                tuple((p.data_ptr(), p._version, p.dtype) for p in params))
+        return (
+            depth,
+            self.router_temperature,
+            params[0].device,
+            tuple([(p.data_ptr(), p._version, p.dtype) for p in params]),
+        )
 
-    def _inference_ffns(self, depth: int) -> tuple[Tensor, Tensor, MergedFfn, bool]:
+    def _inference_ffns(self, depth: int) -> tuple[Tensor, Tensor, list[MergedFfn], bool]:
         """Eval mode: the merged FFNs of `depth` steps, cached while autograd is off and the key (every router/
         expert parameter's version and storage, dtype, device, depth) holds; the last value: computed now."""
         if torch.is_grad_enabled():
-            return (*self.merged_ffns(depth), True)
+            gates, logits, ffn = self.merged_ffns(depth)
+            return gates, logits, [ffn.at(t) for t in range(depth)], True
         key, cache = self._cache_key(depth), self._ffn_cache  # one read: forwards may run in several threads
         if cache is not None and cache[0] == key:
             return (*cache[1], False)
         device_type = self.router.fc1.weight.device.type
         # Plain tensors (not inference tensors) in the parameters' dtype, whatever the caller's mode.
         with torch.inference_mode(False), torch.no_grad(), torch.autocast(device_type, enabled=False):
-            value = self.merged_ffns(depth)
-        self._ffn_cache = (key, value)
+            gates, logits, ffn = self.merged_ffns(depth)
+        value = (gates, logits, [ffn.at(t) for t in range(depth)])  # per step: no indexing in the forward
+        if torch.compiler.is_compiling() or bool(torch.isfinite(logits).all()):  # non-finite: reported, not cached
+            self._ffn_cache = (key, value)
         return (*value, True)
 
     def invalidate_cache(self) -> None:
@@ -300,18 +281,23 @@ class ReViT(ViTBackbone):
         return super().train(mode)
 
     # ---- statistics and auxiliary losses ----------------------------------------------------
-    def _statistics(self, plan: ElasticPlan, gates: Tensor, logits: Tensor, K: int, fwd: Forward) -> None:
-        weights = torch.tensor(plan.counts, dtype=gates.dtype, device=gates.device)
+    def _statistics(
+        self, fwd: Forward, gates: Tensor, logits: Tensor, K: int, counts: list, routed: int, merges: int, B: int
+    ) -> None:
+        """Gates and usage into `fwd.stats`, the aux losses in training, and the work outside the plan: the router
+        on `routed` coordinates and `merges` expert merges, done once for the batch (counted per image)."""
+        weights = torch.tensor(counts, dtype=gates.dtype, device=gates.device)
         weights = weights / weights.sum()  # share of the (image, step) applications per coordinate
-        usage = (weights @ gates).detach()
+        usage = (weights.unsqueeze(1) * gates).sum(0).detach()  # mean_t g_t, for the log (not a model product)
         stats = fwd.stats
         stats.tables['gates'] = gates[:K].detach()
         stats.scalars.update({f'revit_gate_e{e}': usage[e] for e in range(self.num_experts)})
-        if plan.kept is not None:
-            stats.tables['kept_steps'] = plan.kept
-            stats.scalars['revit_kept_steps'] = plan.kept.sum(1).float().mean()
         if self.training and self.num_experts > 1:
             stats.aux_losses = self.auxiliary_losses(gates, logits, weights)
+        if merges and not torch.compiler.is_compiling():  # (the FLOP model is eager's)
+            fc = self.router.fc1
+            stats.extra.append(OpWork('router', routed * fc.out_features * (1 + self.num_experts) / B))
+            stats.extra.append(OpWork('block.mlp (expert merge)', merges * self.block.mlp.merge_macs() / B))
 
     def auxiliary_losses(self, gates: Tensor, logits: Tensor, weights: Tensor) -> dict[str, Tensor]:
         """Weighted aux losses (SPEC §2) from gates/logits (U, E) and per-row weights (U,) summing to 1."""
@@ -336,13 +322,22 @@ class ReViT(ViTBackbone):
         rest, blocks = split_timm_blocks(state_dict)
         n, E = len(blocks), self.num_experts
         if n < E:
-            raise ValueError(f'cannot initialise num_experts={E} experts from a {n}-block checkpoint: '
-                             f'num_experts must be at most {n}')
+            raise ValueError(
+                f'cannot initialise num_experts={E} experts from a {n}-block checkpoint: '
+                f'num_experts must be at most {n}'
+            )
         shared = average_blocks(blocks) if self.timm_init == 'average' else blocks[n // 2]
         out = dict(rest)
         out.update({f'block.{k}': v for k, v in shared.items() if not k.startswith('mlp.')})
-        experts = [average_blocks([{k: v for k, v in blocks[i].items() if k.startswith('mlp.')}
-                                   for i in range(e * n // E, (e + 1) * n // E)]) for e in range(E)]
+        experts = [
+            average_blocks(
+                [
+                    {k: v for k, v in blocks[i].items() if k.startswith('mlp.')}
+                    for i in range(e * n // E, (e + 1) * n // E)
+                ]
+            )
+            for e in range(E)
+        ]
         for name in ('fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias'):
             out[f'block.mlp.{name}'] = torch.stack([ffn[f'mlp.{name}'] for ffn in experts])
         out = fresh_parameters(self, out, r'^router\.')
@@ -353,44 +348,12 @@ class ReViT(ViTBackbone):
 
     def programmed_router(self) -> dict[str, Tensor]:
         """Router weights whose gates program depth like the stack the experts come from (`experts.py`)."""
-        return programmed_router(self.router.fc1.out_features, self.num_experts, self.depth, PROGRAMMED_GATE,
-                                 self.router.fc1.weight.dtype)
-
-    def plainvit_config(self, depth: int | None = None) -> dict[str, Any]:
-        """Constructor arguments of this model's dense twin with `depth` blocks (`PlainViT`); only arguments
-        that differ from `ViTBackbone`'s defaults are listed besides the sizes."""
-        num_steps = self.depth if depth is None else check_int('depth', depth, 2)
-        grid = self.pretrain_grid
-        img_size = grid[0] * self.patch_size if grid[0] == grid[1] else [g * self.patch_size for g in grid]
-        cfg: dict[str, Any] = dict(embed_dim=self.embed_dim, num_heads=self.num_heads, depth=num_steps,
-                                   out_indices=[out_depth_to_step(d, num_steps) for d in self._out_depths])
-        extras = dict(mlp_ratio=self.mlp_ratio, qkv_bias=self.qkv_bias, init_values=self.init_values,
-                      patch_size=self.patch_size, img_size=img_size,
-                      in_channels=self.patch_embed.proj.in_channels, with_cls_token=self.with_cls_token,
-                      use_rel_pos=self.use_rel_pos)
-        defaults = inspect.signature(ViTBackbone.__init__).parameters
-        cfg.update({k: v for k, v in extras.items() if v != defaults[k].default})
-        return cfg
+        return programmed_router(
+            self.router.fc1.out_features, self.num_experts, self.depth, PROGRAMMED_GATE, self.router.fc1.weight.dtype
+        )
 
 
-@torch.no_grad()
-def fold_to_plainvit(revit: ReViT, depth: int | None = None) -> PlainViT:
-    """Fold to dense (SPEC §2): a `PlainViT` with L blocks computing what `revit` computes at depth L.
-
-    Block t gets the shared attention, norms (and LayerScales) and the merged FFN θ̄_t of the grid
-    `s_t = t/(L-1)`; patch/position/CLS embeddings are copied. The result is in eval mode, on the device and
-    in the dtype of `revit`, with `out_indices` = `revit`'s outputs at depth L.
-    """
-    cfg = revit.plainvit_config(depth)
-    num_steps = cfg['depth']
-    _, _, ffn = revit.merged_ffns(num_steps)
-    own = revit.state_dict()
-    sd = {k: v for k, v in own.items() if not k.startswith(('block.', 'router.'))}
-    shared = {k[len('block.'):]: v for k, v in own.items() if k.startswith('block.') and not k.startswith('block.mlp.')}
-    for t in range(num_steps):
-        sd.update({f'blocks.{t}.{k}': v for k, v in shared.items()})
-        sd.update({f'blocks.{t}.mlp.{name.replace("_", ".")}': w for name, w in ffn.at(t)._asdict().items()})
-    ref = revit.pos_embed
-    dense = PlainViT(**cfg).to(device=ref.device, dtype=ref.dtype)
-    load_state_dict_strict(dense, sd, f'reViT folded at depth {num_steps}')
-    return dense.eval()
+def _labels(K: int, coords: Sequence[float] = ()) -> list[str]:
+    """The rows of a router-logits table for the finiteness check: the K steps, then further coordinates."""
+    coords = coords or depth_coordinates(K)
+    return [f'step {u} (s={c:.3g})' if u < K else f'a kept step at s={c:.3g}' for u, c in enumerate(coords)]

@@ -9,18 +9,19 @@ f_u, input x) runs T_u recursions and reads its trajectory out per token:
 and y_u is the next unit's input and the u-th multi-level feature (SPEC §5). Decisions and measurements:
 docs/methods/srvit.md.
 """
+
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .arguments import check_out_indices, deprecated, resolve_arch
+from .arguments import check_out_indices, deprecated, resolve_arch, stage_ends
 from .backbone import ViTBackbone
 from .checkpoint import fresh_parameters, split_timm_blocks
 from .checks import check_choice, check_int, check_renamed, check_sequence
@@ -28,6 +29,7 @@ from .flops import linear_work
 from .numerics import full_precision
 from .plan import Forward, Plan, Step, step_work
 from .registry import register_backbone
+from .srvit_layers import STEP_TRANSFORMS, RecursionMixture, SoftRouter
 
 READOUTS = ('soft', 'final', 'hard')
 ROUTER_INPUTS = ('unit_input', 'recursion_states')
@@ -36,128 +38,14 @@ TIMM_INITS = ('function', 'fresh')
 FIRST_RECURSION_WEIGHT = 0.99
 
 
-class StepTransform(nn.Module):
-    """S_{u,t}(h) = h + Linear(h), D x D with bias, zero-initialised (SPEC §1 decision): the identity at
-    initialisation, so a DeiT-initialised model repeats DeiT's unit trajectory."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.proj = nn.Linear(dim, dim)
-        nn.init.zeros_(self.proj.weight)
-        nn.init.zeros_(self.proj.bias)
-
-    def forward(self, h: Tensor) -> Tensor:
-        return h + self.proj(h)
-
-
-class StepShift(nn.Module):
-    """S_{u,t}(h) = h + b, a learned per-channel shift, zero-initialised: the cheap ablation of the step
-    transform (D parameters instead of D^2 + D)."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.bias = nn.Parameter(torch.zeros(dim))
-
-    def forward(self, h: Tensor) -> Tensor:
-        return h + self.bias
-
-
-# The step transform's kinds (SPEC §1 ablation): what runs before recursions t >= 2.
-STEP_TRANSFORMS = {'linear': StepTransform, 'shift': StepShift, 'none': None}
-
-
-class SoftRouter(nn.Module):
-    """R_u: Linear(D -> T) scoring the T recursions of a unit, zero-initialised (uniform mixture).
-
-    `forward(x)` gives the logits of all recursions from one input (the unit input, SPEC §1);
-    `recursion_logit(h, t)` scores recursion t from its own state with row t only ('recursion_states').
-    """
-
-    def __init__(self, dim: int, num_recursions: int) -> None:
-        super().__init__()
-        self.proj = nn.Linear(dim, num_recursions)
-        nn.init.zeros_(self.proj.weight)
-        nn.init.zeros_(self.proj.bias)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.proj(x)  # (B, N, D) -> (B, N, T)
-
-    def recursion_logit(self, h: Tensor, t: int) -> Tensor:
-        """(B, N, D) -> (B, N, 1), in full precision (see `backbone.full_precision`)."""
-        w, b = self.proj.weight, self.proj.bias
-        with torch.autocast(h.device.type, enabled=False):
-            return F.linear(h.to(w.dtype), w[t: t + 1], b[t: t + 1])
-
-
-class RecursionMixture:
-    """One unit's readout, accumulated while recursing: it holds O(1) states, never all T (SPEC §1).
-
-    `add(h_t, z_t)` takes each recursion's state (B, N, D) and router logit (B, N, 1) (None: no router);
-    `result()` is the unit output. The soft mixture is an online softmax over recursions with a running max m
-    (a constant shift, detached), normaliser s and sum a (m = z_1, s = 1, a = h_1 after the first recursion):
-
-        m' = max(m, z_t),  s' = s e^(m - m') + e^(z_t - m'),  a' = a e^(m - m') + e^(z_t - m') h_t,
-
-    so that a / s = sum_t softmax(z)_t h_t, for logits known up front (unit input) and those only known after
-    each recursion (recursion states) alike. readout 'soft': a / s. 'final': the last state. 'hard': the
-    state of the per-token argmax recursion (first one on ties) with the straight-through gradient of
-    one-hot(argmax) + w - sg(w): `h_argmax + m_sg - sg(m_sg)`, `m_sg = sum_t w_t sg(h_t)`, exactly zero in the
-    forward and not computed when the logits need no gradient (eval).
-    """
-
-    def __init__(self, readout: str) -> None:
-        self.readout = readout
-        self.last: Tensor | None = None  # the latest state ('final') / the argmax state ('hard')
-        self.max: Tensor | None = None   # running max of the logits (B, N, 1), detached
-        self.norm: Tensor | None = None  # s (B, N, 1)
-        self.acc: Tensor | None = None   # a (B, N, D)
-
-    def add(self, h: Tensor, logit: Tensor | None) -> None:
-        if self.readout == 'final' or logit is None:
-            self.last = h
-            return
-        z = logit.detach()
-        new_max = z if self.max is None else torch.maximum(self.max, z)
-        if self.readout == 'hard':
-            self.last = h if self.max is None else torch.where(z > self.max, h, self.last)
-        # 'hard' needs the soft mixture for its router gradient only: skipped without autograd.
-        if self.readout == 'soft' or logit.requires_grad:
-            value = h if self.readout == 'soft' else h.detach()
-            take = torch.exp(logit - new_max)  # (B, N, 1)
-            if self.acc is None:
-                self.norm, self.acc = take, take * value
-            else:
-                keep = torch.exp(self.max - new_max)
-                self.norm = self.norm * keep + take
-                self.acc = self.acc * keep + take * value
-        self.max = new_max
-
-    def result(self) -> Tensor:
-        if self.acc is None:  # 'final', a unit without router, or 'hard' without autograd
-            return self.last
-        mixture = self.acc / self.norm
-        if self.readout == 'soft':
-            return mixture
-        return self.last + (mixture - mixture.detach())
-
-
-@dataclass(frozen=True)
-class UnitStep(Step):
-    """A step of SR-ViT's plan: unit `unit`, recursion `recursion` (0-based), the `first`/`last` block of it."""
-
-    unit: int = 0
-    recursion: int = 0
-    first: bool = False
-    last: bool = False
-
-
 def _per_unit(name: str, value: Any, num_units: int, low: int, high: Sequence[int] | None = None) -> tuple[int, ...]:
     """An int for every unit, or one int per unit, each in [low, high[u]]."""
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value] * num_units
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise TypeError(f'{name} must be an int or a list of {num_units} ints (one per unit), '
-                        f'got {type(value).__name__} {value!r}')
+        raise TypeError(
+            f'{name} must be an int or a list of {num_units} ints (one per unit), got {type(value).__name__} {value!r}'
+        )
     values = list(value)
     if len(values) != num_units:
         raise ValueError(f'{name} must be an int or a list of {num_units} ints (one per unit), got {value!r}')
@@ -186,20 +74,22 @@ class SRViT(ViTBackbone):
         compute: the test-time knob through `eval_recursions`: from the current T'_u, one recursion at a time
             from the unit that has the most left (the finer, later unit on ties), down to 1 per unit; the
             largest of these whose FLOPs are <= compute x those of the full T schedule runs.
-        readout: 'soft' (default) the per-token softmax mixture; 'final' the last state (naive recursion, no
-            routers: no unused parameters in training); 'hard' the per-token argmax recursion with a
-            straight-through gradient (`RecursionMixture`).
+        readout: 'soft' (default) the per-token softmax mixture; 'hard' the per-token argmax recursion with a
+            straight-through gradient (`RecursionMixture`); 'final' the last state (naive recursion: no routers,
+            no unused parameters in training; router_input and timm_init, the routers', are refused with it).
         router_input: what the Soft Router reads (SPEC §1 decision: 'unit_input'); 'recursion_states' scores
             recursion t from its own state with row t of the same Linear (same keys and shapes).
         step_transform: the transform before recursions t >= 2: 'linear' (default), 'shift' or 'none'.
-        timm_init: the routers' start when a timm/DeiT checkpoint is loaded: 'function' (default) puts
-            `FIRST_RECURSION_WEIGHT` = 0.99 on recursion 1, so with the zero step transforms the model starts
-            at DeiT's function for any T; 'fresh' keeps the zero routers (DeiT's trajectory averaged).
+        timm_init: the routers' start from a timm/DeiT checkpoint: 'function' (default) puts 0.99 on recursion 1,
+            so with the zero step transforms the model is DeiT's function for any T; 'fresh' zero routers.
         out_indices: layers whose states are returned (default: the units' last layers, (3, 7, 9, 11) for
             [4, 4, 2, 2]); the state after a unit's last layer is the unit's mixture y_u, after another layer
             the state of that layer in the unit's last recursion. (`out_units`, deprecated: unit numbers.)
         Other arguments: see `ViTBackbone` (`drop_path_rate` grows over all `num_steps` steps; `global_steps`
-        default to the units' last steps).
+        default to the `global_layers` in every recursion).
+
+    Attributes: `unit_recursions` T_u per unit (the argument `num_recursions`; the attribute of that name is
+    deprecated, as MoR-ViT's `num_recursions` is one int), `eval_recursions`, `unit_sizes`, `global_layers`.
 
     Parameters: `blocks.{i}` (timm names), `step_transforms.{u}.{t}.proj` for recursions t >= 1,
     `routers.{u}.proj` for units with T_u >= 2 (readout 'soft'/'hard').
@@ -208,58 +98,93 @@ class SRViT(ViTBackbone):
     `scalars['w/u{u}r{t}']` their means (t 1-based), `scalars['recursions/u{u}']` the mean expected recursion.
     """
 
-    def __init__(self, arch: str = 'small', embed_dim: int | None = None, depth: int | None = None,
-                 num_heads: int | None = None, unit_sizes: Sequence[int] | None = None,
-                 num_recursions: int | Sequence[int] = 4, eval_recursions: int | Sequence[int] | None = None,
-                 readout: str = 'soft', router_input: str = 'unit_input', step_transform: str = 'linear',
-                 timm_init: str = 'function', **kwargs: Any) -> None:
+    mode_arguments = {'router_input': ('readout', ('final',)), 'timm_init': ('readout', ('final',))}  # checks.py
+
+    def __init__(
+        self,
+        arch: str = 'small',
+        embed_dim: int | None = None,
+        depth: int | None = None,
+        num_heads: int | None = None,
+        unit_sizes: Sequence[int] | None = None,
+        num_recursions: int | Sequence[int] = 4,
+        eval_recursions: int | Sequence[int] | None = None,
+        readout: str = 'soft',
+        router_input: str = 'unit_input',
+        step_transform: str = 'linear',
+        timm_init: str = 'function',
+        **kwargs: Any,
+    ) -> None:
         check_renamed('SRViT', kwargs, {'num_steps': 'num_recursions', 'eval_steps': 'eval_recursions'})
         num_blocks = deprecated('SRViT', kwargs, 'num_blocks', 'depth', ' (the layers are the unique blocks)')
         if num_blocks is not None:
             check_int('num_blocks', num_blocks, 1)
         if num_blocks is not None and depth is not None and num_blocks != depth:
             raise ValueError(f'SRViT: num_blocks={num_blocks} (deprecated) and depth={depth} disagree; pass depth only')
-        sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth if num_blocks is None else num_blocks,
-                             num_heads=num_heads)
+        sizes = resolve_arch(
+            arch, embed_dim=embed_dim, depth=depth if num_blocks is None else num_blocks, num_heads=num_heads
+        )
         units = self._check_unit_sizes(unit_sizes, check_int('depth (the number of layers)', sizes['depth'], 1))
         recursions = _per_unit('num_recursions', num_recursions, len(units), 1)
         out_units = deprecated('SRViT', kwargs, 'out_units', 'out_indices', ' (unit u is the layer ending it)')
         if out_units is not None:
             ends = [sum(units[: u + 1]) - 1 for u in range(len(units))]
             kwargs['out_indices'] = [ends[u] for u in check_out_indices(out_units, len(units), 'out_units')]
-        self._units, self._recursions = units, recursions  # read by num_steps during construction
+        if kwargs.get('out_indices') is None:  # the units' last layers: their outputs are the mixtures y_u
+            kwargs['out_indices'] = [sum(units[: u + 1]) - 1 for u in range(len(units))]
         super().__init__(**sizes, **kwargs)
         self.readout = check_choice('readout', readout, list(READOUTS))
         self.router_input = check_choice('router_input', router_input, list(ROUTER_INPUTS))
         self.step_transform = check_choice('step_transform', step_transform, list(STEP_TRANSFORMS))
         self.timm_init = check_choice('timm_init', timm_init, list(TIMM_INITS))
-        self.unit_sizes, self.num_recursions = units, recursions
+        self.unit_sizes, self.unit_recursions = units, recursions  # T_u per unit (MoR-ViT's num_recursions: an int)
         self.eval_recursions = eval_recursions
 
         # The parameters: unique blocks, step transforms (recursion 0 has none), routers.
         self.blocks = nn.ModuleList(self.make_block() for _ in range(self.depth))
         make = STEP_TRANSFORMS[self.step_transform] or (lambda _: nn.Identity())
         self.step_transforms = nn.ModuleList(
-            nn.ModuleList([nn.Identity()] + [make(self.embed_dim) for _ in range(1, t)]) for t in recursions)
-        self.routers = nn.ModuleDict({str(u): SoftRouter(self.embed_dim, t) for u, t in enumerate(recursions)
-                                      if t > 1 and readout != 'final'})
+            nn.ModuleList([nn.Identity()] + [make(self.embed_dim) for _ in range(1, t)]) for t in recursions
+        )
+        self.routers = nn.ModuleDict(
+            {str(u): SoftRouter(self.embed_dim, t) for u, t in enumerate(recursions) if t > 1 and readout != 'final'}
+        )
         starts = [sum(units[:u]) for u in range(len(units))]
         self.unit_blocks = tuple(tuple(range(s, s + n)) for s, n in zip(starts, units))
         self.unit_first_step = tuple(sum(n * t for n, t in zip(units[:u], recursions[:u])) for u in range(len(units)))
+        # Under windows, every recursion of a unit attends globally at the unit's global layers: ViTDet's stage
+        # ends of the depth (a windowed PlainViT's), or the unit's last layer when it holds none (issue 37).
+        ends = set(stage_ends(self.depth))
+        self.global_layers = tuple(b for u in self.unit_blocks for b in ([b for b in u if b in ends] or [u[-1]]))
 
     @staticmethod
     def _check_unit_sizes(unit_sizes: Sequence[int] | None, depth: int) -> tuple[int, ...]:
         if unit_sizes is None:
             if depth % 6:
-                raise ValueError(f'unit_sizes has no default for depth={depth} (defaults exist for multiples of 6: '
-                                 '[n/3, n/3, n/6, n/6]); pass unit_sizes, positive ints summing to depth')
+                raise ValueError(
+                    f'unit_sizes has no default for depth={depth} (defaults exist for multiples of 6: '
+                    '[n/3, n/3, n/6, n/6]); pass unit_sizes, positive ints summing to depth'
+                )
             unit_sizes = [depth // 3, depth // 3, depth // 6, depth // 6]
         listed = check_sequence('unit_sizes', unit_sizes)
         sizes = tuple(check_int(f'unit_sizes[{u}]', n, 1) for u, n in enumerate(listed))
         if sum(sizes) != depth:
-            raise ValueError(f'unit_sizes must be positive ints summing to depth ({depth}), '
-                             f'got {list(unit_sizes)} (sum {sum(sizes)})')
+            raise ValueError(
+                f'unit_sizes must be positive ints summing to depth ({depth}), '
+                f'got {list(unit_sizes)} (sum {sum(sizes)})'
+            )
         return sizes
+
+    @property
+    def num_recursions(self) -> tuple[int, ...]:
+        """Deprecated: `unit_recursions` (a tuple per unit; MoR-ViT's `num_recursions` is an int)."""
+        warnings.warn(
+            'SRViT.num_recursions is deprecated; use unit_recursions instead (T per unit; the argument num_recursions '
+            'is unchanged)',
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.unit_recursions
 
     @property
     def eval_recursions(self) -> tuple[int, ...]:
@@ -268,34 +193,12 @@ class SRViT(ViTBackbone):
 
     @eval_recursions.setter
     def eval_recursions(self, value: int | Sequence[int] | None) -> None:
-        value = self.num_recursions if value is None else value
-        self._eval_recursions = _per_unit('eval_recursions', value, len(self.num_recursions), 1, self.num_recursions)
+        value = self.unit_recursions if value is None else value
+        self._eval_recursions = _per_unit('eval_recursions', value, len(self.unit_recursions), 1, self.unit_recursions)
 
-    @property
-    def num_steps(self) -> int:
-        return sum(n * t for n, t in zip(self._units, self._recursions))
-
-    def unit_end(self, u: int) -> int:
-        """The step that ends unit u in the full schedule."""
-        return self.unit_first_step[u] + self.unit_sizes[u] * self.num_recursions[u] - 1
-
-    def default_out_indices(self) -> tuple[int, ...]:
-        """The units' last layers: their outputs."""
-        return tuple(sum(self._units[: u + 1]) - 1 for u in range(len(self._units)))
-
-    def default_global_steps(self) -> tuple[int, ...]:
-        """Global attention at the last step of every unit (its output, a multi-level feature)."""
-        return tuple(self.unit_end(u) for u in range(len(self.unit_sizes)))
-
-    # ---- the plan -----------------------------------------------------------------------------
-    def default_setting(self) -> tuple[int, ...]:
-        return self.num_recursions if self.training else self.eval_recursions
-
-    def full_setting(self) -> tuple[int, ...]:
-        return self.num_recursions
-
-    def settings(self, grid: tuple[int, int]) -> list[tuple[int, ...]]:
-        """From the recursions in force, one less at a time from the unit with the most (the last on ties)."""
+    def recursion_settings(self) -> list[tuple[int, ...]]:
+        """The compute knob's candidates, smallest first: from the recursions in force, one less at a time from the
+        unit with the most (the later unit on ties), down to one per unit."""
         chain = [tuple(self.eval_recursions)]
         while max(chain[-1]) > 1:
             t = list(chain[-1])
@@ -304,14 +207,59 @@ class SRViT(ViTBackbone):
             chain.append(tuple(t))
         return chain[::-1]
 
-    def plan(self, setting: Sequence[int], grid: tuple[int, int], layers: Sequence[int]) -> Plan:
-        """Unit after unit, recursion after recursion (`setting`: the recursions of each unit), the unit's blocks
-        in order; a step transform before each recursion t >= 1, the router before or after (`router_input`)."""
-        tokens, D = grid[0] * grid[1] + self.num_prefix_tokens, self.embed_dim
-        steps, where = [], {}  # where[layer]: the position its output is read after
+    # ---- the forward ----------------------------------------------------------------------------
+    def forward_layers(self, x: Tensor, fwd: Forward) -> Tensor:
+        """Unit after unit: T_u recursions of the unit's blocks (a step transform before each but the first), then
+        the per-token mixture of the recursions (`RecursionMixture`), the next unit's input and the unit's output.
+        T_u: `unit_recursions` in training, `eval_recursions` in eval, fewer with the compute knob."""
+        T = self.unit_recursions if self.training else self.eval_recursions
+        if fwd.compute is not None:
+            T = self.within(fwd.compute, fwd.grid, self.recursion_settings())
+        fwd.setting, maps = T, {}
         for u, blocks in enumerate(self.unit_blocks):
             router = self.routers[str(u)] if str(u) in self.routers else None
-            for t in range(setting[u]):
+            unit_logits = None
+            if router is not None and self.router_input == 'unit_input':  # all T' logits at once, checked at once
+                where = [f'unit {u}, recursion {t + 1}' for t in range(T[u])]
+                z = full_precision(router, x)[..., : T[u]].movedim(-1, 0)  # (B, N, T) -> (T', B, N)
+                unit_logits = fwd.finite(f'routers.{u} logits', where, z, router).movedim(0, -1)  # (B, N, T')
+            mixture, logits, h = RecursionMixture(self.readout), [], x
+            for t in range(T[u]):
+                h = self.step_transforms[u][t](h)  # S_{u,t}; the identity before recursion 0
+                for j, b in enumerate(blocks):
+                    h = self.run_block(self.blocks[b], h, self.unit_first_step[u] + t * len(blocks) + j, fwd)
+                    if t == T[u] - 1 and b != blocks[-1] and b in fwd.layers:  # inside the unit: its last recursion
+                        fwd.keep((b,), h)
+                        if b == fwd.stop:
+                            return self._statistics(maps, fwd, h)
+                z = None
+                if unit_logits is not None:
+                    z = unit_logits[..., t : t + 1]
+                    logits.append(z.detach())
+                elif router is not None:  # 'recursion_states': recursion t scored from its own state
+                    z = router.recursion_logit(h, t)
+                    z = fwd.finite(f'routers.{u} logits', f'unit {u}, recursion {t + 1}', z, router)
+                    logits.append(z.detach())
+                mixture.add(h, z)
+            x = mixture.result()  # y_u: the next unit's input
+            weights = self._readout_weights(logits, T[u], x)  # (B, N, T')
+            maps[f'mixture/unit{u}'] = weights[:, self.num_prefix_tokens :].transpose(1, 2)  # (B, T', h*w)
+            if blocks[-1] in fwd.layers:
+                fwd.keep((blocks[-1],), x)
+            if blocks[-1] >= fwd.stop:
+                break
+        return self._statistics(maps, fwd, x)
+
+    def plan(self, setting: Sequence[int] | None, grid: tuple[int, int]) -> Plan:
+        """Unit after unit, recursion after recursion (`setting`: the recursions of each unit; None: all T), the
+        unit's blocks in order; a step transform before each recursion t >= 1, the router before or after
+        (`router_input`)."""
+        T = self.unit_recursions if setting is None else setting
+        tokens, D = grid[0] * grid[1] + self.num_prefix_tokens, self.embed_dim
+        steps = []
+        for u, blocks in enumerate(self.unit_blocks):
+            router = self.routers[str(u)] if str(u) in self.routers else None
+            for t in range(T[u]):
                 for j, b in enumerate(blocks):
                     index = self.unit_first_step[u] + t * len(blocks) + j
                     before, after = [], []
@@ -321,45 +269,10 @@ class SRViT(ViTBackbone):
                         before.append(linear_work(f'step_transforms.{u}.{t}', tokens, D, D))
                     if j == len(blocks) - 1 and router is not None and self.router_input != 'unit_input':
                         after.append(linear_work(f'routers.{u}', tokens, D, 1))
-                    windows = self.windows(index, grid)
-                    steps.append(UnitStep(index, b, b, step_work(self.blocks[b], tokens, windows), windows,
-                                          self.drop_path_rates[index], tuple(before), tuple(after),
-                                          unit=u, recursion=t, first=j == 0, last=j == len(blocks) - 1))
-                    where[b] = len(steps) - 1  # the last recursion's is the one kept
-        return Plan(tuple(steps), tuple(where[i] for i in layers), final=len(steps) - 1)
-
-    def run(self, x: Tensor, plan: Plan, fwd: Forward) -> list[Tensor]:
-        """Each unit's recursions, mixed per token as the readout says; states read as the plan says."""
-        states: list[Tensor | None] = [None] * len(plan.outputs)
-        maps = {}
-        for i, step in enumerate(plan.steps):
-            u, t = step.unit, step.recursion
-            router = self.routers[str(u)] if str(u) in self.routers else None
-            if step.first and t == 0:  # a unit starts: its input x
-                T = sum(1 for s in plan.steps if s.unit == u and s.first)
-                mixture, logits, h = RecursionMixture(self.readout), [], x
-                unit_logits = None
-                if router is not None and self.router_input == 'unit_input':
-                    unit_logits = full_precision(router, x)
-            if step.first:
-                h = self.step_transforms[u][t](h)  # S_{u,t}; the identity before recursion 0
-            h = self.apply_block(self.blocks[step.block], h, step)
-            if step.last:
-                z = None
-                if router is not None:
-                    z = unit_logits[..., t: t + 1] if unit_logits is not None else router.recursion_logit(h, t)
-                    z = fwd.finite(f'routers.{u} logits', f'unit {u}, recursion {t + 1}', z, router)
-                    logits.append(z.detach())
-                mixture.add(h, z)
-                if t == T - 1:  # the unit ends: its output is the next unit's input
-                    x = h = mixture.result()
-                    weights = self._readout_weights(logits, T, x)
-                    maps[f'mixture/unit{u}'] = weights[:, self.num_prefix_tokens:].transpose(1, 2)  # (B, T', h*w)
-            for j in plan.reads(i):
-                states[j] = h
-        fwd.stats.token_maps.update(maps)
-        fwd.stats.scalars.update(self._scalars(maps))
-        return states
+                    windows = self.windows(index, grid, layer=b)
+                    work = step_work(self.blocks[b], tokens, windows)
+                    steps.append(Step(index, b, b, work, windows, tuple(before), tuple(after)))
+        return Plan(tuple(steps))
 
     def _readout_weights(self, logits: list[Tensor], num_recursions: int, x: Tensor) -> Tensor:
         """The per-token weights the readout applied: (B, N, T')."""
@@ -371,6 +284,12 @@ class SRViT(ViTBackbone):
         if self.readout == 'hard':
             return F.one_hot(z.argmax(-1), num_recursions).to(z.dtype)
         return z.softmax(-1)
+
+    def _statistics(self, maps: dict[str, Tensor], fwd: Forward, x: Tensor) -> Tensor:
+        """The readout weights of the units run and their means into `fwd.stats`; returns `x`."""
+        fwd.stats.token_maps.update(maps)
+        fwd.stats.scalars.update(self._scalars(maps))
+        return x
 
     def _scalars(self, maps: dict[str, Tensor]) -> dict[str, Tensor]:
         scalars = {}
@@ -388,8 +307,10 @@ class SRViT(ViTBackbone):
         the routers start as `timm_init` says."""
         _, blocks = split_timm_blocks(state_dict)
         if len(blocks) != self.depth:
-            raise ValueError(f'cannot map a {len(blocks)}-block checkpoint onto SRViT with depth={self.depth}: '
-                             'SR-ViT block i takes checkpoint block i')
+            raise ValueError(
+                f'cannot map a {len(blocks)}-block checkpoint onto SRViT with depth={self.depth}: '
+                'SR-ViT block i takes checkpoint block i'
+            )
         out = fresh_parameters(self, dict(state_dict), r'^(step_transforms|routers)\.')
         if self.timm_init == 'function':
             for key in [k for k in out if k.startswith('routers.') and k.endswith('.bias')]:

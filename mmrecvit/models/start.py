@@ -17,7 +17,8 @@ from typing import Any
 
 from torch import nn
 
-from .checkpoint import is_timm_state_dict, load_checkpoint_file, load_pretrained, select_prefix, unwrap_state_dict
+from .checkpoint import is_timm_state_dict, load_pretrained, select_prefix
+from .checkpoint_files import load_checkpoint_file, unwrap_state_dict
 
 DOCS = 'docs/pretraining.md'
 

@@ -37,8 +37,8 @@ index ops), so MoR can train through it; stochastic depth is drawn per image, as
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 
 import torch
@@ -50,7 +50,6 @@ from .numerics import tracing
 from .windows import Global, Windows, window_attention
 
 
-@dataclass(frozen=True)
 class TokenSubset:
     """Tokens of a (B, N, D) batch.
 
@@ -59,12 +58,18 @@ class TokenSubset:
     num_tokens: N.
     in_order: True when `index` is known to be `arange(B * N)` (made by `everything`): per-row
         tensors in the subset's order then already have the (B, N) layout, no scatter needed.
+
+    `batch_size`, `total`, `is_full` and `mean_count` are computed once, here (plain attributes: the engine reads
+    them at every step).
     """
 
-    index: Tensor
-    counts: tuple[int, ...]
-    num_tokens: int
-    in_order: bool = False
+    __slots__ = ('index', 'counts', 'num_tokens', 'in_order', 'batch_size', 'total', 'is_full', 'mean_count')
+
+    def __init__(self, index: Tensor, counts: tuple[int, ...], num_tokens: int, in_order: bool = False) -> None:
+        self.index, self.counts, self.num_tokens, self.in_order = index, tuple(counts), num_tokens, in_order
+        self.batch_size, self.total = len(self.counts), sum(self.counts)
+        self.is_full = self.total == self.batch_size * num_tokens
+        self.mean_count = self.total / self.batch_size
 
     @classmethod
     def from_mask(cls, mask: Tensor) -> TokenSubset:
@@ -88,22 +93,6 @@ class TokenSubset:
         return cls(
             torch.arange(batch_size * num_tokens, device=device), (num_tokens,) * batch_size, num_tokens, in_order=True
         )
-
-    @property
-    def batch_size(self) -> int:
-        return len(self.counts)
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts)
-
-    @property
-    def is_full(self) -> bool:
-        return self.total == self.batch_size * self.num_tokens
-
-    @property
-    def mean_count(self) -> float:
-        return self.total / self.batch_size
 
     def image_of_rows(self) -> Tensor:
         """(T,) image index of every row."""
@@ -146,7 +135,7 @@ class DepthSubsets:
         self.alive: list[list[int]] = (depth.unsqueeze(0) > steps).sum(-1).tolist()
 
     def _slices(self, lo: Sequence[int], hi: Sequence[int]) -> TokenSubset:
-        counts = tuple(h - lo_b for lo_b, h in zip(lo, hi))
+        counts = tuple(map(operator.sub, hi, lo))
         if self.batch_size == 1:
             index = self._rows[0, lo[0] : hi[0]]
         else:
@@ -235,7 +224,7 @@ class TokenRows:
         qkv = attn.project_qkv(x)  # (T, 3D)
         if isinstance(self.windows, Windows):
             return attn.proj(self._attend_windows(attn, qkv))
-        q_counts = tuple(n for n in active.counts if n)  # images without active tokens do not attend
+        q_counts = tuple(filter(None, active.counts))  # images without active tokens do not attend
         # Relative positions: the rows' token indices (keys: the same rows, or each image's tokens in order).
         tokens = None if self.windows is None else active.index % active.num_tokens
         positions = dict(layout=self.windows, q_tokens=tokens, k_tokens=tokens if self.kv_cache is None else None)
@@ -315,7 +304,8 @@ def run_subset(
     drop_path_rate: float = 0.0,
     inplace: bool = False,
     windows: Windows | Global | None = None,
-) -> tuple[Tensor, BlockWork]:
+    count: bool = True,
+) -> tuple[Tensor, BlockWork | None]:
     """One application of `block` to the `active` tokens of x (B, N, D); the others are untouched.
 
     Args:
@@ -332,15 +322,17 @@ def run_subset(
             B*N rows per step; only without autograd). The caller must clone states it keeps.
             Use the returned tensor: when every token is active it is a new one.
         windows: the attention layout of this application (`windows.Windows`, `windows.Global`), or None.
+        count: also return the `BlockWork` of this call (`subset_work`); False: None (a backbone's forward: its
+            plan counts the work).
 
     Without autograd (`torch.no_grad()`), the fresh keys/values of the active rows are also written
     into `kv_cache` in place: those rows are not valid cache entries (their tokens are active), and
     `KVCache.update` projects them again when they freeze.
 
     Returns:
-        The new states (B, N, D) and the `BlockWork` of this call (`new_kv` left to the caller).
+        The new states (B, N, D) and the `BlockWork` of this call (`new_kv` left to the caller), or None.
     """
-    work = subset_work(block, active, kv_cache is not None, windows)
+    work = subset_work(block, active, kv_cache is not None, windows) if count else None
     if active.total == 0:
         return x, work
     B, N, D = x.shape

@@ -1,12 +1,12 @@
 """The two baselines (SPEC §0): PlainViT, L distinct blocks, and NaiveRecursiveViT, k blocks applied cyclically.
 
-Their plan is one block per layer over every token (`ViTBackbone.dense_plan`); the compute knob runs the first
-K of the L layers. Design notes and measured figures: docs/methods/baselines.md.
+Both run one block per layer over every token, the base class's own forward and plan (`ViTBackbone.forward_layers`,
+`layer_blocks`); the compute knob runs the first K of the L layers. Design notes and measured figures:
+docs/methods/baselines.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from torch import Tensor, nn
@@ -15,7 +15,6 @@ from .arguments import resolve_arch
 from .backbone import ViTBackbone
 from .checkpoint import pick_or_average_blocks, split_timm_blocks
 from .checks import check_choice, check_int, check_renamed
-from .plan import Plan
 from .registry import register_backbone
 
 
@@ -43,10 +42,7 @@ class PlainViT(ViTBackbone):
         sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
         super().__init__(**sizes, **kwargs)
         self.blocks = nn.ModuleList(self.make_block() for _ in range(self.depth))
-
-    def plan(self, setting: int, grid: tuple[int, int], layers: Sequence[int]) -> Plan:
-        """The first `setting` layers, block t at layer t."""
-        return self.dense_plan(range(setting), grid, layers)
+        self.layer_blocks = tuple(range(self.depth))  # block t at layer t
 
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """Identity: our names are timm's (block i <- timm block i)."""
@@ -87,10 +83,7 @@ class NaiveRecursiveViT(ViTBackbone):
         k = check_int('num_blocks', num_blocks, 1, self.depth)
         self.timm_init = check_choice('timm_init', timm_init, ['cycle', 'pick', 'average'])
         self.blocks = nn.ModuleList(self.make_block() for _ in range(k))
-
-    def plan(self, setting: int, grid: tuple[int, int], layers: Sequence[int]) -> Plan:
-        """The first `setting` layers of the cycle: layer t runs block t % k."""
-        return self.dense_plan([t % self.num_blocks for t in range(setting)], grid, layers)
+        self.layer_blocks = tuple(t % k for t in range(self.depth))  # the cycle: layer t runs block t % k
 
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         rest, blocks = split_timm_blocks(state_dict)

@@ -21,32 +21,23 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from timm.layers import drop_path
+from timm.models.vision_transformer_sam import window_partition, window_unpartition
 from torch import Tensor
 
 from .rel_pos import merge_heads, query_terms, token_coords, with_key_mask
 
 
 def _partition(x: Tensor, grid: tuple[int, int], size: int) -> Tensor:
-    """(B, h*w, C) patch rows -> (B * nW, size*size, C) windows (zero-padded grid)."""
-    B, _, C = x.shape
-    h, w = grid
-    ph, pw = -h % size, -w % size
-    x = x.reshape(B, h, w, C)
-    if ph or pw:
-        x = F.pad(x, (0, 0, 0, pw, 0, ph))
-    H, W = h + ph, w + pw
-    # (B, H, W, C) -> (B, H/s, s, W/s, s, C) -> (B, H/s, W/s, s, s, C) -> (B*nW, s*s, C)
-    x = x.view(B, H // size, size, W // size, size, C).permute(0, 1, 3, 2, 4, 5)
-    return x.reshape(-1, size * size, C)
+    """(B, h*w, C) patch rows -> (B * nW, size*size, C) windows of the zero-padded grid (timm's ViTDet/SAM
+    `window_partition`)."""
+    windows, _ = window_partition(x.reshape(x.shape[0], *grid, x.shape[-1]), size)  # (B*nW, s, s, C)
+    return windows.flatten(1, 2)
 
 
 def _merge(x: Tensor, batch: int, grid: tuple[int, int], size: int) -> Tensor:
-    """Inverse of `_partition`: (B * nW, size*size, C) -> (B, h*w, C), padding cropped."""
-    h, w = grid
-    H, W = h + (-h % size), w + (-w % size)
-    C = x.shape[-1]
-    x = x.view(batch, H // size, W // size, size, size, C).permute(0, 1, 3, 2, 4, 5).reshape(batch, H, W, C)
-    return x[:, :h, :w].reshape(batch, h * w, C)
+    """Inverse of `_partition`: (B * nW, size*size, C) -> (B, h*w, C), padding cropped (`window_unpartition`)."""
+    padded = (grid[0] + -grid[0] % size, grid[1] + -grid[1] % size)
+    return window_unpartition(x.unflatten(1, (size, size)), size, grid, padded).flatten(1, 2)
 
 
 def window_attention(

@@ -1,44 +1,44 @@
-"""Every backbone as a timm image classifier, registered in timm's model registry.
+"""`RecViTClassifier`: a backbone of ours with a linear head, and timm's classifier and feature APIs.
 
     import mmrecvit, timm
     model = timm.create_model('srvit_small_patch16_224', num_classes=100, drop_path_rate=0.1)
+    logits = model.eval()(images, compute=0.5)                     # the compute knob, per call
+    final, maps = model.forward_intermediates(images, indices=4)    # timm's feature API
+    features = timm.create_model('srvit_small_patch16_224', features_only=True, out_indices=(2, 5, 8, 11))
 
-Names are `<method>_<size>_patch16_224` for method in plainvit, naiverecvit, srvit, revit,
-edgerecvit, morvit and size in tiny, small, base, large (`register_timm_models`, run by
-`import mmrecvit`), so timm's own `train.py`/`validate.py` train and evaluate them
-(`--model srvit_small_patch16_224`, `--model-kwargs num_recursions=2`). The model follows timm's
-classifier API: `forward_features` (the final normalised tokens), `forward_head`,
-`reset_classifier`, `get_classifier`, `set_grad_checkpointing`, `no_weight_decay`, and a
-`pretrained_cfg` with DeiT's input (224, bicubic, crop 0.875, ImageNet mean/std).
+What timm's `VisionTransformer` offers, with its semantics: `forward_features` (the final normalised tokens),
+`forward_head`, `reset_classifier`, `get_classifier`, `forward_intermediates` (indices as the last n or a list,
+`norm`, `output_fmt` 'NCHW'/'NLC', `intermediates_only`, `stop_early`, `return_prefix_tokens`),
+`prune_intermediate_layers`, `feature_info` (one entry per layer: `features_only=True` wraps the model in timm's
+`FeatureGetterNet`), `set_grad_checkpointing`, `no_weight_decay`, `group_matcher` and `num_prefix_tokens`.
+Every feature the classifier gives comes from the backbone's own `forward_intermediates` (STYLE 7), so the maps
+are those of the mm and detectron2 adapters for the same layers. `compute` (a fraction of the full-depth FLOPs,
+eval mode) is taken per call by `forward`, `forward_features` and `forward_intermediates`.
 
-The backbone is the attribute `backbone` (state dict keys `backbone.*`, `head.*`), so a checkpoint
-of the classifier loads into the dense det/seg backbone through `load_pretrained` (the head and the
-final norm are dropped and listed) and a dense backbone's checkpoint into `classifier.backbone`
-(the final norm starts fresh). No public ImageNet weights exist for these methods:
-`pretrained=True` is an error; train one (configs/cls/) or pass `checkpoint_path=`.
+The backbone is the attribute `backbone` (state dict keys `backbone.*`, `head.*`), so a checkpoint of the
+classifier loads into the dense det/seg backbone through `load_pretrained` (the head and the final norm are
+dropped and listed) and any checkpoint our backbones load into the classifier (`load_pretrained` here:
+`weights.py`).
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import timm
-from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import trunc_normal_
-from timm.models import register_model
 from torch import Tensor, nn
 
-from ..models import BACKBONES, ViTBackbone, on_register
-from ..models.arguments import ARCH_SETTINGS
+from ..adapters import layer_depth_table
+from ..models import ViTBackbone
+from ..models.features import take_indices
+from .weights import load_pretrained
 
 POOLS = {'token': 'cls_token', 'avg': 'avg_featmap'}  # timm's global_pool -> our out_type
-# short name -> backbone class name, of every registered backbone (`register_timm_models` keeps it current)
-METHODS: dict[str, str] = {}
 
 
 class RecViTClassifier(nn.Module):
-    """A backbone of ours with a linear head and timm's classifier API.
+    """A backbone of ours with a linear head and timm's classifier and feature APIs (module docstring).
 
     Args:
         backbone: a backbone of ours, built with `out_type` from `global_pool`.
@@ -57,6 +57,17 @@ class RecViTClassifier(nn.Module):
             )
         self.backbone = backbone
         self.num_features = self.embed_dim = backbone.embed_dim
+        self.in_chans = backbone.patch_embed.proj.in_channels
+        self.num_prefix_tokens = backbone.num_prefix_tokens
+        self.has_class_token = backbone.with_cls_token
+        # timm's per-layer feature_info; `module` names the layer: a layer of a recursive method has no module of
+        # its own (a shared block runs several), so timm's hook and fx feature classes cannot take it, and a
+        # name must still be unique (transformers' stage names): our features come from forward_intermediates
+        self.feature_info = [
+            dict(module=f'layer{i}', num_chs=self.embed_dim, reduction=backbone.patch_size)
+            for i in range(backbone.depth)
+        ]
+        self.stops_early = False  # set by prune_intermediate_layers on a backbone that cannot be cut
         self.head_drop = nn.Dropout(drop_rate)
         self.reset_classifier(num_classes, global_pool)
 
@@ -84,92 +95,77 @@ class RecViTClassifier(nn.Module):
     def no_weight_decay(self) -> set[str]:
         return {'backbone.pos_embed', 'backbone.cls_token'}
 
-    def forward_features(self, x: Tensor) -> Tensor:
+    def group_matcher(self, coarse: bool = False) -> Callable[[str], float]:
+        """timm's parameter grouping (layer decay: `param_groups_layer_decay`): parameter name -> its layer depth
+        in our recursion-aware rule (`models/layer_decay.py`: embeddings 0, a block the mean of the layer positions
+        it runs at, the rest `num_layers`); the head `num_layers`. timm ranks the distinct depths (`optim.py`).
+        `coarse` changes nothing: the groups are already the layers."""
+        table = {name: depth for name, depth, _ in layer_depth_table(self).values()}
+        top = float(self.backbone.num_layers)
+        return lambda name: table.get(name, top)
+
+    def load_pretrained(self, path: str) -> None:
+        """A checkpoint file our backbones load, strictly (timm's `custom_load`; `weights.py`)."""
+        load_pretrained(self, path)
+
+    def forward_features(self, x: Tensor, compute: float | None = None) -> Tensor:
         """(B, C, H, W) -> the final token states (B, N, D) after the final norm."""
-        (tokens,), _ = self.backbone.get_intermediate_states(x, [self.backbone.depth - 1])
+        tokens, _ = self.backbone.forward_intermediates(x, 1, output_fmt='NLC', compute=compute)
         return tokens
 
     def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
         x = self.head_drop(self.backbone.pool(x))
         return x if pre_logits else self.head(x)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return self.forward_head(self.forward_features(x))
+    def forward(self, x: Tensor, compute: float | None = None) -> Tensor:
+        return self.forward_head(self.forward_features(x, compute))
 
-
-def _pretrained_cfg(name: str, num_classes: int) -> dict[str, Any]:
-    return dict(
-        architecture=name,
-        url='',
-        num_classes=num_classes,
-        input_size=(3, 224, 224),
-        pool_size=None,
-        crop_pct=0.875,
-        interpolation='bicubic',
-        fixed_input_size=False,
-        mean=IMAGENET_DEFAULT_MEAN,
-        std=IMAGENET_DEFAULT_STD,
-        first_conv='backbone.patch_embed.proj',
-        classifier='head',
-    )
-
-
-def build_classifier(
-    name: str,
-    backbone: str,
-    arch: str,
-    *,
-    pretrained: bool = False,
-    num_classes: int = 1000,
-    global_pool: str = 'token',
-    drop_rate: float = 0.0,
-    in_chans: int = 3,
-    **kwargs: Any,
-) -> RecViTClassifier:
-    """A timm entrypoint's body: timm's arguments mapped to ours (`in_chans` -> `in_channels`)."""
-    for key in ('pretrained_cfg', 'pretrained_cfg_overlay', 'cache_dir'):
-        kwargs.pop(key, None)  # timm passes these to every entrypoint; no hub weights exist here
-    if pretrained:
-        raise RuntimeError(
-            f'{name}: no pretrained weights exist (none were published); train a classifier with '
-            'configs/cls/ or pass checkpoint_path=... to timm.create_model'
+    # ---- timm's feature API -------------------------------------------------------------------
+    def forward_intermediates(
+        self,
+        x: Tensor,
+        indices: int | Sequence[int] | None = None,
+        return_prefix_tokens: bool = False,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = 'NCHW',
+        intermediates_only: bool = False,
+        compute: float | None = None,
+        return_stats: bool = False,
+    ) -> Any:
+        """timm's `VisionTransformer.forward_intermediates`, in its argument order: the backbone's (`indices` None
+        for all layers, n for the last n, or a list; `norm`; `output_fmt` 'NCHW' or 'NLC'; `return_prefix_tokens`,
+        which smp's DPT reads; `compute` for this call; `return_stats`: (result, the forward's `ForwardStats`, whose
+        `aux_losses` a training loop adds). The final output is `forward_features`'. After
+        `prune_intermediate_layers` on a method that cannot be cut, it stops early (the pruned layers do not run)."""
+        return self.backbone.forward_intermediates(
+            x,
+            indices,
+            norm=norm,
+            output_fmt=output_fmt,
+            intermediates_only=intermediates_only,
+            stop_early=stop_early or self.stops_early,
+            compute=compute,
+            return_prefix_tokens=return_prefix_tokens,
+            return_stats=return_stats,
         )
-    if global_pool not in POOLS:
-        raise ValueError(f'{name}: global_pool must be one of {list(POOLS)}, got {global_pool!r}')
-    model = RecViTClassifier(
-        BACKBONES[backbone](arch=arch, in_channels=in_chans, out_type=POOLS[global_pool], **kwargs),
-        num_classes,
-        global_pool,
-        drop_rate,
-    )
-    model.pretrained_cfg = model.default_cfg = _pretrained_cfg(name, num_classes)
-    return model
 
-
-def _entrypoint(name: str, backbone: str, arch: str) -> Any:
-    def fn(pretrained: bool = False, **kwargs: Any) -> RecViTClassifier:
-        return build_classifier(name, backbone, arch, pretrained=pretrained, **kwargs)
-
-    fn.__name__, fn.__qualname__, fn.__module__ = name, name, __name__
-    fn.__doc__ = f'{backbone}, arch={arch!r}, patch 16, 224 px input (mmrecvit).'
-    return fn
-
-
-def _register(backbone: str, cls: type) -> None:
-    """One backbone x every size as timm models `<short name>_<size>_patch16_224` (idempotent)."""
-    METHODS[cls.short_name] = backbone
-    module = sys.modules[__name__]
-    for arch in ARCH_SETTINGS:
-        name = f'{cls.short_name}_{arch}_patch16_224'
-        if name in timm.list_models(name):
-            continue
-        fn = _entrypoint(name, backbone, arch)
-        setattr(module, name, fn)
-        register_model(fn)
-
-
-def register_timm_models() -> list[str]:
-    """Register every backbone x size with timm, also the backbones registered later (`models.on_register`);
-    returns the names."""
-    on_register(_register)
-    return [f'{method}_{arch}_patch16_224' for method in METHODS for arch in ARCH_SETTINGS]
+    def prune_intermediate_layers(
+        self, indices: int | Sequence[int] | None = 1, prune_norm: bool = False, prune_head: bool = True
+    ) -> list[int]:
+        """timm's: the layers after the last of `indices` go (the backbone cuts them where its method allows:
+        PlainViT, NaiveRecursiveViT; elsewhere a later layer is part of what an earlier one computes, and the
+        forward stops early instead), the final norm (`prune_norm`) and the head (`prune_head`) become
+        identities; returns the indices as sorted absolute layers. None: the backbone's `out_indices` (what
+        timm's feature wrapper passes for `features_only=True` without `out_indices`)."""
+        indices = list(self.backbone.out_indices) if indices is None else indices
+        take = take_indices(indices, self.backbone.depth, type(self.backbone).__name__)
+        if self.backbone.layer_blocks is not None:  # one block per layer: the later layers can go (`features.prune`)
+            self.backbone.prune_intermediate_layers(take, prune_norm=prune_norm)
+        else:
+            self.stops_early = self.stops_early or take[-1] < self.backbone.depth - 1
+            if prune_norm:
+                self.backbone.norm = nn.Identity()
+        if prune_head:
+            self.reset_classifier(0)
+        return take

@@ -499,6 +499,6 @@ def test_every_shipped_backbone_config_puts_every_parameter_in_the_graph():
         torch.manual_seed(0)
         model = BACKBONES[backbone.pop('type')](**{**backbone, 'embed_dim': 32, 'num_heads': 2}).train()
         outs = model(torch.randn(2, 3, 64, 64))
-        (sum(o.mean() for o in outs) + sum(model.stats.aux_losses.values(), torch.zeros(()))).backward()
+        (sum(o.mean() for o in outs) + sum(outs.stats.aux_losses.values(), torch.zeros(()))).backward()
         unused = [n for n, p in model.named_parameters() if p.grad is None]
         assert not unused, f'{osp.relpath(path, REPO)}: parameters outside the graph {unused}'

@@ -42,7 +42,7 @@ def test_every_backbone_is_a_registered_detectron2_backbone():
         assert BACKBONE_REGISTRY.get(name) is cls and cls.core is models.BACKBONES[name]
         bb = cls(**BACKBONE_CASES[name], square_pad=64)
         shapes = bb.output_shape()
-        assert list(shapes) == [f'step{t}' for t in bb.net.out_indices]
+        assert list(shapes) == [f'layer{i}' for i in bb.net.out_indices]
         assert {(s.channels, s.stride) for s in shapes.values()} == {(bb.net.embed_dim, 16)}
         assert bb.size_divisibility == 16
         assert bb.padding_constraints == {'size_divisibility': 16, 'square_size': 64}
@@ -58,7 +58,7 @@ def test_features_equal_the_mmdet_backbones_for_the_same_weights(name, tmp_path)
     x = torch.randn(2, 3, 70, 90)  # odd size: both pad to the patch grid
     with torch.no_grad():
         ref, out = mm(x), d2(x)
-    assert list(out) == [f'step{t}' for t in mm.out_indices] and len(ref) == len(out) == 4
+    assert list(out) == [f'layer{i}' for i in mm.out_indices] and len(ref) == len(out) == 4
     for r, o in zip(ref, out.values()):
         assert o.shape == (2, mm.embed_dim, 5, 6)
         torch.testing.assert_close(o, r, rtol=0, atol=0)

@@ -23,11 +23,11 @@ def test_layer_decay_uses_the_backbones_recursion_aware_depths():
     for name, _ in model.named_parameters():
         if name.startswith('backbone.net.net.'):
             own = name[len('backbone.net.net.') :]
-            assert factor(name) == pytest.approx(0.7 ** (bb.num_layers - bb.layer_depth(own))), name
+            assert factor(name) == pytest.approx(0.7 ** (bb.num_layers + 1 - bb.layer_depth(own))), name
         else:
             assert factor(name) == 1.0, name
     # block 0 of 2 runs at steps 0, 2, 4 (positions 1, 3, 5): the mean depth 3, not detectron2's name-parsed 1
-    assert factor('backbone.net.net.blocks.0.attn.qkv.weight') == pytest.approx(0.7 ** (bb.num_layers - 3))
+    assert factor('backbone.net.net.blocks.0.attn.qkv.weight') == pytest.approx(0.7 ** (bb.num_layers + 1 - 3))
     groups = optimizer_params(model, base_lr=1e-3, layer_decay_rate=0.7, weight_decay_norm=0.0)
     lrs = {id(p): g['lr'] for g in groups for p in g['params']}
     for name, p in model.named_parameters():

@@ -47,7 +47,7 @@ def train_backbone(variant, rank=0, world_size=1):
     for step in range(STEPS):
         torch.manual_seed(100 + step)
         outs = net(images)
-        loss = sum(o.square().mean() for o in outs) + sum(model.stats.aux_losses.values(), torch.zeros(()))
+        loss = sum(o.square().mean() for o in outs) + sum(outs.stats.aux_losses.values(), torch.zeros(()))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

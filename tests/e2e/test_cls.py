@@ -90,4 +90,4 @@ def test_transfer_demo_pretrains_then_detects_from_the_classifier(transfer_demo)
     for key in ('backbone.blocks.1.mlp.fc1.weight', 'backbone.routers.0.weight', 'backbone.patch_embed.proj.weight'):
         assert torch.equal(init[key], cls[key]), key
     out = transfer_demo['output']
-    assert 'top-1 %' in out and 'bbox mAP' in out and 'backbone started from' in out
+    assert 'top-1 %' in out and 'bbox AP' in out and 'backbone started from' in out

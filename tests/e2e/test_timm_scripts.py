@@ -1,101 +1,85 @@
-"""timm's own `train.py` and `validate.py` (of the pinned timm, 1.0.31) train and evaluate our backbones as timm
-models, loaded with `--device-modules mmrecvit` (the README's commands), on the toy classification set.
+"""timm's own `train.py` and `validate.py` train and score our backbones as timm models on the toy classification
+set: train.py loads us with `--device-modules mmrecvit` (the README's command); validate.py has no such flag, so it
+runs after `import mmrecvit` through `runpy` (docs/timm.md).
 
-The scripts are in neither timm's wheel nor its sdist (timm-1.0.31.tar.gz on the index holds `timm/` and `tests/`
-only), and timm's repository cannot be reached from these machines: the test runs them from a source tree of
-timm's repository at v1.0.31, `$MMRECVIT_TIMM_SOURCE` or `../shared/vendor/timm-1.0.31/`, and skips without one."""
+The scripts are in neither timm's wheel nor its sdist. They come from the vendored snapshot of timm's repository
+(`../shared/vendor/pytorch-image-models-aa4b5850.tar.gz`, checked against that folder's SHA256SUMS first): only the
+two scripts are unpacked, so that `import timm` in them is the pinned timm of requirements.txt, not the snapshot's
+older source beside them. The test skips only where the tarball is absent (a machine without ../shared)."""
 
 import csv
-import os
+import hashlib
+import json
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
-import timm
 from helpers import REPO, run
 
 pytestmark = pytest.mark.subprocess
-VERSION = '1.0.31'  # requirements.txt
-PLACES = [Path(REPO).parent / 'shared' / 'vendor' / f'timm-{VERSION}', Path('/work/shared/vendor') / f'timm-{VERSION}']
+TARBALL = 'pytorch-image-models-aa4b5850.tar.gz'
+PLACES = [Path(REPO).parent / 'shared' / 'vendor', Path('/work/shared/vendor')]
+SCRIPTS = ('train.py', 'validate.py')
+# validate.py after `import mmrecvit` (it has no --device-modules); argv[1:] are its own arguments
+VALIDATE = "import runpy, sys, mmrecvit; sys.argv[0] = 'validate.py'; runpy.run_path(sys.argv[0], run_name='__main__')"
+
+
+def checked_scripts(vendor: Path, out: Path) -> Path:
+    """`SCRIPTS` of the tarball in `vendor`, unpacked into `out` after its SHA-256 matched vendor/SHA256SUMS."""
+    sums = dict(reversed(line.split()) for line in (vendor / 'SHA256SUMS').read_text().splitlines() if line.strip())
+    digest = hashlib.sha256((vendor / TARBALL).read_bytes()).hexdigest()
+    assert sums.get(TARBALL) == digest, f'{vendor / TARBALL}: SHA-256 {digest} is not the one in SHA256SUMS'
+    with tarfile.open(vendor / TARBALL) as tar:
+        root = tar.getnames()[0].split('/')[0]
+        for name in SCRIPTS:
+            member = tar.getmember(f'{root}/{name}')
+            member.name = name
+            tar.extract(member, out, filter='data')
+    return out
 
 
 @pytest.fixture(scope='module')
-def timm_source() -> Path:
-    given = os.environ.get('MMRECVIT_TIMM_SOURCE')
-    found = [p for p in ([Path(given)] if given else PLACES) if (p / 'train.py').is_file()]
+def timm_scripts(tmp_path_factory) -> Path:
+    found = [p for p in PLACES if (p / TARBALL).is_file()]
     if not found:
-        pytest.skip(
-            f"timm's train.py/validate.py are not on this machine (not in timm's wheel or sdist): set "
-            f'MMRECVIT_TIMM_SOURCE to a source tree of timm v{VERSION} (looked in '
-            f'{given or ", ".join(map(str, PLACES))})'
-        )
-    version = (found[0] / 'timm' / 'version.py').read_text() if (found[0] / 'timm' / 'version.py').is_file() else ''
-    assert f"'{VERSION}'" in version and timm.__version__ == VERSION, (
-        f'{found[0]} is not timm {VERSION} (its timm/version.py: {version.strip()!r}; installed {timm.__version__})'
-    )
-    return found[0]
+        pytest.skip(f"timm's train.py/validate.py come from {TARBALL}, found in none of {list(map(str, PLACES))}")
+    return checked_scripts(found[0], tmp_path_factory.mktemp('timm_scripts'))
 
 
-def test_timm_train_and_validate_run_an_srvit_on_the_toy_set(timm_source, toy_root, tmp_path):
-    data = [
-        '--data-dir',
-        str(toy_root / 'toy_cls'),
-        '--num-classes',
-        '5',
-        '--device',
-        'cpu',
-        '--workers',
-        '0',
-        '--batch-size',
-        '4',
-        '--img-size',
-        '64',
-        '--model',
-        'srvit_tiny_patch16_224',
-        '--model-kwargs',
-        'num_recursions=2',
-        '--device-modules',
-        'mmrecvit',
-    ]
-    res = run(
-        [
-            sys.executable,
-            str(timm_source / 'train.py'),
-            *data,
-            '--train-split',
-            'train',
-            '--val-split',
-            'val',
-            '--epochs',
-            '1',
-            '--warmup-epochs',
-            '0',
-            '--opt',
-            'adamw',
-            '--lr',
-            '1e-3',
-            '--no-aug',
-            '--output',
-            str(tmp_path),
-            '--experiment',
-            'toy',
-        ],
-        cwd=tmp_path,
-    )
+def test_the_scripts_are_unpacked_without_the_snapshots_timm(timm_scripts):
+    assert sorted(p.name for p in timm_scripts.iterdir()) == sorted(SCRIPTS)
+
+
+def test_a_tampered_tarball_is_refused(tmp_path):
+    vendor = next((p for p in PLACES if (p / TARBALL).is_file()), None)
+    if vendor is None:
+        pytest.skip(f'{TARBALL} is not on this machine')
+    data = bytearray((vendor / TARBALL).read_bytes())
+    data[-1] ^= 0xFF  # one byte changed
+    (tmp_path / TARBALL).write_bytes(bytes(data))
+    (tmp_path / 'SHA256SUMS').write_text((vendor / 'SHA256SUMS').read_text())
+    with pytest.raises(AssertionError, match='is not the one in SHA256SUMS'):
+        checked_scripts(tmp_path, tmp_path / 'out')
+
+
+def test_timm_train_and_validate_score_an_srvit_on_the_toy_set(timm_scripts, toy_root, tmp_path):
+    data = ['--data-dir', str(toy_root / 'toy_cls'), '--num-classes', '5', '--device', 'cpu', '--workers', '0']
+    model = ['--batch-size', '4', '--img-size', '64', '--model', 'srvit_tiny_patch16_224']
+    model += ['--model-kwargs', 'num_recursions=2']
+    train = ['--train-split', 'train', '--val-split', 'val', '--epochs', '2', '--warmup-epochs', '0', '--opt', 'adamw']
+    train += ['--lr', '1e-3', '--layer-decay', '0.75', '--no-aug', '--output', str(tmp_path), '--experiment', 'toy']
+    script = str(timm_scripts / 'train.py')
+    res = run([sys.executable, script, *data, *model, *train, '--device-modules', 'mmrecvit'], cwd=timm_scripts)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
-    (row,) = csv.DictReader((tmp_path / 'toy' / 'summary.csv').open())
-    assert 0.0 <= float(row['eval_top1']) <= 100.0
-    res = run(
-        [
-            sys.executable,
-            str(timm_source / 'validate.py'),
-            *data,
-            '--split',
-            'val',
-            '--checkpoint',
-            str(tmp_path / 'toy' / 'last.pth.tar'),
-        ],
-        cwd=tmp_path,
-    )
+    rows = list(csv.DictReader((tmp_path / 'toy' / 'summary.csv').open()))
+    assert [int(r['epoch']) for r in rows] == [0, 1]
+    trained = float(rows[-1]['eval_top1'])
+
+    checkpoint = str(tmp_path / 'toy' / 'last.pth.tar')
+    validate = [sys.executable, '-c', VALIDATE, *data, *model, '--split', 'val', '--checkpoint', checkpoint]
+    res = run(validate, cwd=timm_scripts)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
-    assert '"top1"' in res.stdout, res.stdout[-2000:]
+    result = json.loads(res.stdout[res.stdout.rindex('--result') + len('--result') :])
+    # validate.py scores the checkpoint train.py wrote as train.py's own evaluation of its last epoch did
+    assert result['model'] == 'srvit_tiny_patch16_224' and result['top1'] == pytest.approx(trained, abs=1e-6)

@@ -33,8 +33,9 @@ def test_logits_are_scaled_by_each_images_mean_confidence():
     cce.load_state_dict(plain.state_dict())
     x = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
-        logits = plain.head(plain.extract_feat(x))
-        confidence = plain.backbone.stats.token_maps['confidence'].flatten(1).mean(1, keepdim=True)
+        feats = plain.backbone(x)
+        logits = plain.head(feats)
+        confidence = feats.stats.token_maps['confidence'].flatten(1).mean(1, keepdim=True)
         scores = torch.stack([s.pred_score for s in cce.predict(x)])
     assert 0 < confidence.min() and confidence.max() <= 1
     torch.testing.assert_close(scores, (logits * confidence).softmax(-1))

@@ -14,12 +14,13 @@
 
 import logging
 import os.path as osp
+import re
 import sys
 
 import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
-from helpers import REPO, build_model, truncated
+from helpers import REPO, bad_input_line, build_model, truncated
 from mmengine.config import Config
 from mmengine.logging import MMLogger
 
@@ -117,7 +118,7 @@ def bad_files(tmp_path):
 
 @pytest.mark.parametrize('kind', ['truncated', 'empty', 'garbage'])
 @pytest.mark.parametrize('how', ['resume', 'load_from', 'auto-resume', 'test'])
-def test_tools_stop_with_one_line_naming_a_bad_checkpoint(tmp_path, kind, how):
+def test_tools_stop_with_one_line_naming_a_bad_checkpoint(tmp_path, kind, how, capsys):
     path = bad_files(tmp_path)[kind]
     work = ['--work-dir', str(tmp_path / 'work')]
     if how == 'resume':
@@ -130,19 +131,24 @@ def test_tools_stop_with_one_line_naming_a_bad_checkpoint(tmp_path, kind, how):
         run = lambda: train_tool.main([SEG, '--resume', *work])  # noqa: E731
     else:
         run = lambda: test_tool.main([SEG, path, *work])  # noqa: E731
-    with pytest.raises(SystemExit) as info:
-        run()
-    message = str(info.value.code)
-    assert f"cannot read checkpoint '{path}': {CORRUPT}" in message, message
-    assert '\n' not in message
+    message = bad_input_line(capsys, run)
+    tool = 'test.py' if how == 'test' else 'train.py'
+    if how in ('resume', 'test') and kind != 'truncated':  # a file argument: checked by its first bytes first
+        arg, what = '--resume' if how == 'resume' else 'CHECKPOINT', 'an empty' if kind == 'empty' else 'a text'
+        assert (
+            message == f"{tool}: error: {arg} '{path}' is {what} file, not a checkpoint; pass a .pth/.safetensors file"
+        )
+    else:
+        assert message.startswith(f"{tool}: error: cannot read checkpoint '{path}': {CORRUPT}"), message
 
 
-def test_resume_from_a_weights_only_file_is_refused_clearly(tmp_path):
+def test_resume_from_a_weights_only_file_is_refused_clearly(tmp_path, capsys):
     path = save(backbone_state(DET), tmp_path, 'weights.pth')
-    with pytest.raises(SystemExit, match='not a training checkpoint written by mmengine .* use load_from'):
-        train_tool.main([DET, '--resume', path, '--work-dir', str(tmp_path)])
-    with pytest.raises(SystemExit, match='cannot resume from .*missing.pth.*does not exist'):
-        train_tool.main([DET, '--resume', str(tmp_path / 'missing.pth'), '--work-dir', str(tmp_path)])
+    line = bad_input_line(capsys, lambda: train_tool.main([DET, '--resume', path, '--work-dir', str(tmp_path)]))
+    assert re.search('not a training checkpoint written by mmengine .* use load_from', line), line
+    missing = str(tmp_path / 'missing.pth')
+    line = bad_input_line(capsys, lambda: train_tool.main([DET, '--resume', missing, '--work-dir', str(tmp_path)]))
+    assert line == f"train.py: error: --resume '{missing}': no such file"
 
 
 def test_the_check_passes_a_good_training_checkpoint(tmp_path):

@@ -78,7 +78,7 @@ def test_feature_loss_matches_a_hand_count(teacher_file):
     images, samples = batch()
     with torch.no_grad():
         losses = model.loss(images, samples)
-        (tokens,), _ = model.backbone.get_intermediate_states(images, [model.backbone.depth - 1])
+        tokens, _ = model.backbone.forward_intermediates(images, 1, output_fmt='NLC')
         expected = ((model.feature_proj(tokens) - model.teacher.forward_features(images)) ** 2).mean()
     torch.testing.assert_close(losses['loss_distill_feature'], expected)
     assert 'loss_distill_logit' not in losses

@@ -54,23 +54,33 @@ def test_temperature_schedule_hook_anneals_gumbel_tau():
 
 
 def test_recursion_hook_adds_the_training_iteration():
-    class Detector(nn.Module):
+    class Detector(nn.Module):  # mmengine's BaseModel protocol: forward(..., mode) -> a loss dict in 'loss' mode
         def __init__(self):
             super().__init__()
             self.backbone = tiny_backbone('SRViT')
 
-        def loss(self, x):
-            return {'loss_task': sum(o.mean() for o in self.backbone(x))}
+        def forward(self, x, mode='tensor'):
+            outs = self.backbone(x)
+            return {'loss_task': sum(o.mean() for o in outs)} if mode == 'loss' else outs
 
     model = Detector().train()
+    loss = type(model).forward  # nothing of the model is replaced: torch hooks read the backbone's result
     runner = SimpleNamespace(model=model, iter=16)
-    RecursionHook().before_train(runner)
+    hook = RecursionHook()
+    hook.before_train(runner)
+    hook.before_train_iter(runner, 0)
     x = torch.randn(2, 3, 48, 64)
-    assert set(model.loss(x)) >= {'loss_task', 'w/u0r1'}  # wrapped: the backbone's terms are added
+    assert set(model(x, mode='loss')) >= {'loss_task', 'w/u0r1'}  # the backbone's terms are added
+    assert 'w/u0r1' not in model(x, mode='tensor') and type(model).forward is loss and 'forward' not in vars(model)
     with torch.no_grad():
         model.backbone.routers['0'].proj.bias.fill_(float('inf'))
     with pytest.raises(NonFiniteError, match=r'routers.0 logits at unit 0, recursion 1.*; at training iteration 17'):
-        model.loss(x)
+        model(x, mode='loss')
+    hook.after_train_iter(runner, 0)
+    hook.after_train(runner)
+    with torch.no_grad():
+        model.backbone.routers['0'].proj.bias.fill_(0.0)
+    assert set(model(x, mode='loss')) == {'loss_task'}  # the hooks are gone after training
 
 
 def draws():

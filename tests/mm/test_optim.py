@@ -2,8 +2,9 @@
 
 The expected depths are written out here from the documented rule (`ViTBackbone.layer_depth`):
 embeddings 0; a module run at layer positions p_1..p_k gets their mean; everything else (routers,
-rankers, step transforms, final norms) `num_layers`. Each parameter group's lr must then be
-base_lr * [custom lr_mult] * rate ** (num_layers - depth), and the neck's base_lr.
+rankers, step transforms, final norms) `num_layers + 1` (`num_layers` = L, detectron2's). Each parameter group's lr
+must then be base_lr * [custom lr_mult] * rate ** (num_layers + 1 - depth), and the neck's base_lr. Below, the
+layer scale's length num_layers + 1 is written out.
 """
 
 import math
@@ -60,7 +61,7 @@ def expected_from_schedule(model: nn.Module):
     return depth
 
 
-EXPECTED = {  # name -> (num_layers, depth rule (None: above all blocks))
+EXPECTED = {  # name -> (num_layers + 1, depth rule (None: above all blocks))
     'PlainViT': (5, expected_plainvit),
     'NaiveRecursiveViT': (7, expected_naive),
     'SRViT': (7, expected_srvit),
@@ -103,7 +104,7 @@ def test_every_backbone_reports_the_documented_layer_depths(name):
     model = BACKBONES[name](**BACKBONE_CASES[name])
     params = dict(model.named_parameters())
     num_layers = expected_depth(next(iter(params)), model)[0]
-    assert model.num_layers == num_layers
+    assert model.num_layers + 1 == num_layers  # the layer scale: L layers (detectron2's num_layers) + 1
     for pname in params:
         assert model.layer_depth(pname) == pytest.approx(expected_depth(pname, model)[1]), pname
 
@@ -139,7 +140,7 @@ def test_shared_block_gets_the_geometric_mean_of_its_applications_scales():
     assert group['lr_scale'] == pytest.approx(math.prod(per_application) ** (1 / 4))
     # The elastic depth changes the layer scale with L.
     model.depth = 8
-    assert model.num_layers == 9 and model.layer_depth('block.attn.qkv.weight') == 4.5
+    assert model.num_layers + 1 == 9 and model.layer_depth('block.attn.qkv.weight') == 4.5  # L = 8 layers
 
 
 def test_custom_lr_mult_multiplies_with_the_layer_scale():
@@ -158,7 +159,7 @@ def test_srvit_layer_scale_does_not_depend_on_the_recursion_steps():
     plain = BACKBONES['PlainViT'](**plain_kwargs)
     for name, _ in t1.named_parameters():
         assert t1.layer_depth(name) == t4.layer_depth(name) == plain.layer_depth(name), name
-    assert t1.num_layers == t4.num_layers == plain.num_layers == 7
+    assert t1.num_layers + 1 == t4.num_layers + 1 == plain.num_layers + 1 == 7  # L = 6 layers
 
 
 def test_bad_arguments_are_named():

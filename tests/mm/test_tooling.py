@@ -20,3 +20,11 @@ def test_default_image_is_written_under_the_callers_data_root(tmp_path):
     assert tooling.default_image('mmpretrain', str(root)) == path and path.stat().st_mtime_ns == mtime  # found
     with pytest.raises(ValueError, match='no toy image for scope'):
         tooling.default_image('mmocr', root)
+
+
+def test_every_score_is_in_percent():
+    """Issue 41.5: one unit everywhere; mmdet's CocoMetric reports AP as a fraction (and -1 for an empty size)."""
+    metrics = {'coco/bbox_mAP': 0.54, 'coco/segm_mAP_50': 0.612, 'coco/bbox_mAP_l': -1.0, 'mIoU': 30.3, 'aAcc': 80.0}
+    assert tooling.in_percent(metrics) == pytest.approx(
+        {'coco/bbox_mAP': 54.0, 'coco/segm_mAP_50': 61.2, 'coco/bbox_mAP_l': -1.0, 'mIoU': 30.3, 'aAcc': 80.0}
+    )

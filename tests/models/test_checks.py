@@ -67,8 +67,6 @@ COMMON = [
     ('window_size', -1, ValueError, ['window_size', '[0, inf]']),
     ('window_size', 14.0, TypeError, ['window_size', INT]),
     ('use_rel_pos', 'yes', TypeError, ['use_rel_pos', BOOL]),
-    ('global_steps', 3, TypeError, ['global_steps', 'list or tuple']),
-    ('global_steps', [0.5], TypeError, ['global_steps entry', INT]),
     ('final_norm', 'yes', TypeError, ['final_norm', BOOL]),
     ('nonfinite', 'ignore', ValueError, ['nonfinite', "['raise', 'warn']"]),
     ('nonfinite', None, ValueError, ['nonfinite', "['raise', 'warn']"]),
@@ -199,16 +197,22 @@ SPECIFIC = {
         ('out_indices', [5], ValueError, ['out_indices entry', '[-5, 4]']),
         ('out_indices', ['0'], TypeError, ['out_indices entry', INT]),
         ('timm_init', 'middle', ValueError, ['timm_init', "['average', 'pick']"]),
-        ('shared_init_block', -1, ValueError, ['shared_init_block', '[0, inf]']),
-        ('shared_init_block', 1.0, TypeError, ['shared_init_block', INT]),
     ],
 }
 # Arguments of another argument's mode: (backbone, base kwargs, argument, value, exception, words).
+# Arguments that act only in some modes (checks.check_modes) are checked in a mode where they act.
 COMBINATIONS = [
     *(
-        (name, dict(window_size=2), 'global_steps', [10_000], ValueError, ['global_steps entry (an application step)'])
+        (name, dict(window_size=2), 'global_steps', value, exc, words)
         for name in sorted(BACKBONES)
+        for value, exc, words in (
+            (3, TypeError, ['global_steps', 'list or tuple']),
+            ([0.5], TypeError, ['global_steps entry', INT]),
+            ([10_000], ValueError, ['global_steps entry (an application step)']),
+        )
     ),
+    ('MoRViT', dict(timm_init='pick'), 'shared_init_block', -1, ValueError, ['shared_init_block', '[0, inf]']),
+    ('MoRViT', dict(timm_init='pick'), 'shared_init_block', 1.0, TypeError, ['shared_init_block', INT]),
     *(
         (
             name,
@@ -337,7 +341,7 @@ def constructor_arguments(cls):
 @pytest.mark.parametrize('name', sorted(BACKBONES))
 def test_the_table_covers_every_argument(name):
     cls = BACKBONES[name]
-    covered = {row[0] for row in rows_of(name)} | {'pretrained'}
+    covered = {row[0] for row in rows_of(name)} | {c[2] for c in COMBINATIONS if c[0] == name} | {'pretrained'}
     missing = constructor_arguments(cls) - covered
     assert not missing, f'{name}: constructor arguments without bad-value rows: {sorted(missing)}'
     deprecated = {old for backbone, kwargs, _, _ in DEPRECATED if backbone == name for old in kwargs}
@@ -406,3 +410,114 @@ def test_knobs_changed_on_a_built_model_are_checked(name, attr, value, exc, word
             model(torch.randn(1, 3, 32, 32))
 
     expect_error(set_and_run, exc, words)
+
+
+# A misspelt argument name (issue 41): one line naming the class, the name and the closest accepted ones (difflib),
+# whether the name reaches the subclass's own __init__ or ViTBackbone's through **kwargs.
+MISSPELT = [
+    ('PlainViT', 'dept', "PlainViT got an unknown argument 'dept' (closest: 'depth')"),
+    ('NaiveRecursiveViT', 'num_block', "NaiveRecursiveViT got an unknown argument 'num_block' (closest: 'num_blocks')"),
+    (
+        'SRViT',
+        'num_recursion',
+        "SRViT got an unknown argument 'num_recursion' (closest: 'num_recursions', 'eval_recursions')",
+    ),
+    ('ReViT', 'with_cpp', "ReViT got an unknown argument 'with_cpp' (closest: 'with_cp')"),
+    ('EdgeRecViT', 'dept', "EdgeRecViT got an unknown argument 'dept' (closest: 'depth', 'max_depth')"),
+    ('MoRViT', 'num_recursion', "MoRViT got an unknown argument 'num_recursion' (closest: 'num_recursions')"),
+]
+
+
+@pytest.mark.parametrize('name, arg, message', MISSPELT, ids=[m[0] for m in MISSPELT])
+def test_a_misspelt_argument_names_the_class_and_the_closest_accepted_ones(name, arg, message):
+    with pytest.raises(TypeError) as info:
+        BACKBONES[name](**BACKBONE_CASES[name], **{arg: 1})
+    assert str(info.value) == message
+
+
+def test_an_argument_like_none_accepted_lists_them_all_and_several_are_named_together():
+    with pytest.raises(TypeError) as info:
+        BACKBONES['PlainViT'](**BACKBONE_CASES['PlainViT'], zzz=1, dept=2)
+    accepted = sorted(set(inspect.signature(BACKBONES['PlainViT'].__init__).parameters) - {'self', 'kwargs'})
+    accepted += [a for a in constructor_arguments(ViTBackbone) if a not in accepted]
+    assert str(info.value) == (
+        f"PlainViT got unknown arguments 'zzz', 'dept' (closest: 'depth'); it accepts: {', '.join(sorted(accepted))}"
+    )
+
+
+def test_the_neck_names_a_misspelt_argument_too():
+    with pytest.raises(TypeError) as info:
+        SimplePyramid(in_channel=32)
+    assert str(info.value) == "SimplePyramid got an unknown argument 'in_channel' (closest: 'in_channels')"
+
+
+def test_a_method_without_kwargs_names_its_own_arguments():
+    """A subclass whose __init__ takes no **kwargs: Python's own error would fire before its body runs."""
+
+    class Halves(BACKBONES['PlainViT']):
+        def __init__(self, arch: str = 'tiny', halves: int = 2) -> None:
+            super().__init__(arch=arch, depth=2 * halves, embed_dim=32, num_heads=2, img_size=64)
+
+    with pytest.raises(TypeError) as info:
+        Halves(halfs=3)
+    assert str(info.value) == "Halves got an unknown argument 'halfs' (closest: 'halves')"
+    assert Halves(halves=1).depth == 2
+
+
+# An argument with no effect in the mode chosen (issue 41, item 7): refused naming the mode, not silently ignored.
+NO_EFFECT = [
+    (
+        'MoRViT',
+        dict(shared_init_block=2),  # timm_init='average' (the default) averages the tied layers: no block is picked
+        "MoRViT: shared_init_block=2 has no effect with timm_init='average'; leave shared_init_block out or choose "
+        'another timm_init',
+    ),
+    (
+        'SRViT',
+        dict(readout='final', router_input='recursion_states'),
+        "SRViT: router_input='recursion_states' has no effect with readout='final'; leave router_input out or choose "
+        'another readout',
+    ),
+    (
+        'SRViT',
+        dict(readout='final', timm_init='fresh'),
+        "SRViT: timm_init='fresh' has no effect with readout='final'; leave timm_init out or choose another readout",
+    ),
+    (
+        'ReViT',
+        dict(num_experts=1, timm_gates='uniform'),
+        "ReViT: timm_gates='uniform' has no effect with num_experts=1; leave timm_gates out or choose another "
+        'num_experts',
+    ),
+    *(
+        (
+            name,
+            dict(global_steps=[1]),  # window_size=0 (the default): every step attends globally already
+            f'{name}: global_steps=[1] has no effect with window_size=0; leave global_steps out or choose another '
+            'window_size',
+        )
+        for name in ('PlainViT', 'EdgeRecViT')
+    ),
+]
+
+
+@pytest.mark.parametrize('name, kwargs, message', NO_EFFECT, ids=[f'{n}-{next(iter(k))}' for n, k, _ in NO_EFFECT])
+def test_an_argument_with_no_effect_in_the_chosen_mode_is_refused_naming_the_mode(name, kwargs, message):
+    with pytest.raises(ValueError) as info:
+        BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs})
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    'name, kwargs',
+    [
+        ('MoRViT', dict(shared_init_block=2, timm_init='pick')),
+        ('SRViT', dict(readout='hard', timm_init='fresh')),
+        ('ReViT', dict(num_experts=2, timm_gates='uniform')),
+        ('PlainViT', dict(global_steps=[1], window_size=2)),
+        ('SRViT', dict(readout='final', router_input='unit_input', timm_init='function')),  # their defaults
+        ('MoRViT', dict(shared_init_block=6)),  # an inherited default says nothing new
+    ],
+)
+def test_the_same_arguments_where_they_act_or_at_their_default_build(name, kwargs):
+    BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs})

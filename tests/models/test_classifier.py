@@ -26,8 +26,7 @@ def test_classification_output_is_the_normalised_final_state(name, out_type):
     model.eval()
     with torch.no_grad():
         (feat,) = model(x := torch.randn(1, 3, 64, 48))
-        states, _ = model.get_intermediate_states(x, [model.depth - 1])
-    tokens = states[0]  # normalised by get_intermediate_states
+        tokens, _ = model.forward_intermediates(x, 1, output_fmt='NLC')  # the final tokens, normalised
     expected = tokens[:, 0] if out_type == 'cls_token' else tokens[:, model.num_prefix_tokens :].mean(1)
     torch.testing.assert_close(feat, expected)
     torch.testing.assert_close(tokens.mean(-1), torch.zeros_like(tokens.mean(-1)), atol=1e-4, rtol=0)  # LayerNorm'd

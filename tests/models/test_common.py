@@ -36,7 +36,7 @@ def test_output_shapes(name, hw):
         assert o.shape == (2, model.embed_dim, *grid)
         assert o.is_contiguous()  # NCHW in memory: mmcv's RoIAlign misreads other layouts (test_mmcv_ops.py)
         assert torch.isfinite(o).all()
-    assert model.stats is not None and model.stats.grid == grid
+    assert outs.stats is not None and outs.stats.grid == grid  # the statistics travel with the result
 
 
 @pytest.mark.parametrize('name', NAMES)
@@ -44,7 +44,7 @@ def test_backward_reaches_every_parameter(name):
     model = build(name).train()
     outs = model(torch.randn(2, 3, 64, 80))
     loss = sum(o.square().mean() for o in outs)
-    loss = loss + sum(v for v in model.stats.aux_losses.values())
+    loss = loss + sum(v for v in outs.stats.aux_losses.values())
     loss.backward()
     missing = [n for n, p in model.named_parameters() if p.grad is None]
     assert not missing, f'no gradient for {missing}'
@@ -81,7 +81,7 @@ def test_with_cp_keeps_outputs_and_gradients(name):
     for model in (plain, ckpt):
         torch.manual_seed(2)  # same stochastic choices (drop path, routing noise) in both
         y = model(x)
-        (sum(o.sum() for o in y) + sum(model.stats.aux_losses.values(), torch.zeros(()))).backward()
+        (sum(o.sum() for o in y) + sum(y.stats.aux_losses.values(), torch.zeros(()))).backward()
         outs.append((y, {n: p.grad for n, p in model.named_parameters()}))
     for a, b in zip(outs[0][0], outs[1][0]):
         torch.testing.assert_close(a, b)
@@ -202,7 +202,7 @@ def test_every_backbone_and_the_neck_on_random_image_sizes(models):
                 what = f'{name} {"train" if train else "eval"} {batch}x3x{h}x{w}'
                 assert len(outs) == len(model.out_indices), what
                 check_maps(outs, batch, dim, grid, what)
-                assert model.stats.grid == grid, what
+                assert outs.stats.grid == grid, what
                 four_maps = outs if len(outs) == 4 else four_maps
         with torch.no_grad():
             pyramid = neck(four_maps)

@@ -4,9 +4,8 @@ import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
 
-from mmrecvit.models import BACKBONES, edge_recvit, mor_vit
+from mmrecvit.models import BACKBONES, edge_recvit, token_adaptive
 from mmrecvit.models.compute import check_compute, largest_within
-from mmrecvit.models.embedding import to_maps
 from mmrecvit.models.flops import BlockWork
 from mmrecvit.models.plan import rescaled_layers
 
@@ -25,7 +24,7 @@ def run(model, x, compute=None):
     model.compute = compute
     with torch.no_grad():
         out = model(x)
-    return out, model.stats.flops
+    return out, out.stats.flops
 
 
 @pytest.mark.parametrize('name', NAMES)
@@ -67,7 +66,7 @@ def test_the_setting_reached_fits_the_budget_unless_it_is_the_smallest(name):
 
 def _full_flops(model, x):
     """Full-depth FLOPs of `model` on `x`: the plan of its full setting (every step over every token)."""
-    return model.plan_flops(model.full_setting(), model.patch_grid(x))
+    return model.plan_flops(None, model.patch_grid(x))
 
 
 @pytest.mark.parametrize('name', NAMES)
@@ -127,22 +126,23 @@ def test_baselines_drop_applications_from_the_end_and_read_the_rescaled_stage_en
     assert rescaled_layers((2, 5, 8, 11), 12, 16) == (3, 7, 11, 15)
     model = build('PlainViT', depth=8, out_indices=(1, 3, 5, 7))
     x = torch.randn(1, 3, 64, 64)
-    run(model, x, 0.55)
-    kept = len(model.stats.blocks)
+    out, _ = run(model, x, 0.55)
+    kept = len(out.stats.blocks)
     assert 1 <= kept < 8
     # The outputs are those of the first `kept` blocks at the rescaled layers (read without the knob).
+    layers = rescaled_layers((1, 3, 5, 7), 8, kept)
     with torch.no_grad():
-        states, _ = model.get_intermediate_states(x, list(rescaled_layers((1, 3, 5, 7), 8, kept)), compute=1.0)
+        maps = dict(zip(sorted(set(layers)), model.forward_intermediates(x, layers, compute=1.0)[1]))
     out, _ = run(model, x, 0.55)
-    assert all(torch.equal(o, m) for o, m in zip(out, to_maps(states, model.stats.grid, 1)))
+    assert len(out) == 4 and all(torch.equal(o, maps[i]) for o, i in zip(out, layers))
     assert model.out_indices == (1, 3, 5, 7)  # put back after the forward
 
 
 def test_srvit_cuts_recursions_from_the_unit_with_most():
     model = build('SRViT', num_recursions=[4, 4, 2, 2])
     x = torch.randn(1, 3, 64, 64)
-    run(model, x, 0.7)
-    ran = [model.stats.token_maps[f'mixture/unit{u}'].shape[1] for u in range(4)]
+    out, _ = run(model, x, 0.7)
+    ran = [out.stats.token_maps[f'mixture/unit{u}'].shape[1] for u in range(4)]
     assert ran != [4, 4, 2, 2] and all(1 <= r <= t for r, t in zip(ran, [4, 4, 2, 2]))
     assert max(ran) - min(ran) <= 2  # the chain evens the units out before cutting below 2
     assert model.eval_recursions == (4, 4, 2, 2)
@@ -151,8 +151,8 @@ def test_srvit_cuts_recursions_from_the_unit_with_most():
 def test_revit_runs_as_a_shallower_revit():
     model = build('ReViT', depth=8)
     x = torch.randn(1, 3, 64, 64)
-    run(model, x, 0.5)
-    kept = len(model.stats.blocks)
+    out, _ = run(model, x, 0.5)
+    kept = len(out.stats.blocks)
     assert 2 <= kept < 8 and model.depth == 8
     out, _ = run(model, x, 0.5)
     model.depth = kept
@@ -163,10 +163,8 @@ def test_revit_runs_as_a_shallower_revit():
 def test_edge_recvit_shifts_each_images_depths_and_keeps_their_order():
     model = build('EdgeRecViT', depth=8)
     x = torch.randn(2, 3, 64, 64)
-    run(model, x)
-    default = model.stats.token_maps['depth'].clone()
-    run(model, x, 0.35)
-    shifted = model.stats.token_maps['depth']
+    default = run(model, x)[0].stats.token_maps['depth']
+    shifted = run(model, x, 0.35)[0].stats.token_maps['depth']
     diff = (shifted - default).flatten(1)
     assert (diff <= 0).all() and (shifted < default).any()
     # Per image one shift, unless clipped at depth 1.
@@ -180,13 +178,13 @@ def test_edge_recvit_shifts_each_images_depths_and_keeps_their_order():
 
 
 def engine_work(module, monkeypatch):
-    """The `BlockWork` that every `run_subset` call of `module`'s engine reports, in call order."""
+    """The `BlockWork` of every `run_subset` call of `module`'s engine (what that call ran, `subset_work`), in
+    call order."""
     calls, run_subset = [], module.run_subset
 
-    def recording(*args, **kwargs):
-        out, work = run_subset(*args, **kwargs)
-        calls.append(work)
-        return out, work
+    def recording(block, x, active, **kwargs):
+        calls.append(module.subset_work(block, active, kwargs.get('kv_cache') is not None, kwargs.get('windows')))
+        return run_subset(block, x, active, **kwargs)
 
     monkeypatch.setattr(module, 'run_subset', recording)
     return calls
@@ -204,7 +202,7 @@ def test_edge_recvit_plan_is_what_its_engine_ran():
     for kwargs in (dict(), dict(window_size=2), dict(frozen_kv=False), dict(tail_on_all=True)):
         model = build('EdgeRecViT', **kwargs)
         with pytest.MonkeyPatch.context() as mp:
-            calls, projected, update = engine_work(edge_recvit, mp), [], edge_recvit.KVCache.update
+            calls, projected, update = engine_work(token_adaptive, mp), [], edge_recvit.KVCache.update
 
             def recording_update(self, *args, update=update, projected=projected):
                 new = update(self, *args)
@@ -212,28 +210,28 @@ def test_edge_recvit_plan_is_what_its_engine_ran():
                 return new
 
             mp.setattr(edge_recvit.KVCache, 'update', recording_update)
-            run(model, torch.randn(3, 3, 64, 48))
-        planned = [w for w in model.stats.blocks if w.queries > 0]
+            stats = run(model, torch.randn(3, 3, 64, 48))[0].stats
+        planned = [w for w in stats.blocks if w.queries > 0]
         assert len(planned) == len(calls) and all(same_work(p, c) for p, c in zip(planned, calls)), kwargs
-        assert sum(w.new_kv for w in model.stats.blocks) * 3 == pytest.approx(sum(projected)), kwargs
+        assert sum(w.new_kv for w in stats.blocks) * 3 == pytest.approx(sum(projected)), kwargs
         assert calls[-1].queries < calls[0].queries or kwargs.get('tail_on_all'), kwargs  # tokens did exit
 
 
 def test_mor_vit_scales_its_capacities(monkeypatch):
     model = build('MoRViT', num_recursions=4)
     x = torch.randn(1, 3, 64, 64)
-    run(model, x)
-    default = [model.stats.scalars[f'sel/r{r}'].item() for r in range(4)]
-    run(model, x, 0.5)
-    scaled = [model.stats.scalars[f'sel/r{r}'].item() for r in range(4)]
+    stats = run(model, x)[0].stats
+    default = [stats.scalars[f'sel/r{r}'].item() for r in range(4)]
+    stats = run(model, x, 0.5)[0].stats
+    scaled = [stats.scalars[f'sel/r{r}'].item() for r in range(4)]
     assert all(s <= d for s, d in zip(scaled, default)) and scaled != default
     assert model.capacities is None
     # The plan counts what the engine ran: every token subset of every recursion.
-    calls = engine_work(mor_vit, monkeypatch)
-    run(model, x)
-    shared = [w for w, step in zip(model.stats.blocks, range(model.depth)) if 0 < step < model.depth - 1]
+    calls = engine_work(token_adaptive, monkeypatch)
+    stats = run(model, x)[0].stats
+    shared = [w for w, step in zip(stats.blocks, range(model.depth)) if 0 < step < model.depth - 1]
     assert len(shared) == len(calls) == 4 and all(same_work(p, c) for p, c in zip(shared, calls))
-    assert model.plan_flops(model.capacity_schedule, model.stats.grid) == pytest.approx(model.stats.flops)
+    assert model.plan_flops(model.capacity_schedule, stats.grid) == pytest.approx(stats.flops)
 
 
 def test_largest_within_rounds_down_and_falls_back_to_the_smallest():
@@ -272,9 +270,3 @@ def test_two_threads_at_different_compute_on_one_model_each_get_their_own_result
     for compute, ref in zip(fractions, refs):
         assert len(results[compute]) == 20
         assert all(torch.equal(a, b) for out in results[compute] for a, b in zip(out, ref)), (name, compute)
-
-
-def test_edge_settings_are_chosen_in_the_forward_not_by_setting_within():
-    model = build('EdgeRecViT')
-    with pytest.raises(TypeError, match='depths_within'):
-        model.setting_within(0.5, (4, 3))

@@ -3,6 +3,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from backbone_cases import token_states
 from timm.models.vision_transformer import VisionTransformer
 
 from mmrecvit.benchmark import force_mean_depth
@@ -19,7 +20,7 @@ ALL_STEPS = list(range(12))
 
 def build(forced_mean_depth=None, forced_depth_seed=0, **kw):
     """A tiny Edge-RecViT; `forced_mean_depth`: run a fixed, seeded depth pattern of that mean per
-    image instead of the ranker's choice (the benchmark harness's override of `assign_depths`)."""
+    image instead of the ranker's choice (the benchmark harness's `depth_pattern`)."""
     torch.manual_seed(0)
     model = EdgeRecViT(**{**TINY, **kw}).eval()
     if forced_mean_depth is not None:
@@ -29,12 +30,11 @@ def build(forced_mean_depth=None, forced_depth_seed=0, **kw):
 
 def run_both(model, images):
     """States after every step from the engine and from the masked reference (same weights)."""
-    tokens = model.embed(images)
     with torch.no_grad():
         model.execution = 'adaptive'
-        fast, stats = model.forward_tokens(tokens, ALL_STEPS), model.stats
+        fast, stats = token_states(model, images, ALL_STEPS)
         model.execution = 'masked'
-        ref = model.forward_tokens(tokens, ALL_STEPS)
+        ref, _ = token_states(model, images, ALL_STEPS)
     model.execution = 'adaptive'
     return fast, ref, stats
 
@@ -80,15 +80,14 @@ def test_fast_path_equals_masked_reference(case):
 
 def test_cls_always_runs_full_depth():
     model = build(forced_mean_depth=1.0)  # every patch token stops after the head
-    tokens = model.embed(torch.randn(2, 3, 64, 64))
     with torch.no_grad():
-        states = model.forward_tokens(tokens, ALL_STEPS)
-    assert [s.queries for s in model.stats.blocks] == [17] + [1] * 11  # CLS alone after step 0
-    assert model.stats.blocks[-1].new_kv == 16  # the tail needs the frozen tokens' keys/values
+        states, stats = token_states(model, torch.randn(2, 3, 64, 64), ALL_STEPS)
+    assert [s.queries for s in stats.blocks] == [17] + [1] * 11  # CLS alone after step 0
+    assert stats.blocks[-1].new_kv == 16  # the tail needs the frozen tokens' keys/values
     for s in range(1, 11):  # patch tokens frozen, CLS moves (the last state is normed, skip it)
         assert torch.equal(states[s][:, 1:], states[0][:, 1:])
         assert not torch.allclose(states[s][:, 0], states[s - 1][:, 0])
-    assert model.stats.token_maps['depth'].shape == (2, 16)  # CLS is not in the depth map
+    assert stats.token_maps['depth'].shape == (2, 4, 4)  # CLS is not in the depth map (on the 4 x 4 grid)
 
 
 def test_still_active_gate_formula():
@@ -103,12 +102,11 @@ def test_training_uses_gumbel_straight_through_to_the_ranker():
     outs = model(torch.randn(2, 3, 64, 64))
     sum(o.square().mean() for o in outs).backward()  # no aux loss: the gradient comes through a_s
     assert model.ranker.fc2.weight.grad.abs().sum() > 0
-    assert model.stats.blocks[0].queries == 17  # the reference path: every token at every step
+    assert outs.stats.blocks[0].queries == 17  # the reference path: every token at every step
     depths = []
     for seed in (5, 6):
         torch.manual_seed(seed)
-        model(torch.ones(1, 3, 64, 64))
-        depths.append(model.stats.token_maps['depth'])
+        depths.append(model(torch.ones(1, 3, 64, 64)).stats.token_maps['depth'])
     assert not torch.equal(*depths)  # depths are sampled in training
 
 
@@ -116,21 +114,21 @@ def test_aux_losses_are_finite_and_weighted():
     model = build(stb_loss_weight=2e-3, du_loss_weight=0.5)
     images = torch.randn(2, 3, 64, 96)
     with torch.no_grad():
-        model(images)
+        stats = model(images).stats
         tokens = model.embed(images)
         z = model.ranker(tokens[:, 1:])
-    losses = model.stats.aux_losses
+    losses = stats.aux_losses
     assert sorted(losses) == ['loss_du', 'loss_stb'] and all(torch.isfinite(v) for v in losses.values())
     stb = torch.logsumexp(z, -1).square().mean()
     depth = z.argmax(-1)
     du = 12 * (z.softmax(-1).mean((0, 1)) * F.one_hot(depth, 12).float().mean((0, 1))).sum()
     torch.testing.assert_close(losses['loss_stb'], 2e-3 * stb)
     torch.testing.assert_close(losses['loss_du'], 0.5 * du)
-    scalars = model.stats.scalars
+    scalars = stats.scalars
     hist = torch.stack([scalars[f'depth/d{level}'] for level in range(1, 13)])
     assert hist.sum().item() == pytest.approx(1.0)
     assert scalars['depth/mean'].item() == pytest.approx((depth + 1).float().mean().item())
-    assert model.stats.token_maps['depth'].shape == (2, 4, 6)
+    assert stats.token_maps['depth'].shape == (2, 4, 6)
 
 
 def test_inference_knobs_change_processed_tokens():
@@ -141,18 +139,18 @@ def test_inference_knobs_change_processed_tokens():
     ).items():
         model = build(**kw)
         with torch.no_grad():
-            model(images)
-        work[name] = [s.queries for s in model.stats.blocks]
+            stats = model(images).stats
+        work[name] = [s.queries for s in stats.blocks]
         if name == 'forced':
-            assert model.stats.scalars['depth/mean'].item() == pytest.approx(8.3, abs=1 / 16)
+            assert stats.scalars['depth/mean'].item() == pytest.approx(8.3, abs=1 / 16)
     assert work['capped'][4:] == [0] * 8 and max(work['capped'][:4]) > 0
     assert sum(work['shifted']) < sum(work['default'])
     # knobs are plain attributes too (what --cfg-options sets, or a user on a built model)
     model = build()
     model.max_depth = 2
     with torch.no_grad():
-        model(images)
-    assert [s.queries for s in model.stats.blocks][2:] == [0] * 10
+        stats = model(images).stats
+    assert [s.queries for s in stats.blocks][2:] == [0] * 10
 
 
 def test_flops_count_the_tokens_really_processed():
@@ -161,8 +159,7 @@ def test_flops_count_the_tokens_really_processed():
     for mean in (12, 6.0):
         model = build(forced_mean_depth=mean)
         with torch.no_grad():
-            model(images)
-        flops[mean] = model.stats.flops
+            flops[mean] = model(images).stats.flops
     D, L = 32, 12
     fixed = 2 * 16 * (3 * 16 * 16 * D + D * 2 * D + 2 * D * L)  # patch embedding + ranker
     dense_step = 2 * (17 * 12 * D * D + 2 * 17 * 17 * D)  # qkv, proj, MLP + q.k, attn.v
@@ -187,8 +184,7 @@ def test_timm_key_map(tmp_path):
         # at full depth the model is timm's blocks in the order head, shared x 10, tail
         x = torch.randn(1, 3, 64, 64)
         with torch.no_grad():
-            tokens = model.embed(x)
-            ours_out = model.forward_tokens(tokens, [11])[0]
+            ours_out = token_states(model, x, [11])[0][0]
             h = ref._pos_embed(ref.patch_embed(x))
             for i in [0] + [shared] * 10 + [11]:
                 h = ref.blocks[i](h)
@@ -256,8 +252,7 @@ def test_edge_balance_loss_uses_the_argmax_depths():
         model.ranker.fc2.weight.mul_(30.0)  # spread choices: sampled and argmax depths differ
     x = torch.randn(2, 3, 64, 64)
     torch.manual_seed(3)
-    model(x)
-    stats = model.stats
+    stats = model(x).stats
     tokens = model.embed(x)[:, 1:]
     probs = model.ranker(tokens).softmax(-1)
     argmax = probs.argmax(-1) + 1
@@ -285,17 +280,17 @@ def test_edge_ranker_and_noise_are_fp32_under_autocast():
 def test_edge_switches_engine_equals_masked_reference(options):
     model = EdgeRecViT(**TINY, **options).eval()
     force_mean_depth(model, 5.0, 3)
-    x = model.embed(torch.randn(3, 3, 80, 112))
+    x = torch.randn(3, 3, 80, 112)
     with torch.no_grad():
         model.execution = 'adaptive'
-        fast = model.forward_tokens(x, list(range(12)))
-        depth = model.stats.token_maps['depth']
+        fast, stats = token_states(model, x, range(12))
+        depth = stats.token_maps['depth']
         model.execution = 'masked'
-        ref = model.forward_tokens(x, list(range(12)))
+        ref, _ = token_states(model, x, range(12))
     for a, b in zip(fast, ref):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
     early = torch.cat([torch.zeros(3, 1, dtype=torch.bool), depth.flatten(1) < 12], 1)  # (B, N)
-    frozen_at_exit = torch.equal(fast[-1][early], fast[-2][early])  # forward_states: before the final norm
+    frozen_at_exit = torch.equal(fast[-1][early], fast[-2][early])  # norm=False: before the final norm
     assert frozen_at_exit != bool(options.get('tail_on_all'))
 
 
@@ -306,10 +301,10 @@ def test_edge_without_frozen_kv_attends_among_active_tokens():
     for m in (with_kv, without):
         force_mean_depth(m.eval(), 4.0, 0)
     with torch.no_grad():
-        a, b = with_kv(x)[-1], without(x)[-1]
-    assert not torch.allclose(a, b)
-    keys = [blk.keys for blk in without.stats.blocks]
-    assert keys == [blk.queries for blk in without.stats.blocks]  # attention among the queried tokens
+        a, out = with_kv(x)[-1], without(x)
+    assert not torch.allclose(a, out[-1])
+    keys = [blk.keys for blk in out.stats.blocks]
+    assert keys == [blk.queries for blk in out.stats.blocks]  # attention among the queried tokens
 
 
 def test_the_temperature_anneals_the_training_depths_to_the_test_depths():
@@ -322,12 +317,11 @@ def test_the_temperature_anneals_the_training_depths_to_the_test_depths():
     for tau in (1.0, 1e-6):
         model.gumbel_tau = tau
         torch.manual_seed(0)
-        model(x)
-        depth, argmax = model.stats.token_maps['depth'], model.stats.scalars['depth/argmax_mean']
-        shares[tau] = model.stats.scalars['depth/train_is_test'].item()
+        stats = model(x).stats
+        depth, argmax = stats.token_maps['depth'], stats.scalars['depth/argmax_mean']
+        shares[tau] = stats.scalars['depth/train_is_test'].item()
         with torch.no_grad():  # the eval depths of the same ranker
-            model.eval()(x)
-        test_depth = model.stats.token_maps['depth']
+            test_depth = model.eval()(x).stats.token_maps['depth']
         model.train()
         assert shares[tau] == pytest.approx((depth == test_depth).float().mean().item())
         assert argmax.item() == pytest.approx(test_depth.float().mean().item())
@@ -336,8 +330,8 @@ def test_the_temperature_anneals_the_training_depths_to_the_test_depths():
 
 def test_the_confidence_map_keeps_its_graph_for_cce():
     model = build().train()
-    model(torch.randn(2, 3, 64, 64))
-    confidence = model.stats.token_maps['confidence']
+    stats = model(torch.randn(2, 3, 64, 64)).stats
+    confidence = stats.token_maps['confidence']
     confidence.sum().backward()  # CCE's path to the ranker (mmrecvit/mm/cce.py)
     assert model.ranker.fc2.weight.grad.abs().sum() > 0
-    assert not model.stats.scalars['depth/conf'].requires_grad
+    assert not stats.scalars['depth/conf'].requires_grad

@@ -2,9 +2,9 @@
 
 import pytest
 import torch
-from backbone_cases import BACKBONE_CASES
+from backbone_cases import BACKBONE_CASES, traced_with_stats
+from torch.utils.flop_counter import FlopCounterMode
 
-from mmrecvit.mm.complexity import traced_flops
 from mmrecvit.models import BACKBONES, EdgeRecViT, MoRViT
 from mmrecvit.models.flops import BlockWork, OpWork
 
@@ -34,9 +34,9 @@ def test_analytic_count_equals_mmengine_on_static_backbones(case, warm):
     if warm:
         with torch.no_grad():
             model(x)
-    traced = traced_flops(model, (x,))  # the traced forward also fills model.stats
+    traced, stats = traced_with_stats(model, x)  # the traced forward's own statistics
     assert traced > 0
-    assert model.stats.flops == pytest.approx(traced, rel=1e-12)
+    assert stats.flops == pytest.approx(traced, rel=1e-12)
 
 
 def test_every_kind_of_work_is_reported():
@@ -44,8 +44,8 @@ def test_every_kind_of_work_is_reported():
     names = {}
     for name in BACKBONES:
         model = BACKBONES[name](**BACKBONE_CASES[name]).train()
-        model(torch.randn(2, 3, 64, 64))
-        names[name] = {w.name.split('.')[0] for w in model.stats.work if isinstance(w, OpWork)}
+        stats = model(torch.randn(2, 3, 64, 64)).stats
+        names[name] = {w.name.split('.')[0] for w in stats.work if isinstance(w, OpWork)}
     assert names['PlainViT'] == names['NaiveRecursiveViT'] == {'patch_embed'}
     assert names['SRViT'] == {'patch_embed', 'routers', 'step_transforms'}
     assert names['ReViT'] == {'patch_embed', 'router', 'block'}  # ψ and the merge of the expert bank
@@ -60,9 +60,9 @@ def test_hand_count_of_a_token_adaptive_forward():
     assert (model.embed_dim, model.mlp_hidden, model.depth) == (D, H, L)
     # 16 patch tokens (64 x 64 px) + CLS: half the patches stop after 2 steps, half run all 5.
     depth = torch.tensor([[2] * 8 + [5] * 8])
-    model.assign_depths = lambda chosen: depth
+    model.depth_pattern = lambda chosen: depth
     with torch.no_grad():
-        model(torch.randn(1, 3, 64, 64))
+        stats = model(torch.randn(1, 3, 64, 64)).stats
     N = 17
 
     def block(q, k, new_kv=0):  # 2 x MACs: qkv + k/v of cached tokens + q.k and attn.v + proj + MLP
@@ -76,8 +76,8 @@ def test_hand_count_of_a_token_adaptive_forward():
         + block(9, N)  # step 3: same block, cached keys reused
         + block(9, N, new_kv=8)
     )  # step 4: the tail, the cache is re-projected
-    assert model.stats.flops == expected
-    blocks = model.stats.blocks
+    assert stats.flops == expected
+    blocks = stats.blocks
     assert [b.queries for b in blocks] == [17, 17, 9, 9, 9] and [b.new_kv for b in blocks] == [0, 0, 8, 0, 8]
 
 
@@ -86,11 +86,43 @@ def test_mor_capacity_count_and_routers():
     a router Linear(D -> 1) on the candidates."""
     model = MoRViT(**BACKBONE_CASES['MoRViT'], capacities=[1.0, 0.5, 0.25]).eval()
     with torch.no_grad():
-        model(torch.randn(1, 3, 64, 64))
+        stats = model(torch.randn(1, 3, 64, 64)).stats
     D, N = 32, 17
-    queries = [b.queries for b in model.stats.blocks]
+    queries = [b.queries for b in stats.blocks]
     assert queries == [N, N, 1 + 8, 1 + 4, N]  # CLS + ceil(cap * 16) patch tokens
-    assert all(b.keys == b.queries for b in model.stats.blocks)
-    routers = [w for w in model.stats.work if isinstance(w, OpWork) and w.name.startswith('routers')]
+    assert all(b.keys == b.queries for b in stats.blocks)
+    routers = [w for w in stats.work if isinstance(w, OpWork) and w.name.startswith('routers')]
     assert [w.macs for w in routers] == [N * D, N * D, (1 + 8) * D]  # scored: the previous recursion's tokens
-    assert isinstance(model.stats.work[0], OpWork) and isinstance(model.stats.work[1], BlockWork)
+    assert isinstance(stats.work[0], OpWork) and isinstance(stats.work[1], BlockWork)
+
+
+# ---- the plan counts what each method's forward executed (issue 39 item 1) ------------------------------------
+EXECUTED = [(name, {}) for name in sorted(BACKBONES)] + [
+    ('SRViT', dict(window_size=2, router_input='recursion_states')),
+    ('ReViT', dict(step_drop_rate=0.5)),
+    ('EdgeRecViT', dict(execution='masked')),
+    ('EdgeRecViT', dict(window_size=2, use_rel_pos=True)),
+    ('MoRViT', dict(routing='token_choice')),
+    ('MoRViT', dict(unit_size=2, capacities=[1.0, 0.5, 0.25], window_size=2)),
+]
+
+
+@pytest.mark.parametrize('train', [False, True], ids=['eval', 'train'])
+@pytest.mark.parametrize('name, kwargs', EXECUTED, ids=[f'{n}-{"-".join(map(str, k.values()))}' for n, k in EXECUTED])
+def test_the_plan_counts_what_the_forward_executed(name, kwargs, train):
+    """torch's FlopCounterMode on the same forward (every matrix product but the CPU attention kernel, which it does
+    not count: our attention term is left out of the comparison) equals the forward's own statistics."""
+    if name == 'ReViT':  # the products of its balance and diversity losses are the loss's, not the forward's
+        kwargs = {**kwargs, 'balance_loss_weight': 0.0, 'diversity_loss_weight': 0.0}
+    torch.manual_seed(0)
+    model = BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs}).train(train)
+    if name == 'EdgeRecViT':
+        with torch.no_grad():
+            model.ranker.fc2.weight.mul_(30.0)  # spread depths: tokens exit at different layers
+    x = torch.randn(2, 3, 80, 64)
+    with torch.no_grad():
+        model(x)  # reViT: its eval merges are cached from now on, as in every later forward
+        with FlopCounterMode(display=False) as counter:
+            stats = model(x).stats
+    attention = sum(4 * (w.queries * w.keys if w.attn_pairs is None else w.attn_pairs) * w.dim for w in stats.blocks)
+    assert counter.get_total_flops() / 2 == pytest.approx(stats.flops - attention, rel=1e-9)

@@ -5,11 +5,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from backbone_cases import distance_to_deit, masked_attention
+from backbone_cases import distance_to_deit, masked_attention, token_states
 from timm.models.vision_transformer import VisionTransformer
 
 from mmrecvit.models import MoRViT
-from mmrecvit.models import mor_vit as mor_module
+from mmrecvit.models import token_adaptive as engine
 from mmrecvit.models.checkpoint import load_pretrained
 
 TINY = dict(arch='tiny', embed_dim=32, num_heads=2, img_size=64)  # N_r = 10, L = 12 by default
@@ -77,13 +77,13 @@ def reference(model, tokens):
 def record_subsets(monkeypatch):
     """Spy on the engine: the (B, N) mask of every subset MoR runs."""
     seen = []
-    real = mor_module.run_subset
+    real = engine.run_subset  # every subset run goes through the engine's one function
 
     def spy(block, x, active, **kw):
         seen.append(active.mask())
         return real(block, x, active, **kw)
 
-    monkeypatch.setattr(mor_module, 'run_subset', spy)
+    monkeypatch.setattr(engine, 'run_subset', spy)
     return seen
 
 
@@ -108,7 +108,7 @@ def test_structure_and_sizes():
     assert model.layer_depth('blocks.0.attn.qkv.weight') == 1.0
     assert model.layer_depth('blocks.1.mlp.fc1.weight') == 6.5
     assert model.layer_depth('blocks.2.norm1.bias') == 12.0
-    assert model.layer_depth('routers.3.weight') == model.num_layers == 13
+    assert model.layer_depth('routers.3.weight') == model.num_layers + 1 == 13  # above every layer
 
 
 @pytest.mark.parametrize(
@@ -129,10 +129,11 @@ def test_engine_equals_masked_dense_reference(case, monkeypatch):
     grad = case.pop('grad', False)
     model = build(**case)
     seen = record_subsets(monkeypatch)
-    tokens = model.embed(torch.randn(3, 3, 80, 112))  # 5 x 7 = 35 patch tokens
+    images = torch.randn(3, 3, 80, 112)  # 5 x 7 = 35 patch tokens
+    tokens = model.embed(images)
     steps = list(range(model.depth))
     with torch.set_grad_enabled(grad):
-        fast = model.forward_tokens(tokens, steps)
+        fast, stats = token_states(model, images, steps)
     with torch.no_grad():
         ref, masks, bces = reference(model, tokens)
     for s, (a, b) in enumerate(zip(fast, ref)):
@@ -143,19 +144,19 @@ def test_engine_equals_masked_dense_reference(case, monkeypatch):
         assert all(torch.equal(m, mask) for m in seen[r * u : (r + 1) * u])  # the engine ran those rows
     # StepWork: the first and last block see every token, recursion steps only the chosen ones
     N = tokens.shape[1]
-    queries = [s.queries for s in model.stats.blocks]
+    queries = [s.queries for s in stats.blocks]
     expected = [N] + [m.sum().item() / 3 for m in masks for _ in range(u)] + [N]
     assert queries == pytest.approx(expected) and sum(queries) < model.depth * N
     if model.routing == 'expert_choice':
-        assert [s.keys for s in model.stats.blocks[1:-1]] == queries[1:-1]  # keys = the chosen tokens
-        assert 'loss_router_bce' not in model.stats.aux_losses  # eval: the training term is not computed
+        assert [s.keys for s in stats.blocks[1:-1]] == queries[1:-1]  # keys = the chosen tokens
+        assert 'loss_router_bce' not in stats.aux_losses  # eval: the training term is not computed
         with torch.no_grad():
-            model.train().forward_tokens(tokens, steps)  # the same selection (no drop path here)
-        torch.testing.assert_close(model.stats.aux_losses['loss_router_bce'], 1e-3 * torch.stack(bces).mean())
+            _, trained = token_states(model.train(), images, steps)  # the same selection (no drop path here)
+        torch.testing.assert_close(trained.aux_losses['loss_router_bce'], 1e-3 * torch.stack(bces).mean())
     else:
         counts = {m.sum().item() for m in masks[1]}
         assert len(counts) > 1, 'token-choice case must give different counts per image'
-    depth = model.stats.token_maps['recursions']
+    depth = stats.token_maps['recursions'].flatten(1)  # (B, h, w) -> (B, Np)
     P = model.num_prefix_tokens
     assert torch.equal(depth, torch.stack(masks).sum(0)[:, P:])
 
@@ -164,16 +165,16 @@ def test_expert_choice_hierarchy_capacities_and_cls(monkeypatch):
     seen = record_subsets(monkeypatch)
     model = build(capacities=[1.0, 0.9, 0.9, 0.5, 0.5, 0.5, 0.3, 0.2, 0.05, 0.05])
     with torch.no_grad():
-        model(torch.randn(2, 3, 64, 80))  # 20 patch tokens + CLS
+        stats = model(torch.randn(2, 3, 64, 80)).stats  # 20 patch tokens + CLS
     ks = [math.ceil(c * 20 - 1e-9) for c in model.capacity_schedule]  # 20, 18, 18, 10, ..., 1, 1
     assert [m.sum(1).tolist() for m in seen] == [[k + 1] * 2 for k in ks]
     for prev, cur in zip(seen, seen[1:]):
         assert not (cur & ~prev).any()  # chosen at r is a subset of chosen at r-1
     assert all(m[:, 0].all() for m in seen)  # CLS always continues
-    scalars = model.stats.scalars
+    scalars = stats.scalars
     assert [scalars[f'sel/r{r}'].item() for r in range(10)] == pytest.approx([k / 20 for k in ks])
     assert scalars['recursions/mean'].item() == pytest.approx(sum(ks) / 20)
-    assert model.stats.token_maps['recursions'].shape == (2, 4, 5)
+    assert stats.token_maps['recursions'].shape == (2, 4, 5)
 
 
 def test_cls_continues_even_when_the_router_ranks_it_last(monkeypatch):
@@ -186,11 +187,10 @@ def test_cls_continues_even_when_the_router_ranks_it_last(monkeypatch):
         for router in model.routers:
             router.weight.copy_(-e[None])
             router.bias.fill_(40.0)  # every gate ~ alpha, so CLS visibly moves
-        tokens = model.embed(torch.randn(1, 3, 64, 64))
-        states = model.forward_tokens(tokens, list(range(12)))
+        states, stats = token_states(model, torch.randn(1, 3, 64, 64), range(12))
         scores = [model.routers[0](states[s][0]).squeeze(-1) for s in range(11)]
     assert all(sc.argmin() == 0 for sc in scores)  # the router ranks CLS last before every recursion
-    assert [s.queries for s in model.stats.blocks] == [17] + [3] * 10 + [17]  # 1 CLS + ceil(0.1 * 16)
+    assert [s.queries for s in stats.blocks] == [17] + [3] * 10 + [17]  # 1 CLS + ceil(0.1 * 16)
     assert all(m[0, 0] for m in seen)
     for s in range(1, 11):
         assert not torch.allclose(states[s][:, 0], states[s - 1][:, 0])
@@ -199,12 +199,11 @@ def test_cls_continues_even_when_the_router_ranks_it_last(monkeypatch):
 def test_gate_formula():
     """One recursion, every token chosen: x1 = x0 + g (Block(x0) - x0), g = alpha sigmoid(router(x0))."""
     model = build(num_recursions=1, router_alpha=0.3)
-    tokens = model.embed(torch.randn(2, 3, 48, 64))
     with torch.no_grad():
-        x0, x1 = model.forward_tokens(tokens, [0, 1])
+        (x0, x1), stats = token_states(model, torch.randn(2, 3, 48, 64), [0, 1])
         g = 0.3 * torch.sigmoid(model.routers[0](x0))
         torch.testing.assert_close(x1, x0 + g * (model.blocks[1](x0) - x0))
-    assert model.stats.scalars['gate/mean'].item() == pytest.approx(g.mean().item(), rel=1e-5)
+    assert stats.scalars['gate/mean'].item() == pytest.approx(g.mean().item(), rel=1e-5)
     assert MoRViT(**TINY).alpha == 0.1  # SPEC default
 
 
@@ -216,7 +215,7 @@ def test_capacity_knob_at_inference_without_retraining():
         model.capacities = caps  # what --cfg-options model.backbone.capacities=[...] sets
         with torch.no_grad():
             outs[name] = model(images)
-        work[name] = sum(s.queries for s in model.stats.blocks)
+        work[name] = sum(s.queries for s in outs[name].stats.blocks)
         assert all(o.shape == (2, 32, 4, 4) and torch.isfinite(o).all() for o in outs[name])
     assert work['full'] == 12 * 17 and work['full'] > work['default'] > work['half']
     assert not torch.allclose(outs['full'][-1], outs['half'][-1])
@@ -226,8 +225,7 @@ def test_capacity_knob_at_inference_without_retraining():
     for name, caps in (('full', [1.0] * 10), ('half', HALF)):
         model.capacities = caps
         with torch.no_grad():
-            model(images)
-        flops[name] = model.stats.flops
+            flops[name] = model(images).stats.flops
     D, N = 32, 17
     fixed = 2 * 16 * (3 * 16 * 16 * D)  # patch embedding
     dense_step = 2 * (N * 12 * D * D + 2 * N * N * D)  # qkv, proj, MLP + q.k, attn.v
@@ -239,11 +237,10 @@ def test_token_choice_depths_losses_and_gradients():
     model = build(routing='token_choice', balance_loss_weight=0.2, z_loss_weight=1e-3)
     images = torch.randn(2, 3, 64, 96)
     with torch.no_grad():
-        x0 = model.forward_tokens(model.embed(images), [0])[0]
+        x0 = token_states(model, images, [0])[0][0]
         z = model.router(x0)[:, 1:]
-        model(images)
+        stats = model(images).stats
     depth = z.argmax(-1) + 1
-    stats = model.stats
     assert torch.equal(stats.token_maps['recursions'].flatten(1), depth) and 1 < depth.float().mean() < 10
     f = F.one_hot(depth - 1, 10).float().mean((0, 1))
     torch.testing.assert_close(stats.aux_losses['loss_balance'], 0.2 * 10 * (z.softmax(-1).mean((0, 1)) * f).sum())
@@ -261,7 +258,7 @@ def test_token_choice_depths_losses_and_gradients():
     assert model.router.weight.grad.abs().sum() > 0
     model.zero_grad(set_to_none=True)
     outs = model(images)
-    (sum(o.square().mean() for o in outs) + sum(model.stats.aux_losses.values())).backward()
+    (sum(o.square().mean() for o in outs) + sum(outs.stats.aux_losses.values())).backward()
     assert not [n for n, p in model.named_parameters() if p.grad is None]
 
 
@@ -292,7 +289,8 @@ def test_timm_init_average_and_pick(tmp_path, unit_size):
     torch.save({'model': theirs}, path)
     R = 10 // unit_size
     for mode in ('average', 'pick'):
-        model = MoRViT(**TINY, num_recursions=R, unit_size=unit_size, timm_init=mode, shared_init_block=4)
+        pick = dict(shared_init_block=4) if mode == 'pick' else {}  # 'average' picks no block: refused with it
+        model = MoRViT(**TINY, num_recursions=R, unit_size=unit_size, timm_init=mode, **pick)
         routers = {k: v.clone() for k, v in model.routers.state_dict().items()}
         load_pretrained(model, path)
         sd = model.state_dict()
@@ -374,35 +372,37 @@ def mor_with_linear_scores(scores):
     return model, x
 
 
-def test_exact_ties_break_by_position():
+def test_exact_ties_break_by_position(monkeypatch):
     model, x = mor_with_linear_scores(torch.zeros(1, 16))  # every token scores the same
+    monkeypatch.setattr(model, 'embed', lambda images, grid: x)  # these states instead of an image's tokens
     with torch.no_grad():
-        model.forward_tokens(x, [model.depth - 1])
-    assert model.stats.token_maps['recursions'][0].tolist() == [3, 3, 2, 2, 1, 1, 1, 1] + [0] * 8
+        stats = model(torch.zeros(1, 3, 64, 64)).stats  # a 4 x 4 grid: the 16 tokens of x
+    assert stats.token_maps['recursions'][0].flatten().tolist() == [3, 3, 2, 2, 1, 1, 1, 1] + [0] * 8
 
 
 def test_mor_additive_update():
     """'additive': h <- h + g Block(h), MoR's code; 'interpolate': h + g (Block(h) - h)."""
     for update in ('interpolate', 'additive'):
         model = MoRViT(**TINY, num_recursions=1, capacities=[1.0], router_alpha=1.0, update=update).eval()
-        x = model.embed(torch.randn(1, 3, 64, 64))
+        images = torch.randn(1, 3, 64, 64)
+        x = model.embed(images)
         with torch.no_grad():
             first = model.blocks[0](x)
             g = torch.sigmoid(model.routers[0](first))  # (1, N, 1)
             block = model.blocks[1](first)
             mid = first + g * block if update == 'additive' else first + g * (block - first)
             expected = model.blocks[2](mid)
-            got = model.forward_tokens(x, [2])[0]
+            got = token_states(model, images, [2])[0][0]
         torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
 def chosen(model, x):
-    from mmrecvit.models.mor_vit import ExpertChoice
+    from mmrecvit.models.mor_routing import ExpertChoice
     from mmrecvit.models.plan import Forward
     from mmrecvit.models.token_adaptive import capacity_tokens
 
     k = capacity_tokens(model.capacity_schedule[0], x.shape[1] - 1)
-    active, _ = ExpertChoice(model, x, Forward((1, x.shape[1] - 1))).select(0, x, k)
+    active, _ = ExpertChoice(model, x, Forward((1, x.shape[1] - 1), [model.depth - 1])).select(0, x, k)
     return active.index
 
 

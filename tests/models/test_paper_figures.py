@@ -15,9 +15,8 @@ DEIT_B_PAPER_GFLOPS = 35.2  # DeiT-B at 224, as Edge-RecViT's paper (002) counts
 
 
 @torch.no_grad()
-def work_of(model, size=224):
-    model.eval()(torch.zeros(1, 3, size, size))
-    return model.stats.work
+def stats_of(model, size=224):
+    return model.eval()(torch.zeros(1, 3, size, size)).stats
 
 
 def parts(work):
@@ -35,14 +34,15 @@ def test_edge_recvit_b_flops_reconcile_with_the_papers_24_39():
     """The paper's 24.39 G is DeiT-B's 35.2 x the mean depth 8.315 / 12 (linear in depth); ours at that mean depth
     also counts the ranker (0.47 G) and the keys/values of exited tokens re-projected for the shared block and the
     tail (0.73 G), and the CLS token at full depth."""
-    plain_ops, plain_blocks, _, _ = parts(work_of(BACKBONES['PlainViT'](arch='base')))
+    plain_ops, plain_blocks, _, _ = parts(stats_of(BACKBONES['PlainViT'](arch='base')).work)
     dense = plain_ops['patch_embed'] + plain_blocks  # DeiT-B by our count: 35.13
     torch.manual_seed(0)
     edge = BACKBONES['EdgeRecViT'](arch='base')
     force_mean_depth(edge, 8.315, 0)
-    work = work_of(edge)
+    stats = stats_of(edge)
+    work = stats.work
     ops, blocks, reprojection, block_work = parts(work)
-    mean_depth = edge.stats.scalars['depth/mean'].item()  # patch tokens
+    mean_depth = stats.scalars['depth/mean'].item()  # patch tokens
     tokens = 14 * 14 + 1
     mean_depth_all = sum(w.queries for w in block_work) / tokens  # the CLS token runs all 12 layers
 
@@ -69,7 +69,7 @@ def test_revit_b_params_and_flops_reconcile_with_the_papers():
     assert backbone / 1e6 == pytest.approx(21.998, abs=0.0005)
     assert (backbone + classifier) / 1e6 == pytest.approx(22.77, abs=0.005)
 
-    ops, blocks, _, block_work = parts(work_of(model))
+    ops, blocks, _, block_work = parts(stats_of(model).work)
     attention = sum(2 * 2 * w.queries * w.keys * w.dim for w in block_work) / G
     assert blocks == pytest.approx(34.895, abs=0.001) and attention == pytest.approx(1.431, abs=0.001)
     assert ops['patch_embed'] == pytest.approx(0.231, abs=0.001)

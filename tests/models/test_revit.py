@@ -10,7 +10,7 @@ from backbone_cases import program_router, tiny_revit
 
 from mmrecvit.models import NaiveRecursiveViT, PlainViT, ReViT
 from mmrecvit.models.checkpoint import load_pretrained, load_state_dict_into
-from mmrecvit.models.revit import fold_to_plainvit
+from mmrecvit.models.revit_fold import fold_to_plainvit
 
 TINY = dict(arch='tiny', embed_dim=32, num_heads=2, img_size=64)
 
@@ -46,8 +46,7 @@ def test_small_e4_parameter_count_matches_the_paper():
 def test_gates_start_uniform():
     model = tiny_revit().eval()
     with torch.no_grad():
-        model(torch.randn(1, 3, 32, 32))
-    gates = model.stats.tables['gates']
+        gates = model(torch.randn(1, 3, 32, 32)).stats.tables['gates']
     assert gates.shape == (6, 3)
     torch.testing.assert_close(gates, torch.full((6, 3), 1 / 3))
 
@@ -57,8 +56,8 @@ def test_forward_is_the_merged_ffn_recursion(training):
     model = program_router(tiny_revit(step_drop_rate=0.0)).train(training)
     img = torch.randn(2, 3, 48, 64)
     with torch.set_grad_enabled(training):
-        states, _ = model.get_intermediate_states(img, [model.depth - 1])
-        torch.testing.assert_close(states[0], reference_final_state(model, img), rtol=1e-5, atol=1e-5)
+        final, _ = model.forward_intermediates(img, 1, output_fmt='NLC')  # after the final norm (the identity)
+        torch.testing.assert_close(final, reference_final_state(model, img), rtol=1e-5, atol=1e-5)
 
 
 def test_router_runs_once_per_forward_not_per_token():
@@ -85,15 +84,13 @@ def test_one_expert_is_plain_weight_tying():
     with torch.no_grad():
         for a, b in zip(revit(x), tied(x)):
             torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
-    revit.train()(x)
-    assert revit.stats.aux_losses == {}  # no auxiliary losses for E=1
+    assert revit.train()(x).stats.aux_losses == {}  # no auxiliary losses for E=1
 
 
 # ---- auxiliary losses --------------------------------------------------------------------------
 def test_aux_losses_follow_the_spec_formulas():
     model = program_router(tiny_revit(step_drop_rate=0.0)).train()
-    model(torch.randn(2, 3, 32, 32))
-    losses = model.stats.aux_losses
+    losses = model(torch.randn(2, 3, 32, 32)).stats.aux_losses
     assert sorted(losses) == ['loss_revit_balance', 'loss_revit_diversity', 'loss_revit_z']
     with torch.no_grad():
         r = model.router
@@ -115,15 +112,14 @@ def test_aux_losses_follow_the_spec_formulas():
 
 def test_aux_loss_weights_are_configurable_and_train_only():
     model = tiny_revit(balance_loss_weight=0.5, z_loss_weight=0.0, step_drop_rate=0.0).train()
-    model(torch.randn(1, 3, 32, 32))
-    losses = model.stats.aux_losses
+    losses = model(torch.randn(1, 3, 32, 32)).stats.aux_losses
     assert sorted(losses) == ['loss_revit_balance', 'loss_revit_diversity']
     torch.testing.assert_close(losses['loss_revit_balance'], torch.tensor(0.0))  # uniform gates at init
     assert all(v.requires_grad for v in losses.values())
     with torch.no_grad():
-        model.eval()(torch.randn(1, 3, 32, 32))
-    assert model.stats.aux_losses == {}
-    assert sorted(model.stats.scalars) == ['revit_gate_e0', 'revit_gate_e1', 'revit_gate_e2']
+        stats = model.eval()(torch.randn(1, 3, 32, 32)).stats
+    assert stats.aux_losses == {}
+    assert sorted(stats.scalars) == ['revit_gate_e0', 'revit_gate_e1', 'revit_gate_e2']
 
 
 # ---- elastic depth -----------------------------------------------------------------------------
@@ -134,11 +130,11 @@ def test_step_dropout_runs_each_image_as_a_shorter_revit():
     img = torch.randn(6, 3, 48, 48)
     torch.manual_seed(5)
     outs = model.train()(img)
-    kept = model.stats.tables['kept_steps']
+    kept = outs.stats.tables['kept_steps']
     K = kept.sum(1)
     assert kept.shape == (6, 8) and (K >= 2).all() and (K < 8).any() and len(set(K.tolist())) > 1
     n = 10  # tokens: 3x3 patches + CLS
-    for t, work in enumerate(model.stats.blocks):
+    for t, work in enumerate(outs.stats.blocks):
         assert work.queries == pytest.approx(n * kept[:, t].float().mean().item())
     model.eval()
     with torch.no_grad():
@@ -165,10 +161,9 @@ def test_depth_is_elastic_at_inference():
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         outs = deeper(x)
-        g9 = deeper.stats.tables['gates']
-        trained(x)
-        g6 = trained.stats.tables['gates']
-    assert len(outs) == 4 and g9.shape == (9, 3) and len(deeper.stats.blocks) == 9
+        g9 = outs.stats.tables['gates']
+        g6 = trained(x).stats.tables['gates']
+    assert len(outs) == 4 and g9.shape == (9, 3) and len(outs.stats.blocks) == 9
     torch.testing.assert_close(g9[[0, -1]], g6[[0, -1]])  # same program, resampled grid
     assert not torch.allclose(g9[1], g6[1])
     trained.depth = 9  # the setter: same as building with depth=9
@@ -271,7 +266,8 @@ def test_eval_cache_merges_once_and_follows_parameter_changes():
 
         model.depth = 4
         with torch.no_grad():
-            assert len(model(x)) == 4 and model.stats.tables['gates'].shape == (4, 3)
+            out = model(x)
+            assert len(out) == 4 and out.stats.tables['gates'].shape == (4, 3)
         model.double()
         with torch.no_grad():
             assert model(x.double())[0].dtype == torch.float64

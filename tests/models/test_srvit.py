@@ -4,11 +4,11 @@ with_cp run in the shared suite (`test_common.py`)."""
 import pytest
 import torch
 import torch.nn.functional as F
-from backbone_cases import distance_to_deit
+from backbone_cases import distance_to_deit, traced_with_stats
 from timm.models.vision_transformer import VisionTransformer
 
 from mmrecvit.benchmark import PeakMemoryTracker
-from mmrecvit.models import SRViT
+from mmrecvit.models import PlainViT, SRViT
 from mmrecvit.models.checkpoint import CheckpointError
 
 pytestmark = pytest.mark.usefixtures('one_thread')
@@ -35,7 +35,7 @@ def randomize_method_parameters(model, seed=3):
 def reference(model, img, steps=None):
     """SPEC §1 written out naively: keep every step state, then mix. Returns the unit outputs as
     maps (B, D, h, w) and the readout weights (B, T', h, w) of every unit."""
-    steps = steps or model.num_recursions
+    steps = steps or model.unit_recursions
     x, grid = model.embed(img), model.patch_grid(img)
     outs, weights = [], []
     for u, blocks in enumerate(model.unit_blocks):
@@ -156,12 +156,12 @@ def test_outputs_and_weights_match_the_naive_reference(readout, router_input):
     for a, b in zip(outs, ref_outs):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
     for u, w in enumerate(ref_weights):
-        got = model.stats.token_maps[f'mixture/unit{u}']
-        assert got.shape == (2, model.num_recursions[u], 3, 5)
+        got = outs.stats.token_maps[f'mixture/unit{u}']
+        assert got.shape == (2, model.unit_recursions[u], 3, 5)
         torch.testing.assert_close(got, w, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(got.sum(1), torch.ones(2, 3, 5))  # weights sum to 1 per token
-    if readout != 'final' and model.num_recursions[0] > 1:  # the router really mixes (not a uniform/one-step case)
-        w0 = model.stats.token_maps['mixture/unit0']
+    if readout != 'final' and model.unit_recursions[0] > 1:  # the router really mixes (not a uniform/one-step case)
+        w0 = outs.stats.token_maps['mixture/unit0']
         assert (w0.amax(1) - w0.amin(1)).mean() > 0.05
         assert len({int(i) for i in w0.argmax(1).flatten()}) > 1
 
@@ -185,7 +185,7 @@ def test_final_readout_is_the_unit_run_t_times_with_no_router():
     for a, b, c in zip(got, expected, mixed):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
         assert not torch.allclose(a, c, atol=1e-3)  # the soft mixture is something else
-    assert (final.stats.token_maps['mixture/unit3'][:, -1] == 1).all()
+    assert (got.stats.token_maps['mixture/unit3'][:, -1] == 1).all()
 
 
 def test_hard_readout_picks_one_step_and_trains_the_router_straight_through():
@@ -194,8 +194,9 @@ def test_hard_readout_picks_one_step_and_trains_the_router_straight_through():
     soft.load_state_dict(hard.state_dict())
     img = torch.randn(2, 3, 64, 64)
     target = torch.randn(2, 32, 4, 4)
-    (y_hard,) = hard(img)
-    weights = hard.stats.token_maps['mixture/unit0']  # (B, T, h, w)
+    out = hard(img)
+    (y_hard,) = out
+    weights = out.stats.token_maps['mixture/unit0']  # (B, T, h, w)
     assert ((weights == 0) | (weights == 1)).all() and (weights.sum(1) == 1).all()
     assert len(set(weights.argmax(1).flatten().tolist())) > 1  # tokens choose different steps
     (y_hard * target).sum().backward()
@@ -236,18 +237,17 @@ def test_fewer_eval_recursions_load_strictly_and_renormalise_the_router(tmp_path
     with torch.no_grad():
         outs = short(img)
         ref_outs, _ = reference(short, img, steps=[2, 1, 3, 4])
-        trained.eval()(img)
-    full_weights = trained.stats.token_maps['mixture/unit0']
+        full_weights = trained.eval()(img).stats.token_maps['mixture/unit0']
     for a, b in zip(outs, ref_outs):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
-    w = short.stats.token_maps['mixture/unit0']
+    w = outs.stats.token_maps['mixture/unit0']
     assert w.shape[1] == 2  # the truncated softmax is the full one renormalised over the first T' steps
     torch.testing.assert_close(w, full_weights[:, :2] / full_weights[:, :2].sum(1, keepdim=True))
-    assert len(short.stats.blocks) == 2 * 2 + 1 * 2 + 3 * 1 + 4 * 1
+    assert len(outs.stats.blocks) == 2 * 2 + 1 * 2 + 3 * 1 + 4 * 1
     # Training always runs T; the knob can be changed on a built model.
     short.train()
-    short(img)
-    assert short.stats.token_maps['mixture/unit1'].shape[1] == 4 and len(short.stats.blocks) == 4 * 6
+    stats = short(img).stats
+    assert stats.token_maps['mixture/unit1'].shape[1] == 4 and len(stats.blocks) == 4 * 6
     short.eval_recursions = 1
     assert short.eval_recursions == (1, 1, 1, 1)
     with pytest.raises(ValueError, match=r'eval_recursions\[2\]'):
@@ -261,23 +261,22 @@ def test_applications_are_scheduled_and_indexed_by_step(monkeypatch):
     assert model.depth == 6  # the layers: each unit runs its layers in place
     assert model.schedule[:6] == [0, 1, 0, 1, 2, 3]  # unit 0 (blocks 0, 1) twice, then unit 1 (blocks 2, 3)
     calls = []
-    apply_block = model.apply_block
+    run_block = model.run_block  # the one block execution every step goes through
 
-    def spy(block, x, step):
-        calls.append((step.index, next(i for i, b in enumerate(model.blocks) if b is block)))
-        return apply_block(block, x, step)
+    def spy(block, x, step, fwd, **kwargs):
+        calls.append((step, next(i for i, b in enumerate(model.blocks) if b is block)))
+        return run_block(block, x, step, fwd, **kwargs)
 
-    monkeypatch.setattr(model, 'apply_block', spy)
-    model(torch.randn(1, 3, 32, 32))
+    monkeypatch.setattr(model, 'run_block', spy)
+    stats = model(torch.randn(1, 3, 32, 32)).stats
     assert calls == list(enumerate(model.schedule))
-    assert len(model.stats.blocks) == len(calls)
+    assert len(stats.blocks) == len(calls)
 
 
 def test_statistics():
     model = randomize_method_parameters(build(num_recursions=3)).eval()
     with torch.no_grad():
-        model(torch.randn(2, 3, 64, 96))
-    stats = model.stats
+        stats = model(torch.randn(2, 3, 64, 96)).stats
     assert sorted(stats.token_maps) == [f'mixture/unit{u}' for u in range(4)]
     assert stats.grid == (4, 6) and not stats.aux_losses
     for u in range(4):
@@ -357,5 +356,69 @@ def test_srvit_step_transform_kinds():
     }
     assert params == {'linear': 12 * (32 * 32 + 32), 'shift': 12 * 32, 'none': 0}
     model = SRViT(**TINY, step_transform='none')
-    model(torch.randn(1, 3, 64, 64))
-    assert not [w for w in model.stats.work if getattr(w, 'name', '').startswith('step_transforms')]
+    stats = model(torch.randn(1, 3, 64, 64)).stats
+    assert not [w for w in stats.work if getattr(w, 'name', '').startswith('step_transforms')]
+
+
+# ---- windows: global context in every recursion (issue 37) -------------------------------------------------------
+def global_steps_per_unit(model, plan):
+    """unit -> the number of steps of `plan` that attend globally."""
+    counts = dict.fromkeys(range(len(model.unit_sizes)), 0)
+    unit_of = {b: u for u, blocks in enumerate(model.unit_blocks) for b in blocks}
+    for step in plan.steps:
+        counts[unit_of[step.layer]] += step.windows is None or not hasattr(step.windows, 'size')
+    return counts
+
+
+def test_windowed_function_start_reaches_global_context_unlike_its_all_windowed_twin(deit):
+    """At the function start recursion 1 holds 0.99 of every mixture: it must see global context itself."""
+    vit, sd = deit
+    x = torch.randn(2, 3, 128, 128, generator=torch.Generator().manual_seed(2))  # 8 x 8 patches, 16 windows of 2
+    outs = {}
+    for name, kwargs in (('windowed', {}), ('all windowed', dict(global_steps=[]))):
+        model = SRViT(**TINY, num_recursions=4, window_size=2, **kwargs)
+        distance_to_deit(model, vit, sd)  # loads the DeiT stand-in (timm_init='function')
+        with torch.no_grad():
+            outs[name] = model.eval()(x)[-1]
+    a, b = outs['windowed'], outs['all windowed']
+    assert ((a - b).norm() / b.norm()) > 1e-2  # the former layout (global only in recursion 4): ~1e-4
+    # T = 1 is the windowed PlainViT (ViTDet's layout) exactly.
+    plain = PlainViT(**TINY, window_size=2, out_indices=[11])
+    srvit = SRViT(**TINY, num_recursions=1, window_size=2, out_indices=[11])
+    for model in (plain, srvit):
+        distance_to_deit(model, vit, sd)
+    with torch.no_grad():
+        torch.testing.assert_close(srvit.eval()(x)[0], plain.eval()(x)[0], rtol=0, atol=1e-5)
+
+
+def test_every_eval_setting_keeps_a_global_step_in_every_unit():
+    model = build(num_recursions=[3, 2, 4, 2], unit_sizes=[1, 1, 1, 3], window_size=2).eval()
+    grid = (8, 8)
+    assert model.global_layers == (0, 1, 2, 3, 5)  # stage ends 0, 2, 3, 5 of 6; unit 1 ([1]) holds none: its last
+    per_recursion = [1, 1, 1, 2]  # global layers per unit
+    for T in ([3, 2, 4, 2], [1, 1, 1, 1], [2, 1, 3, 2], 1):
+        model.eval_recursions = T
+        for setting in model.recursion_settings():
+            counts = global_steps_per_unit(model, model.plan(setting, grid))
+            assert counts == {u: t * n for u, (t, n) in enumerate(zip(setting, per_recursion))}, (T, setting)
+    model.eval_recursions = None
+    for compute in (0.1, 0.3, 0.6, 1.0):
+        with torch.no_grad():
+            stats = model(torch.randn(1, 3, 128, 128), compute=compute).stats
+        windowed = [w for w in stats.blocks if w.attn_pairs < w.queries * w.keys]
+        assert len(stats.blocks) - len(windowed) >= 4, compute  # the FLOP model counts the global steps
+
+
+@pytest.mark.parametrize('eval_recursions', [None, [2, 1, 2, 1], [1, 2, 1, 1]])
+def test_windowed_flops_follow_the_global_steps_run(eval_recursions):
+    model = build(num_recursions=[2, 3, 2, 1], window_size=2, eval_recursions=eval_recursions).eval()
+    traced, stats = traced_with_stats(model, torch.randn(1, 3, 128, 128))
+    assert stats.flops == pytest.approx(traced, rel=1e-12)
+
+
+def test_the_per_unit_recursions_are_unit_recursions_and_the_old_attribute_warns():
+    """One word, one meaning (issue 39 item 5): MoR-ViT's num_recursions is an int, SR-ViT's T per unit is named."""
+    model = build(num_recursions=[2, 3, 1, 2])
+    assert model.unit_recursions == (2, 3, 1, 2) and model.num_steps == 2 * 2 + 3 * 2 + 1 + 2
+    with pytest.warns(DeprecationWarning, match='use unit_recursions instead'):
+        assert model.num_recursions == model.unit_recursions

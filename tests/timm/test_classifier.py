@@ -44,8 +44,10 @@ def test_timm_style_training_step(method):
     model.set_grad_checkpointing()
     assert model.backbone.with_cp
     images, labels = torch.randn(2, 3, 64, 64), torch.tensor([1, 3])
-    loss = LabelSmoothingCrossEntropy(0.1)(model(images), labels)
-    loss = loss + sum(model.backbone.stats.aux_losses.values(), torch.zeros(()))
+    # model(images) with the backbone's statistics: the final tokens and the forward's aux losses
+    (tokens, _), stats = model.backbone.forward_intermediates(images, 1, output_fmt='NLC', return_stats=True)
+    loss = LabelSmoothingCrossEntropy(0.1)(model.forward_head(tokens), labels)
+    loss = loss + sum(stats.aux_losses.values(), torch.zeros(()))
     loss.backward()
     optimizer.step()
     assert model.forward_features(images).shape == (2, 17, 192)
@@ -79,7 +81,7 @@ def test_the_entrypoints_live_in_the_timm_adapter_and_timm_is_timm():
 
     assert mmrecvit.timm is not timm and timm.__file__ != mmrecvit.timm.__file__  # absolute imports
     for name in register_timm_models():
-        assert timm.models.model_entrypoint(name).__module__ == 'mmrecvit.timm.classifier', name
+        assert timm.models.model_entrypoint(name).__module__ == 'mmrecvit.timm.entrypoints', name
 
 
 def test_the_networks_use_timm_layers_but_not_its_model_registry():
@@ -95,3 +97,23 @@ def test_the_networks_use_timm_layers_but_not_its_model_registry():
                 assert '_registry' not in node.module and not names & REGISTRY_FUNCTIONS, (
                     f'{path.name}: from {node.module} import {sorted(names)}'
                 )
+
+
+@pytest.mark.parametrize('method', ['plainvit', 'srvit', 'revit', 'edgerecvit', 'morvit', 'naiverecvit'])
+def test_compute_per_call(method):
+    """`m(x, compute=f)` (the README's per-call knob) runs the backbone at f: as the attribute does, fewer FLOPs
+    than the full forward; a test-time knob, refused in training."""
+    import timm
+
+    model = timm.create_model(f'{method}_tiny_patch16_224', num_classes=5, img_size=64).eval()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        full, half = model(x), model(x, compute=0.5)
+        _, at_full = model.backbone.forward_intermediates(x, 1, return_stats=True)
+        _, at_half = model.backbone.forward_intermediates(x, 1, compute=0.5, return_stats=True)
+        assert at_half.flops < at_full.flops
+        assert torch.equal(model.forward_head(model.forward_features(x, compute=0.5)), half)
+        model.backbone.compute = 0.5
+        assert torch.equal(model(x), half) and not torch.equal(full, half)
+    with pytest.raises(RuntimeError, match=r'compute=0\.5 is a test-time knob'):
+        model.train()(x, compute=0.5)

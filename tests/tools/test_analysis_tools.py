@@ -17,7 +17,7 @@ import pytest
 import torch
 import yaml
 from backbone_cases import BACKBONE_CASES
-from helpers import REPO, cached_config
+from helpers import REPO, bad_input_line, cached_config
 
 sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
 sys.path.insert(0, osp.join(REPO, 'tools', 'model_converters'))
@@ -108,8 +108,7 @@ def test_visualize_depth_draws_every_statistic(name, tiny_configs, seg_image, tm
     model, _ = build_model(cfg)
     data = prepare_inputs(model, cfg, seg_image, (64, 80))
     with torch.no_grad():
-        model.backbone(data['inputs'])
-    stats = model.backbone.stats
+        stats = model.backbone(data['inputs']).stats
     expected = {f'ADE_val_00000001_{visualize_depth.safe_name(k)}.png' for k in stats.token_maps}
     expected |= {f'ADE_val_00000001_table_{visualize_depth.safe_name(k)}.png' for k in stats.tables}
     assert {p.name for p in written} == expected
@@ -130,7 +129,26 @@ def test_visualize_depth_uses_the_checkpoint(tiny_configs, seg_image, tmp_path):
     assert weights.startswith('whole model')
     written = visualize_depth.visualize(loaded, cfg, [seg_image], tmp_path / 'vis', weights, (64, 80))
     assert {p.name for p in written} == {'ADE_val_00000001_depth.png', 'ADE_val_00000001_confidence.png'}
-    assert (loaded.backbone.stats.token_maps['depth'] == 1).all()
+    with torch.no_grad():
+        stats = loaded.backbone(prepare_inputs(loaded, cfg, seg_image, (64, 80))['inputs']).stats
+    assert (stats.token_maps['depth'] == 1).all()
+
+
+def test_visualize_depth_colour_bars_are_as_tall_as_their_image(tmp_path, monkeypatch):
+    """Issue 41.7: `fig.colorbar(ax=...)` spanned the axes' box, taller than a wide image's panel."""
+    figures = []
+    monkeypatch.setattr(visualize_depth.plt, 'close', figures.append)  # keep the figure to measure it
+    image = np.zeros((64, 160, 3), np.uint8)  # a wide image: 4 x 10 patches
+    depths = np.arange(40).reshape(4, 10) % 3 + 1
+    visualize_depth.draw_token_map(image, depths, 16, 'title', 'depth', tmp_path / 'd.png')
+    visualize_depth.draw_token_map(image, np.random.rand(3, 4, 10), 16, 'title', 'mixture', tmp_path / 'm.png')
+    for fig in figures:
+        fig.canvas.draw()
+        bars = [ax for ax in fig.axes if getattr(ax, '_colorbar', None) is not None]  # matplotlib marks its bars so
+        panels = [ax for ax in fig.axes if ax.images and ax not in bars][1:]  # not the input image
+        assert len(bars) == len(panels) > 0
+        for bar, panel in zip(bars, panels):
+            assert abs(bar.get_position().height - panel.get_position().height) < 1e-3
 
 
 # ---- gen_metafile -------------------------------------------------------------------------------
@@ -166,11 +184,14 @@ def test_gen_metafile_writes_a_valid_model_index(tiny_configs, tmp_path, capsys)
     assert '| mIoU 31.2 (150 it.) |' in printed or '| mIoU 31.3 (150 it.) |' in printed
 
 
-def test_gen_metafile_refuses_a_scores_folder_without_scores(tiny_configs, tmp_path):
-    with pytest.raises(FileNotFoundError, match='--scores .*no \\*/scores.json'):
-        gen_metafile.main(
+def test_gen_metafile_refuses_a_scores_folder_without_scores(tiny_configs, tmp_path, capsys):
+    line = bad_input_line(
+        capsys,
+        lambda: gen_metafile.main(
             ['--configs', str(tiny_configs['PlainViT']), '--out', str(tmp_path / 'm.yml'), '--scores', str(tmp_path)]
-        )
+        ),
+    )
+    assert line.endswith(f'--scores {tmp_path}: no */scores.json there (tools/demo.py writes them)')
 
 
 def test_every_config_is_indexed_with_a_known_collection():

@@ -1,7 +1,9 @@
 """tools/deployment/pytorch2onnx.py end to end: det, seg and cls toy configs, parity before saving, refusals."""
 
 import importlib.util
+import os
 import os.path as osp
+import stat
 
 import pytest
 from helpers import REPO
@@ -23,9 +25,14 @@ def load_tool():
 
 def test_tool_det_dynamic(tmp_path, capsys):
     out = tmp_path / 'det.onnx'
-    assert load_tool().main([DET, 'none', '--shape', '64', '64', '--dynamic', '--out', str(out)]) == 0
+    umask = os.umask(0o027)  # a umask the temporary file's 0600 would not match
+    try:
+        assert load_tool().main([DET, 'none', '--shape', '64', '64', '--dynamic', '--out', str(out)]) == 0
+    finally:
+        os.umask(umask)
     text = capsys.readouterr().out
     assert out.is_file() and 'saved' in text
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640  # what open() makes under umask 027
     assert text.count(' ok\n') + text.endswith(' ok') >= 3 * 5  # 5 neck maps at 3 sizes
     assert not list(tmp_path.glob('*.tmp'))
 
@@ -70,3 +77,27 @@ def test_tool_cls_online_revit(tmp_path, capsys):
     assert load_tool().main([cfg, 'none', '--shape', '64', '64', '--revit-mode', 'online', '--out', str(out)]) == 0
     text = capsys.readouterr().out
     assert 'folded' not in text and 'ImageClassifier' in text and out.is_file()
+
+
+def test_tool_seg_dynamic_matches_at_every_size(tmp_path, capsys):
+    """Issue 41.8: the segmentor's pyramid pooling was exported at the export size's bins and failed the tool's own
+    parity check at the two other sizes."""
+    cfg = osp.join(REPO, 'configs/seg/upernet_plainvit-ti_1xb4-150it_toy-ade20k-256x256.py')
+    out = tmp_path / 'seg.onnx'
+    assert load_tool().main([cfg, 'none', '--shape', '64', '64', '--dynamic', '--out', str(out)]) == 0
+    text = capsys.readouterr().out
+    rows = [line.split() for line in text.splitlines() if line.strip()[:1].isdigit()]  # size, output, shape, diff, ok
+    assert [(r[0], r[-1]) for r in rows] == [('64x64', 'ok'), ('96x128', 'ok'), ('128x96', 'ok')] and out.is_file()
+
+
+def test_the_fixed_size_command_is_the_slide_crop_of_a_sliding_config():
+    import argparse
+
+    from helpers import cached_config
+
+    tool = load_tool()
+    args = argparse.Namespace(config='C.py', checkpoint='none', shape=[64, 96])
+    slide = cached_config(osp.join(REPO, 'configs/seg/upernet_plainvit-s_8xb2-amp-ld0.95-160k_ade20k-512x512.py'))
+    command = 'python tools/deployment/pytorch2onnx.py C.py none --shape'
+    assert tool.fixed_size_command(args, slide) == f'{command} 512 512'  # the windows mmseg's slide inference runs
+    assert tool.fixed_size_command(args, cached_config(SEG)) == f'{command} 64 96'  # whole-image inference

@@ -110,3 +110,52 @@ def test_the_key_map_renames_our_prefix_and_refuses_a_collision():
     assert recipe_diff.renamed({'a.b.c': 1, 'a.t': 2}, {'a.b.': 'a.', 'a.t': 'r.t'}) == {'a.c': 1, 'r.t': 2}
     with pytest.raises(ValueError, match='two of our keys map to one anchor key'):
         recipe_diff.renamed({'a.b.c': 1, 'a.c': 2}, {'a.b.': 'a.'})
+
+
+# ---- what a reader sees (issue 41, item 6) ------------------------------------------------------------------
+SEG_BASE = osp.join(REPO, 'configs', 'seg', '_base_', 'upernet_vit_8xb2-160k_ade20k-512x512.py')
+SRVIT_SEG = osp.join(REPO, 'configs', 'seg', 'upernet_srvit-s_8xb2-160k_ade20k-512x512.py')
+
+
+def test_the_output_names_both_files_and_no_comment_it_cannot_show(capsys):
+    assert recipe_diff.main([SRVIT_SEG]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    anchor = 'mmseg::vit/vit_deit-s16_upernet_8xb2-160k_ade20k-512x512.py'
+    assert lines[0] == f'ours:   {SRVIT_SEG}'
+    assert lines[1] == f'anchor: {anchor} ({recipe_diff.resolve(anchor)})'
+    assert '(above)' not in out
+    base = osp.relpath(SEG_BASE)
+    (hooks,) = [line for line in lines if line.startswith('custom_hooks.TF32Hook.type')]
+    assert hooks.endswith(f'# RecursionHook, RNGStateHook, TF32Hook (the comment above custom_hooks in {base}:36)')
+    text = open(SEG_BASE).read().splitlines()
+    assert text[35].startswith('custom_hooks =') and text[34].startswith('# TF32Hook')  # what the line points at
+
+
+def test_a_plain_value_against_a_subtree_is_shown_once_as_the_subtree():
+    """mmseg's `model.neck=None` against our SimplePyramid: no `model.neck ours=<absent>` beside its own keys."""
+    ours = {'model': {'neck': {'type': 'SimplePyramid', 'in_channels': 384}}}
+    anchor = {'model': {'neck': None}}
+    assert recipe_diff.diff(ours, anchor) == {
+        'model.neck.in_channels': (384, '<absent: model.neck=None>'),
+        'model.neck.type': ('SimplePyramid', '<absent: model.neck=None>'),
+    }
+    assert recipe_diff.diff(anchor, ours)['model.neck.type'] == ('<absent: model.neck=None>', 'SimplePyramid')
+
+
+def test_the_most_specific_listed_pattern_gives_the_reason(tmp_path, capsys):
+    """A base's wildcard written for the anchor's own arguments must not explain a key a derived recipe lists."""
+    intended = {'model.backbone.[aeimnpqw]*[!h]': 'mmseg VisionTransformer arguments', 'model.backbone.num_*': 'ours'}
+    assert recipe_diff.listed_by('model.backbone.num_recursions', intended) == 'model.backbone.num_*'
+    assert recipe_diff.listed_by('model.backbone.num_layers', {**intended, 'model.backbone.num_layers': 'x'}) == (
+        'model.backbone.num_layers'
+    )
+    assert recipe_diff.listed_by('model.neck', intended) is None
+    ours = tmp_path / 'srvit.py'
+    ours.write_text(
+        f"_base_ = '{SRVIT_SEG}'\n"
+        "recipe = dict(intended={'model.backbone.num_recursions': 'T, the recursions of every unit'})\n"
+    )
+    assert recipe_diff.main([str(ours), '--check']) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith('model.backbone.num_recursions')]
+    assert line.endswith('# T, the recursions of every unit')

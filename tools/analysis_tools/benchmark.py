@@ -61,6 +61,7 @@ from mmrecvit.benchmark import (
     run_benchmark,
     write_csv,
 )
+from mmrecvit.inputs import bad_input
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout of this tool: its commit names mmrecvit in the report
 
@@ -181,9 +182,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.reference is not None and args.reference not in labels:
             parser.error(f'--reference {args.reference!r} is not one of the labels {labels}')
         models = []
-        for spec in specs:
-            torch.manual_seed(args.seed)
-            models.append(build_model(spec, hw, whole=args.whole, whole_mode=args.whole_mode))
+        with bad_input(parser.prog):  # a wrong argument name or value, or `type`, of a config's model: one line
+            for spec in specs:
+                torch.manual_seed(args.seed)
+                models.append(build_model(spec, hw, whole=args.whole, whole_mode=args.whole_mode))
     except SpecError as e:
         parser.error(str(e))
     config = BenchConfig(

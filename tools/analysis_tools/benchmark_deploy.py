@@ -28,7 +28,7 @@ from mmrecvit import deploy
 from mmrecvit.benchmark.machine import physical_cores
 from mmrecvit.benchmark.timing import interleaved_order, percentile, time_call
 from mmrecvit.models import BACKBONES
-from mmrecvit.models.revit import fold_to_plainvit
+from mmrecvit.models.revit_fold import fold_to_plainvit
 
 MODELS = {  # label -> (class, kwargs); reViT is folded after building
     'plainvit-s': ('PlainViT', dict(arch='small')),

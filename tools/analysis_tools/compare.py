@@ -106,8 +106,7 @@ def flops_at(model: torch.nn.Module, size: tuple[int, int], weights_here: bool) 
         note = ' (full depth: the ranker decides)'
     else:  # a toy image where a ranker or router reads it, else zeros (the work does not depend on them)
         routed = weights_here and size[0] == size[1]
-        model(init_distance.toy_images(1, size[0], DATA) if routed else torch.zeros(1, 3, *size))
-        work = model.stats.work
+        work = model(init_distance.toy_images(1, size[0], DATA) if routed else torch.zeros(1, 3, *size)).stats.work
     # the papers': the blocks as they run and the patch embedding, without the method's own work
     paper = [w for w in work if getattr(w, 'name', None) == 'patch_embed']
     paper += [dataclasses.replace(w, new_kv=0.0) for w in work if isinstance(w, BlockWork)]

@@ -7,7 +7,7 @@ For each (config, checkpoint) pair and each fraction c, the config's model is bu
 `model.backbone.compute = c` (`mmrecvit/models/compute.py`: c of the backbone's full-depth FLOPs,
 mapped onto each method's own mechanism) and evaluated on the config's test set through mmengine's
 Runner test loop with the config's own metric (CocoMetric, IoUMetric, Accuracy), as tools/test.py
-does. At each setting the backbone's GFLOPs (its analytic count, `backbone.stats.flops`, 2 x MACs
+does. At each setting the backbone's GFLOPs (its analytic count, the forward's `stats.flops`, 2 x MACs
 per image, the mean over the first `--flops-images` test inputs after the data preprocessor) and its
 latency (the median of `--latency-runs` timed forwards of the first test input, after one warm-up)
 are measured.
@@ -34,7 +34,9 @@ from mmengine.config import DictAction
 from tqdm import tqdm
 
 import mmrecvit  # noqa: F401  (compat fixes + registration)
+from mmrecvit.inputs import bad_input, checkpoint_file, config_file
 from mmrecvit.mm import cli
+from mmrecvit.mm.tooling import in_percent
 from mmrecvit.models.compute import check_compute
 
 # The metric each framework's configs report first (the curve's y axis); the CSV keeps all of them.
@@ -93,7 +95,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     work_root = Path(args.work_dir) if args.work_dir else out_dir / 'work'
-    pairs = list(zip(args.pairs[::2], args.pairs[1::2]))
+    with bad_input(parser.prog):  # a wrong file: one line, before any evaluation starts
+        pairs = [(config_file(c), checkpoint_file(k) or 'none') for c, k in zip(args.pairs[::2], args.pairs[1::2])]
     rows = []
     with tqdm(total=len(pairs) * len(fractions), desc='compute settings', unit='setting') as bar:
         for (config, checkpoint), label in zip(pairs, labels(pairs)):
@@ -137,7 +140,7 @@ def evaluate(config: str, checkpoint: str, fraction: float, args: argparse.Names
         backbone_gflops=gflops,
         latency_ms=latency,
         metric=name,
-        value=float(metrics[name]),
+        value=float(in_percent(metrics)[name]),  # in percent: 54.0 AP, 30.3 mIoU
         metrics=json.dumps({k: float(v) for k, v in metrics.items()}, sort_keys=True),
     )
 
@@ -155,8 +158,7 @@ def measure_backbone(runner, num_images: int, runs: int) -> tuple[float, float]:
         inputs = model.data_preprocessor(copy.copy(data), False)['inputs']
         for image in inputs.split(1):
             backbone(image)  # a first forward fills what a backbone caches (reViT's merged experts)
-            backbone(image)
-            flops.append(backbone.stats.flops)
+            flops.append(backbone(image).stats.flops)
             first = image if first is None else first
     if first is None:
         raise SystemExit('the test dataloader gave no data')
@@ -195,7 +197,7 @@ def plot(rows: list[dict], path: Path) -> None:
         for x, y, c in points:
             ax.annotate(f'{c:g}', (x, y), textcoords='offset points', xytext=(3, 3), fontsize=7)
     ax.set_xlabel('backbone GFLOPs per image (2 x MACs, analytic count)')
-    ax.set_ylabel(' / '.join(dict.fromkeys(r['metric'] for r in rows)))
+    ax.set_ylabel(' / '.join(dict.fromkeys(r['metric'] for r in rows)) + ' (%)')
     ax.set_title('accuracy vs test-time compute (points labelled by compute)')
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)

@@ -39,6 +39,7 @@ from typing import Any
 from mmengine.config import DictAction
 
 from mmrecvit.benchmark.machine import cpu_model, mmrecvit_version, physical_cores
+from mmrecvit.inputs import bad_input, config_file
 from mmrecvit.mm.costs import DEFAULT_GPU_RATE, GPU_RATE_ASSUMPTION, cost_table, dry_run_table
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout of this tool: its configs/ and its commit
@@ -275,10 +276,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
         return records
     if args.all == bool(args.configs):
         parser.error('give recipe configs or --all (not both)')
-    paths = recipes() if args.all else [Path(c) for c in args.configs]
-    for p in paths:
-        if not p.is_file():
-            parser.error(f'config file {str(p)!r} not found')
+    with bad_input(parser.prog):  # a missing or non-config file: one line
+        paths = recipes() if args.all else [Path(config_file(c)) for c in args.configs]
     records = [r for r in read_cache(args.cache) if not r.get('error')]  # failed ones are measured again
     done = {r['config'] for r in records}
     from tqdm import tqdm

@@ -5,7 +5,7 @@ really processed.
     python tools/analysis_tools/get_flops.py CONFIG --shape 224 224 --per-step
     python tools/analysis_tools/get_flops.py CONFIG --image my.jpg --checkpoint work_dirs/x/iter_150.pth
 
-The backbone is counted by its own analytic FLOP model (`backbone.stats.work`: the work its forward
+The backbone is counted by its own analytic FLOP model (its forward result's `stats.work`: the work its forward
 really did, so token-adaptive backbones are charged for the tokens they processed, next to the dense
 count); the neck and heads by mmengine's counter (`FlopAnalyzer`, the base of mmdet's and mmseg's own
 get_flops). For a static backbone mmengine's trace of the backbone is printed too and equals the
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from mmengine.config import DictAction
 
+from mmrecvit.inputs import bad_input, checkpoint_file, image_file
 from mmrecvit.mm.complexity import FLOP_CONVENTION, ComplexityReport, count_complexity, format_report
 from mmrecvit.mm.tooling import build_model, default_image, init_scope, load_config, prepare_inputs, shape_arg
 
@@ -79,10 +80,13 @@ def main(argv: Sequence[str] | None = None) -> ComplexityReport:
     parser = build_parser()
     args = parser.parse_args(argv)
     shape = shape_arg(parser, args.shape)
-    cfg = load_config(args.config, args.cfg_options)
-    scope = init_scope(cfg)
-    model, weights = build_model(cfg, args.checkpoint, seed=args.seed)
-    image = Path(args.image) if args.image else default_image(scope, REPO / 'data')
+    with bad_input(parser.prog):  # a wrong file, argument or checkpoint: one line
+        image = args.image and Path(image_file(args.image, '--image'))
+        checkpoint = args.checkpoint and checkpoint_file(args.checkpoint, '--checkpoint', allow_none=False)
+        cfg = load_config(args.config, args.cfg_options)
+        scope = init_scope(cfg)
+        model, weights = build_model(cfg, checkpoint, seed=args.seed)
+    image = image or default_image(scope, REPO / 'data')
     data = prepare_inputs(model, cfg, image, shape)
     report = count_complexity(model, data, trace_backbone=args.trace)
 

@@ -40,6 +40,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from mmrecvit.datasets import TOY_COCO_DIR, make_toy_data
+from mmrecvit.inputs import InputError, bad_input, checkpoint_file
 from mmrecvit.mm.complexity import markdown_table
 from mmrecvit.models import BACKBONES
 from mmrecvit.models.checkpoint import (
@@ -49,6 +50,7 @@ from mmrecvit.models.checkpoint import (
     timm_architecture,
     timm_vit,
 )
+from mmrecvit.models.checks import closest
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -59,12 +61,17 @@ def candidates(depth: int) -> list[tuple[str, str, str, dict[str, Any]]]:
     return [
         ('PlainViT', 'block i <- block i', 'is DeiT', dict(depth=depth)),
         ('NaiveRecursiveViT k=3', "timm_init='cycle' (default)", '', dict(depth=depth, num_blocks=3)),
-        ('NaiveRecursiveViT k=3', "timm_init='pick'", 'SPEC §6', dict(depth=depth, num_blocks=3, timm_init='pick')),
+        (
+            'NaiveRecursiveViT k=3',
+            "timm_init='pick'",
+            "the usual 'pick' mapping",
+            dict(depth=depth, num_blocks=3, timm_init='pick'),
+        ),
         ('NaiveRecursiveViT k=3', "timm_init='average'", '', dict(depth=depth, num_blocks=3, timm_init='average')),
         ('SRViT T=4', "timm_init='function' (default)", '', dict(depth=depth)),
         ('SRViT T=4', "timm_init='fresh'", 'uniform mixture', dict(depth=depth, timm_init='fresh')),
         ('ReViT E=4', "timm_gates='programmed' (default)", '', dict(depth=depth)),
-        ('ReViT E=4', "timm_gates='uniform'", 'SPEC §2 zero router', dict(depth=depth, timm_gates='uniform')),
+        ('ReViT E=4', "timm_gates='uniform'", "the paper's zero router", dict(depth=depth, timm_gates='uniform')),
         ('EdgeRecViT', 'head 0, shared n/2, tail n-1, DeiT norm (default)', "ranker's depths", dict(depth=depth)),
         ('EdgeRecViT', 'the same', 'every token at full depth', dict(depth=depth, depth_shift=depth - 1)),
         (
@@ -90,9 +97,13 @@ def candidates(depth: int) -> list[tuple[str, str, str, dict[str, Any]]]:
 
 def load_source(checkpoint: str, seed: int) -> dict[str, torch.Tensor]:
     if checkpoint.startswith('timm:'):
+        name = checkpoint[len('timm:') :]
+        if not timm.is_model(name):
+            near = ', '.join(closest(name, timm.list_models())) or 'none'
+            raise InputError(f'CHECKPOINT {checkpoint!r}: timm has no model {name!r}; closest: {near}')
         torch.manual_seed(seed)
-        return timm.create_model(checkpoint[len('timm:') :], pretrained=False).state_dict()
-    return read_checkpoint(checkpoint)
+        return timm.create_model(name, pretrained=False).state_dict()
+    return read_checkpoint(checkpoint_file(checkpoint, allow_none=False))
 
 
 def toy_images(count: int, size: int, data_root: Path) -> torch.Tensor:
@@ -209,7 +220,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     args = parser.parse_args(argv)
     if args.images < 1:
         parser.error(f'--images must be >= 1, got {args.images}')
-    sd = load_source(args.checkpoint, args.seed)
+    with bad_input(parser.prog):  # a wrong file or an unknown timm model: one line
+        sd = load_source(args.checkpoint, args.seed)
     arch = timm_architecture(sd)
     heads = args.num_heads or max(1, arch['embed_dim'] // 64)
     size = args.size or arch['img_size']

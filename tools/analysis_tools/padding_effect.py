@@ -3,7 +3,7 @@
     python tools/analysis_tools/padding_effect.py CONFIG CHECKPOINT [--num-images 8]
 
 mmdet pads every image of a batch to the batch's largest size, and our token-adaptive backbones see the
-padding as tokens (SPEC keeps the papers' rules):
+padding as tokens (the papers' rules are kept):
 * MoR-ViT expert choice keeps ceil(capacity * N) of each image's N patch tokens, padding included, so
   padding changes which real tokens recurse;
 * Edge-RecViT's ranker sets each token's depth from that token alone, but its DU balance loss
@@ -24,12 +24,12 @@ import glob
 import numpy as np
 import torch
 import torch.nn.functional as F
-from mmengine.config import Config
 from mmengine.registry import init_default_scope
 from PIL import Image
 
 import mmrecvit  # noqa: F401  (registration)
-from mmrecvit.mm.tooling import build_model
+from mmrecvit.inputs import bad_input, checkpoint_file
+from mmrecvit.mm.tooling import build_model, load_config
 
 MEAN = torch.tensor([123.675, 116.28, 103.53]).view(3, 1, 1)
 STD = torch.tensor([58.395, 57.12, 57.375]).view(3, 1, 1)
@@ -37,14 +37,17 @@ TOKEN_MAPS = {'MoRViT': 'recursions', 'EdgeRecViT': 'depth'}  # the per-token co
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(
+        prog='tools/analysis_tools/padding_effect.py', description=__doc__.split('\n\n')[0]
+    )
     parser.add_argument('config', help=f'a toy det config of {" or ".join(TOKEN_MAPS)}')
     parser.add_argument('checkpoint', help="its trained checkpoint, or 'none' (random weights)")
     parser.add_argument('--num-images', type=int, default=8)
     parser.add_argument('--data-root', default='data/toy_coco')
     args = parser.parse_args(argv)
     init_default_scope('mmdet')
-    model, _ = build_model(Config.fromfile(args.config), None if args.checkpoint == 'none' else args.checkpoint)
+    with bad_input(parser.prog):  # a wrong file, argument or checkpoint: one line
+        model, _ = build_model(load_config(args.config), checkpoint_file(args.checkpoint))
     backbone = model.backbone.eval()
     name = type(backbone).__name__
     if name not in TOKEN_MAPS:
@@ -52,8 +55,7 @@ def main(argv=None) -> dict:
 
     def run(x: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
         with torch.no_grad():
-            backbone(x[None])
-        stats = backbone.stats
+            stats = backbone(x[None]).stats
         return stats.token_maps[TOKEN_MAPS[name]][0].float(), {k: float(v) for k, v in stats.aux_losses.items()}
 
     rows, losses = [], []

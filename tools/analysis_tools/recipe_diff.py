@@ -16,22 +16,28 @@ pipeline (a list of dicts with `type`) is matched step by step by type, so an in
 (`train_pipeline.CheckSegMap`) rather than a shift of every index after it, and a step's parameters are
 `train_pipeline.RandomCrop.crop_size`. mmengine's registry bookkeeping (`_scope_`) is not a difference. `--check`
 also fails on a listed pattern that matches no difference (a stale entry).
+The output names both files in a header, then one line per difference with the reason of the most specific pattern
+that lists it (a key listed by name wins over a wildcard of a base recipe); a reason that points at a comment
+"(above)" names the file and line of the setting that comment is above. A subtree on one side against a plain value
+on the other (`model.neck`: ours a SimplePyramid, mmseg's None) is shown as the subtree's keys, the other side
+`<absent: model.neck=None>`.
 detectron2 LazyConfigs (configs/d2, detectron2's projects/ViTDet): a file that imports detectron2 or mmrecvit.d2, or
 imports relatively (how LazyConfigs derive), is read with `LazyConfig.load`: its module-level dicts, `recipe` among
 them (`__all__` is not read; a derived file imports the base's `recipe` and updates it, None withdrawing an entry).
 A `_target_` (or any class or function) compares as its qualified name (`detectron2.modeling.backbone.vit.ViT`), a
 `functools.partial` as a LazyCall, and a list of LazyCalls as a pipeline keyed by the `_target_`'s short name
-(`dataloader.train.mapper.augmentations.ResizeScale.max_scale`).
-Written by hand because mmengine compares no two configs (one line: `Config.diff` shows text lines, not keys).
+(`dataloader.train.mapper.augmentations.ResizeScale.max_scale`). The comparison itself: `mmrecvit/mm/config_diff.py`.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
 import fnmatch
-import functools
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -42,9 +48,10 @@ from typing import Any, NamedTuple
 
 from mmengine import Config
 
+from mmrecvit.inputs import InputError, bad_input, config_file
+from mmrecvit.mm.config_diff import ABSENT, diff, flatten, renamed  # noqa: F401  (renamed: tests)
 from mmrecvit.mm.tooling import is_lazy_config
 
-ABSENT = '<absent>'
 ANCHOR_SCOPES = ('mmdet', 'mmseg', 'mmpretrain', 'vendor')
 # A vendored project tree whose configs name their bases `../../../configs/...`: the installed package they come from.
 VENDOR_BASES = {'mmdet-vitdet-394f758': 'mmdet'}
@@ -72,7 +79,7 @@ def _package_configs(package: str) -> Path:
     """The installed package's `.mim/configs` folder (where mmengine's `package::` bases come from)."""
     spec = importlib.util.find_spec(package)
     if spec is None or spec.origin is None:
-        raise ValueError(f'anchor scope {package!r}: the package is not installed')
+        raise InputError(f'anchor scope {package!r}: the package is not installed')
     return Path(spec.origin).parent / '.mim' / 'configs'
 
 
@@ -121,132 +128,14 @@ def resolve(path: str) -> Path:
     else:
         scope, rel = path.split('::', 1)
         if scope not in ANCHOR_SCOPES:
-            raise ValueError(
+            raise InputError(
                 f'anchor {path!r}: unknown scope {scope!r}; allowed: {", ".join(ANCHOR_SCOPES)} '
                 '(or a path to a config file)'
             )
         file = _vendor_file(rel) if scope == 'vendor' else _package_configs(scope) / rel
     if not file.is_file():
-        raise FileNotFoundError(f'config {path!r}: no such file ({file})')
+        raise InputError(f'config {path!r}: no such file ({file})')
     return file
-
-
-def _step_type(step: Any) -> str | None:
-    """An mmengine step's `type`, a LazyCall's `_target_` short name (`T.RandomFlip` -> `RandomFlip`), else None."""
-    if not isinstance(step, dict):
-        return None
-    if 'type' in step:
-        return str(step['type'])
-    return None if '_target_' not in step else _qualname(step['_target_']).rpartition('.')[2]
-
-
-def _is_pipeline(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and bool(value) and all(_step_type(v) is not None for v in value)
-
-
-def _step_names(steps: list[dict]) -> list[str]:
-    """Step types, with `#k` on the k-th repeat of a type (`Pad`, `Pad#2`)."""
-    seen: dict[str, int] = {}
-    names = []
-    for step in steps:
-        t = _step_type(step)
-        seen[t] = seen.get(t, 0) + 1
-        names.append(t if seen[t] == 1 else f'{t}#{seen[t]}')
-    return names
-
-
-def _qualname(value: Any) -> str:
-    """A class or function -> `module.QualName` (a LazyConfig's `_target_`); text as is."""
-    if isinstance(value, str) or not hasattr(value, '__qualname__'):
-        return str(value)
-    return f'{value.__module__}.{value.__qualname__}'
-
-
-def flatten(value: Any, prefix: str = '') -> dict[str, Any]:
-    """Nested dicts/lists -> {dotted key: leaf}; pipelines keyed by step type (see the module docstring);
-    a class or function as its qualified name, a `functools.partial` as a LazyCall (`_target_`, its arguments)."""
-    if isinstance(value, functools.partial):
-        value = {'_target_': value.func, **dict(enumerate(value.args)), **value.keywords}
-    if callable(value) and hasattr(value, '__qualname__'):
-        return {prefix: _qualname(value)}
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if k != '_scope_':
-                out.update(flatten(v, f'{prefix}.{k}' if prefix else str(k)))
-        return out
-    if _is_pipeline(value):
-        out = {}
-        for name, step in zip(_step_names(list(value)), value):
-            out.update(flatten(step, f'{prefix}.{name}'))
-        return out
-    if isinstance(value, (list, tuple)):
-        if any(isinstance(v, (dict, list, tuple)) for v in value):
-            out = {}
-            for i, v in enumerate(value):
-                out.update(flatten(v, f'{prefix}[{i}]'))
-            return out
-        return {prefix: list(value)}
-    return {prefix: value}
-
-
-def _pipelines(value: Any, prefix: str = '') -> dict[str, list[str]]:
-    """{pipeline key: its step names in order}, walking as `flatten` does."""
-    if _is_pipeline(value):
-        return {prefix: _step_names(list(value))}
-    items = (
-        value.items()
-        if isinstance(value, dict)
-        else (((f'[{i}]', v) for i, v in enumerate(value)) if isinstance(value, (list, tuple)) else ())
-    )
-    out: dict[str, list[str]] = {}
-    for k, v in items:
-        out.update(_pipelines(v, (f'{prefix}{k}' if k.startswith('[') else f'{prefix}.{k}') if prefix else k))
-    return out
-
-
-def renamed(keys: dict[str, Any], key_map: dict[str, str]) -> dict[str, Any]:
-    """Keys starting with a `key_map` prefix get the anchor's prefix instead (the longest prefix that matches)."""
-    prefixes = sorted(key_map, key=len, reverse=True)
-
-    def rename(key: str) -> str:
-        p = next((p for p in prefixes if key == p or key.startswith(p)), None)
-        return key if p is None else key_map[p] + key[len(p) :]
-
-    out = {rename(k): v for k, v in keys.items()}
-    if len(out) != len(keys):
-        raise ValueError(f'key_map {key_map}: two of our keys map to one anchor key')
-    return out
-
-
-def diff(
-    ours: dict[str, Any], anchor: dict[str, Any], key_map: dict[str, str] | None = None
-) -> dict[str, tuple[Any, Any]]:
-    """{key: (ours, anchor)} for every key whose values differ (ABSENT where a side lacks it), our keys
-    renamed by `key_map` {our prefix: the anchor's} where the two configs name one thing differently.
-
-    A pipeline step present on one side only is one entry, `<pipeline>.<Step>`, and its parameters are
-    not listed again; a reordering of the steps is an entry `<pipeline>` with both orders."""
-    key_map = key_map or {}
-    a, b = renamed(flatten(ours), key_map), flatten(anchor)
-    out: dict[str, tuple[Any, Any]] = {}
-    one_sided: list[str] = []
-    steps_a, steps_b = renamed(_pipelines(ours), key_map), _pipelines(anchor)
-    for pipe in set(steps_a) & set(steps_b):
-        sa, sb = steps_a[pipe], steps_b[pipe]
-        for name in set(sa) ^ set(sb):
-            out[f'{pipe}.{name}'] = ('step' if name in sa else ABSENT, 'step' if name in sb else ABSENT)
-            one_sided.append(f'{pipe}.{name}.')
-        common = [s for s in sa if s in sb]
-        if common != [s for s in sb if s in sa]:
-            out[pipe] = (' > '.join(sa), ' > '.join(sb))
-    for key in sorted(set(a) | set(b)):
-        if any(key.startswith(p) for p in one_sided):
-            continue
-        va, vb = a.get(key, ABSENT), b.get(key, ABSENT)
-        if va != vb:
-            out[key] = (va, vb)
-    return dict(sorted(out.items()))
 
 
 def load(path: str, import_custom_modules: bool = True) -> dict[str, Any]:
@@ -264,7 +153,7 @@ def load(path: str, import_custom_modules: bool = True) -> dict[str, Any]:
 def recipe_of(cfg: dict, path: str) -> dict:
     recipe = cfg.get('recipe')
     if not isinstance(recipe, dict) or 'anchor' not in recipe:
-        raise ValueError(
+        raise InputError(
             f'{path} is not a recipe: it has no `recipe = dict(anchor=..., intended={{...}})` '
             '(see tools/analysis_tools/recipe_diff.py)'
         )
@@ -285,6 +174,52 @@ def unexpected(found: dict[str, tuple[Any, Any]], expected: dict[str, Any]) -> d
         if ours != value:
             out[key] = f'the recipe expects {value!r}' + ('' if key in found else ' (not a difference)')
     return out
+
+
+def specificity(pattern: str) -> tuple[int, int]:
+    """Sort key of a pattern, most specific first: fewer wildcard characters, then more literal characters."""
+    wild = sum(pattern.count(c) for c in '*?[')
+    return wild, -len(re.sub(r'\[[^]]*\]|[*?]', '', pattern))
+
+
+def listed_by(key: str, intended: dict[str, str]) -> str | None:
+    """The most specific pattern that matches `key` (None: not listed). mmengine merges a derived recipe's entries
+    after its base's, so the first match in order could be a base's wildcard written for the base's own keys."""
+    matches = sorted((p for p in intended if fnmatch.fnmatchcase(key, p)), key=specificity)
+    return matches[0] if matches else None
+
+
+def config_files(path: str) -> list[Path]:
+    """`path` and the local files of its `_base_` chain, derived first (a `scope::` base is not ours)."""
+    files, todo = [], [Path(path)]
+    while todo:
+        file = todo.pop(0)
+        if file in files or not file.is_file():
+            continue
+        files.append(file)
+        for node in ast.parse(file.read_text()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, 'id', None) == '_base_' for t in node.targets):
+                with contextlib.suppress(ValueError):  # a computed _base_ (LazyConfigs have none)
+                    bases = ast.literal_eval(node.value)
+                    bases = [bases] if isinstance(bases, str) else bases
+                    todo += [file.parent / b for b in bases if '::' not in b]
+    return files
+
+
+def above(why: str, pattern: str, files: list[Path]) -> str:
+    """`why` with its "(above)" (a comment above the setting, in a config the reader does not see here) replaced
+    by where that setting is: the first file of `files` that lists `pattern` and assigns its top-level key."""
+    if '(above)' not in why:
+        return why
+    top = re.split(r'[.\[*?]', pattern, maxsplit=1)[0]
+    for file in files:
+        text = file.read_text()
+        if repr(pattern) in text or f'"{pattern}"' in text:
+            found = re.search(rf'^{re.escape(top)}\s*=', text, re.M)
+            if found:
+                line = text.count('\n', 0, found.start()) + 1
+                return why.replace('(above)', f'(the comment above {top} in {os.path.relpath(file)}:{line})')
+    return why.replace('(above)', f'(a comment in {os.path.relpath(files[0])})')
 
 
 class Comparison(NamedTuple):
@@ -322,14 +257,20 @@ def main(argv: list[str] | None = None) -> int:
         help='exit 1 if a difference is not listed in the recipe or a listed one is not found',
     )
     args = parser.parse_args(argv)
-    found, unlisted, stale, intended = compare(args.ours, args.anchor)
+    with bad_input('tools/analysis_tools/recipe_diff.py'):  # a missing config or anchor, not a recipe: one line
+        found, unlisted, stale, intended = compare(config_file(args.ours), args.anchor)
+        anchor = args.anchor or recipe_of(load(args.ours), args.ours)['anchor']
+    files = config_files(args.ours)
+    print(f'ours:   {args.ours}')
+    print(f'anchor: {anchor} ({resolve(anchor)})' if '::' in anchor else f'anchor: {anchor}')
+    print("each line: key  ours=<ours'>  anchor=<the anchor's>  # the reason the recipe lists (recipe['intended'])\n")
     width = max((len(k) for k in found), default=0)
     for key, (va, vb) in found.items():
-        why = (
-            f'NOT AS EXPECTED: {unlisted[key]}'
-            if unlisted.get(key)
-            else next((w for p, w in intended.items() if fnmatch.fnmatchcase(key, p)), 'NOT LISTED')
-        )
+        pattern = listed_by(key, intended)
+        if unlisted.get(key):
+            why = f'NOT AS EXPECTED: {unlisted[key]}'
+        else:
+            why = 'NOT LISTED' if pattern is None else above(intended[pattern], pattern, files)
         print(f'{key:<{width}}  ours={va!r}  anchor={vb!r}  # {why}')
     for key in unlisted.keys() - found.keys():
         print(f'{key}: {unlisted[key]}')

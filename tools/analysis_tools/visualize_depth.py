@@ -5,7 +5,7 @@
     python tools/analysis_tools/visualize_depth.py \\
         configs/seg/upernet_srvit-ti_1xb4-150it_toy-ade20k-256x256.py none   # toy image
 
-Everything comes from the statistics of one forward of the backbone (`backbone.stats`, the numbers
+Everything comes from the statistics of one forward of the backbone (its result's `.stats`, the numbers
 the training log and get_flops read too), and the tool iterates over whatever the backbone reports,
 so a new backbone needs no change here:
 
@@ -39,7 +39,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import BoundaryNorm, Normalize
 from mmengine.config import DictAction
+from mpl_toolkits.axes_grid1 import make_axes_locatable
 
+from mmrecvit.inputs import bad_input, checkpoint_file, image_file
 from mmrecvit.mm.tooling import (
     build_model,
     default_image,
@@ -97,6 +99,12 @@ def _span(lo: float, hi: float, flat: tuple[float, float] | None) -> Normalize:
     return Normalize(*(flat if flat is not None else (lo - 0.5, lo + 0.5)))
 
 
+def colorbar(fig, ax, im, ticks=None):
+    """A colour bar as tall as the image drawn in `ax` (matplotlib's `fig.colorbar(ax=...)` spans the axes' box,
+    taller than an image of another aspect ratio)."""
+    return fig.colorbar(im, cax=make_axes_locatable(ax).append_axes('right', size='5%', pad=0.05), ticks=ticks)
+
+
 def draw_token_map(image: np.ndarray, value: np.ndarray, patch: int, title: str, label: str, path: Path) -> Path:
     """Overlay the (…, h, w) map of one image on it: the image, then one panel per map."""
     panels, is_distribution = _panels(value)
@@ -136,7 +144,7 @@ def draw_token_map(image: np.ndarray, value: np.ndarray, patch: int, title: str,
         ax.set_xlim(0, W)
         ax.set_ylim(H, 0)
         ax.set_title(f'{label} {name}'.strip() + f'  (mean {panel.mean():.3g})', fontsize=9)
-        bar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03, ticks=ticks if own_norm is norm else None)
+        bar = colorbar(fig, ax, im, ticks=ticks if own_norm is norm else None)
         bar.set_label('expected k' if name == EXPECTED else label, fontsize=8)
     for ax in axes:
         ax.set_xticks([])
@@ -172,7 +180,7 @@ def draw_table(table: np.ndarray, key: str, title: str, path: Path) -> Path:
             for r in range(R):
                 for c in range(C):
                     ax1.text(r, c, f'{table[r, c]:.2f}', ha='center', va='center', fontsize=6, color='w')
-        fig.colorbar(im, ax=ax1, fraction=0.046, pad=0.03).set_label(value_name)
+        colorbar(fig, ax1, im).set_label(value_name)
         for c in range(C):
             ax2.plot(range(R), table[:, c], marker='o', ms=3, label=f'{cols_name} {c}')
         ax2.set_xlabel(rows_name)
@@ -196,8 +204,7 @@ def visualize(
     written: list[Path] = []
     for image in images:
         data = prepare_inputs(model, cfg, image, shape)
-        backbone = forward_backbone(model, data)
-        stats = backbone.stats
+        backbone, stats = forward_backbone(model, data)
         name = type(backbone).__name__
         if stats is None:
             print(f'{image}: {name} reports no statistics: nothing to draw')
@@ -262,12 +269,13 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     parser = build_parser()
     args = parser.parse_args(argv)
     shape = shape_arg(parser, args.shape)
-    cfg = load_config(args.config, args.cfg_options)
-    scope = init_scope(cfg)
-    checkpoint = None if args.checkpoint.lower() == 'none' else args.checkpoint
-    model, weights = build_model(cfg, checkpoint, seed=args.seed)
+    with bad_input(parser.prog):  # a wrong file, argument or checkpoint: one line
+        images = [Path(image_file(p)) for p in args.images]
+        cfg = load_config(args.config, args.cfg_options)
+        scope = init_scope(cfg)
+        model, weights = build_model(cfg, checkpoint_file(args.checkpoint), seed=args.seed)
     print(f'weights: {weights}')
-    images = [Path(p) for p in args.images] or [default_image(scope, REPO / 'data')]
+    images = images or [default_image(scope, REPO / 'data')]
     written = visualize(model, cfg, images, Path(args.out_dir), weights, shape)
     for p in written:
         print(f'wrote {p}')

@@ -15,13 +15,17 @@ head's logits); mmpretrain configs -> the classifier's logits. The dynamo export
 reViT (`--revit-mode`): 'fold' (default) exports the folded dense twin (`fold_to_plainvit`, what a
 deployment runs: L plain blocks, no router); 'online' exports the reViT as configured (router and
 expert merge in the graph). Edge-RecViT needs execution='masked' and MoR-ViT routing='expert_choice':
-the other modes run data-dependent token counts and are refused with an error saying so.
+the other modes run data-dependent token counts and are refused with an error saying so. With --dynamic, the
+segmentors' adaptive average pooling (UPerHead's pyramid pooling) is exported in a form exact at every size
+(`mmrecvit.deploy.AdaptiveAvgPoolMatmul`); a module no dynamic graph computes (adaptive max pooling) is refused
+before exporting, with the fixed-size command (mmseg's slide-inference crop when the config slides).
 
 Parity: the file runs in onnxruntime (CPUExecutionProvider) next to PyTorch eager on random inputs at
 the export size and, with --dynamic, at two other sizes (`--check-shapes` to choose); a table of max
 |onnxruntime - eager| per output and size is printed. If any exceeds --tolerance (1e-4, fp32) nothing is
 saved and the exit status is 1. The file is written next to --out under a temporary name and renamed on
-success. CHECKPOINT: a checkpoint (see tools/analysis_tools/get_flops.py) or `none` for random weights.
+success, with the mode a new file gets under the umask (as `open` would create it; 0644 under umask 022).
+CHECKPOINT: a checkpoint (see tools/analysis_tools/get_flops.py) or `none` for random weights.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import torch
 from mmengine.config import DictAction
 
 from mmrecvit import deploy
+from mmrecvit.inputs import bad_input, checkpoint_file
 from mmrecvit.mm.tooling import build_model, init_scope, load_config
 
 
@@ -91,6 +96,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def new_file_mode() -> int:
+    """The mode `open()` gives a new file under this process's umask."""
+    umask = os.umask(0)  # the only way to read it: set, then put back at once
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def fixed_size_command(args: argparse.Namespace, cfg) -> str:
+    """The static export of this config: at mmseg's slide-inference crop (what its windows run at) if it slides,
+    else at --shape."""
+    test_cfg = cfg.model.get('test_cfg') or {}
+    H, W = test_cfg['crop_size'] if test_cfg.get('mode') == 'slide' else args.shape
+    return f'python tools/deployment/pytorch2onnx.py {args.config} {args.checkpoint} --shape {H} {W}'
+
+
 def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[tuple[int, int]]:
     shape = tuple(args.shape)
     if args.check_shapes is None:
@@ -113,16 +133,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     sizes = check_sizes(parser, args)
-    cfg = load_config(args.config, args.cfg_options)
-    scope = init_scope(cfg)
-    checkpoint = None if args.checkpoint == 'none' else args.checkpoint
-    model, weights = build_model(cfg, checkpoint, seed=args.seed)
+    with bad_input(parser.prog):  # a wrong file, argument or checkpoint: one line
+        cfg = load_config(args.config, args.cfg_options)
+        scope = init_scope(cfg)
+        model, weights = build_model(cfg, checkpoint_file(args.checkpoint), seed=args.seed)
     folded = args.revit_mode == 'fold' and deploy.fold_revit_backbone(model)
     module = deploy.export_module(model, scope)
     try:
-        deploy.check_exportable(module)
+        deploy.check_exportable(module, args.dynamic)
     except ValueError as e:
-        raise SystemExit(f'pytorch2onnx: {e}') from e
+        fixed = '' if not args.dynamic else f'; at a fixed size: {fixed_size_command(args, cfg)}'
+        raise SystemExit(f'pytorch2onnx: {e}{fixed}') from e
     out = Path(args.out or Path('work_dirs') / (Path(args.config).stem + '.onnx'))
     out.parent.mkdir(parents=True, exist_ok=True)
 
@@ -142,6 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not deploy.parity_ok(rows, args.tolerance):
             print(f'parity FAILED (tolerance {args.tolerance:g}): nothing saved', file=sys.stderr)
             return 1
+        os.chmod(tmp, new_file_mode())  # mkstemp made it 0600, whatever the umask
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):

@@ -1,4 +1,4 @@
-"""Fold a reViT checkpoint into a dense `PlainViT` checkpoint with L blocks (SPEC §2 "Fold to dense").
+"""Fold a reViT checkpoint into a dense `PlainViT` checkpoint with L blocks (docs/methods/revit.md, "fold").
 
     python tools/model_converters/fold_revit.py CHECKPOINT --depth L OUT [--config CFG | --num-heads H]
 
@@ -27,22 +27,22 @@ import torch
 from mmengine.config import Config
 from torch import Tensor
 
+from mmrecvit.inputs import InputError, bad_input, checkpoint_file, config_file
 from mmrecvit.models import PlainViT
 from mmrecvit.models.arguments import ARCH_SETTINGS
-from mmrecvit.models.checkpoint import (
-    load_checkpoint_file,
-    load_state_dict_strict,
-    select_prefix,
-    unwrap_state_dict,
-)
-from mmrecvit.models.revit import ReViT, fold_to_plainvit
+from mmrecvit.models.checkpoint import load_state_dict_strict, select_prefix
+from mmrecvit.models.checkpoint_files import load_checkpoint_file, unwrap_state_dict
+from mmrecvit.models.revit import ReViT
+from mmrecvit.models.revit_fold import fold_to_plainvit, plainvit_config
 
 PREFIX = 'backbone.'
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        description=__doc__.split('\n\n')[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        prog='tools/model_converters/fold_revit.py',
+        description=__doc__.split('\n\n')[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument('checkpoint', help='reViT backbone state dict or mmengine checkpoint (backbone.* keys)')
     parser.add_argument('--depth', type=int, required=True, help='L: number of blocks of the folded ViT (>= 2)')
@@ -149,20 +149,22 @@ def count(sd: dict[str, Tensor]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    obj, flat = read_full(args.checkpoint)
-    is_model_ckpt = any(k.startswith(PREFIX) for k in flat)
-    backbone_sd = select_prefix(flat, PREFIX, args.checkpoint) if is_model_ckpt else flat
-    try:
-        revit = build_revit(args, backbone_sd)
-    except SystemExit as e:  # the architecture cannot be read from the file: say which file
-        raise SystemExit(f'{args.checkpoint}: {e.code}') from e
-    load_state_dict_strict(revit, backbone_sd, args.checkpoint)
+    with bad_input('tools/model_converters/fold_revit.py'):  # a wrong file, argument or checkpoint: one line
+        args.config = args.config and config_file(args.config, '--config')
+        obj, flat = read_full(checkpoint_file(args.checkpoint, allow_none=False))
+        is_model_ckpt = any(k.startswith(PREFIX) for k in flat)
+        backbone_sd = select_prefix(flat, PREFIX, args.checkpoint) if is_model_ckpt else flat
+        try:
+            revit = build_revit(args, backbone_sd)
+        except SystemExit as e:  # the architecture cannot be read from the file: say which file
+            raise InputError(f'{args.checkpoint}: {e.code}') from e
+        load_state_dict_strict(revit, backbone_sd, args.checkpoint)
     revit.eval()
 
     dense = fold_to_plainvit(revit, args.depth)
     diff = check_parity(revit, dense, args.tolerance, args.seed)
     folded_sd = dense.state_dict()
-    config = {'type': 'PlainViT', **revit.plainvit_config(args.depth)}
+    config = {'type': 'PlainViT', **plainvit_config(revit, args.depth)}
     if is_model_ckpt:
         state_dict = {k: v for k, v in flat.items() if not k.startswith(PREFIX)}
         state_dict.update({PREFIX + k: v for k, v in folded_sd.items()})

@@ -1,4 +1,5 @@
-"""Convert a timm/DeiT ViT checkpoint into initial weights for one of our backbones (SPEC §6).
+"""Convert a timm/DeiT ViT checkpoint into initial weights for one of our backbones (each method's
+timm/DeiT start: docs/methods/).
 
     python tools/model_converters/timm2mmrecvit.py deit_small_patch16_224-cd65a155.pth out.pth \\
         --model 'SRViT(arch="small", num_recursions=4)'
@@ -13,7 +14,7 @@ prefix tokens adapted, pos_embed resampled to the model's grid, **strict** load)
 As HF's conversion scripts do, the result is checked before anything is written:
 
 * parity, where the architecture computes DeiT: a twin of the target at the checkpoint's resolution
-  (`PlainViT`: itself; `SRViT`: with T=1, which is DeiT exactly, SPEC §1) is loaded from SRC, and
+  (`PlainViT`: itself; `SRViT`: with T=1, which is DeiT exactly: docs/methods/srvit.md) is loaded from SRC, and
   its states after every block (PlainViT) or unit (SR-ViT) must match timm's `VisionTransformer`
   built with the same weights (`--tolerance`, relative to max(1, max |timm output|)); the target's
   tensors shared with the twin must then equal the twin's;
@@ -38,6 +39,7 @@ from torch import Tensor, nn
 
 import mmrecvit  # noqa: F401  (logging of the checkpoint filter goes to mmengine's logger)
 from mmrecvit.benchmark import SpecError, parse_spec
+from mmrecvit.inputs import bad_input, checkpoint_file, config_file
 from mmrecvit.models import BACKBONES, PlainViT, SRViT
 from mmrecvit.models.checkpoint import (
     CheckpointError,
@@ -95,8 +97,7 @@ def check_parity(
     x = torch.randn(
         1, arch['in_chans'], arch['img_size'], arch['img_size'], generator=torch.Generator().manual_seed(seed)
     )
-    states, grid = twin.get_intermediate_states(x, ours_idx)
-    ours = twin.to_maps(states, grid)
+    ours = twin.forward_intermediates(x, ours_idx, intermediates_only=True)
     theirs = ref.forward_intermediates(x, indices=timm_idx, norm=False, intermediates_only=True, output_fmt='NCHW')
     worst = 0.0
     for i, a, b in zip(timm_idx, ours, theirs):
@@ -161,11 +162,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument('--tolerance', type=float, default=1e-5, help='parity tolerance (default 1e-5)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the random parity input')
     args = parser.parse_args(argv)
-    try:
-        name, kwargs = backbone_cfg(args.model, args.config)
-    except SpecError as e:
-        parser.error(str(e))
-    meta = convert(args.src, args.dst, name, kwargs, args.tolerance, args.seed)
+    with bad_input(parser.prog):  # a wrong file, backbone argument or checkpoint: one line
+        src = checkpoint_file(args.src, 'SRC', allow_none=False)
+        try:
+            name, kwargs = backbone_cfg(args.model, args.config and config_file(args.config, '--config'))
+        except SpecError as e:
+            parser.error(str(e))
+        meta = convert(src, args.dst, name, kwargs, args.tolerance, args.seed)
     print(f'{name}({", ".join(f"{k}={v!r}" for k, v in kwargs.items())}): {meta["params"] / 1e6:.2f}M parameters')
     print(f'check: {meta["check"]}')
     print(f'wrote {args.dst} (re-loaded strictly through init_cfg=dict(type="Pretrained", checkpoint=...))')

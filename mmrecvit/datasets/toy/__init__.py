@@ -14,10 +14,10 @@ records the generator version and arguments; a later call with the same argument
 complete and skips it (see `manifest`).
 
 Modules: `draw` (noise, colour, shape filling, encoders), `coco`, `ade` and `cls` (one renderer
-and writer per set), `manifest` (completeness, skip / rewrite, argument checks), `layout` (the sets
-under one data folder, config overrides). The package imports only numpy, OpenCV, pycocotools
-and tqdm, and only relative imports inside itself, so `tools/misc/make_toy_data.py` can load it
-without importing torch, mmdet or mmseg.
+and writer per set; `ade_scene` paints the ADE20K scenes), `manifest` (completeness, skip / rewrite,
+argument checks), `layout` (the sets under one data folder, config overrides). The package imports
+only numpy, OpenCV, pycocotools and tqdm, and only relative imports inside itself, so
+`tools/misc/make_toy_data.py` can load it without importing torch, mmdet or mmseg.
 """
 
 from .ade import TOY_ADE_CLASSES, TOY_ADE_DIR, TOY_ADE_LABELS, TOY_ADE_MMSEG_INDICES, make_toy_ade20k, render_ade_image

@@ -2,7 +2,7 @@
 the loss dict, exact resume, TF32, a temperature schedule and kill-safe checkpoints.
 
 * `recursion_hook.py`: `RecursionHook`, every mmrecvit backbone's aux losses and statistics added to
-  the model's loss dict (`collect_backbone_outputs`);
+  the model's loss dict (read from each forward's result: `mmrecvit.adapters.StatsCollector`);
 * `rng_state_hook.py`: `RNGStateHook`, exact resume (`get_rng_states` / `set_rng_states`);
 * `tf32_hook.py`: `TF32Hook`, TensorFloat-32 in fp32 matmuls and convolutions;
 * `temperature_schedule_hook.py`: `TemperatureScheduleHook`, Edge-RecViT's `gumbel_tau` annealed;
@@ -14,7 +14,7 @@ into each framework's `HOOKS` once, on `import mmrecvit`.
 """
 
 from .atomic_checkpoint_hook import AtomicCheckpointHook, replace_atomically, write_text_atomically
-from .recursion_hook import RecursionHook, collect_backbone_outputs
+from .recursion_hook import RecursionHook
 from .rng_state_hook import RNGStateHook, get_rng_states, set_rng_states
 from .temperature_schedule_hook import TemperatureScheduleHook
 from .tf32_hook import TF32Hook
@@ -34,7 +34,6 @@ __all__ = [
     'RecursionHook',
     'TF32Hook',
     'TemperatureScheduleHook',
-    'collect_backbone_outputs',
     'get_rng_states',
     'replace_atomically',
     'set_rng_states',

@@ -1,13 +1,14 @@
 """`RecursionHook`: our backbones' auxiliary losses and statistics in the model's loss dict.
 
-mmdet's detectors and mmseg's segmentors build their loss dict in `loss()` from their heads only.
-Before training starts this hook wraps that one method *on the model instance* (the class is
-untouched) so that, after each forward, every mmrecvit backbone's `stats.aux_losses` (`loss_*`,
-summed into the total loss by mmengine) and `stats.scalars` (logged, not summed) are added to the
-dict. They then appear by name in the standard training log, for any detector or segmentor, with no
-user code: our configs list the hook in `custom_hooks`. A backbone's `NonFiniteError` (NaN/inf
-router logits or aux losses, `mmrecvit.models.numerics`) leaves the wrapped `loss()` with the
-training iteration added to its message.
+mmdet's detectors, mmseg's segmentors and mmpretrain's classifiers build their loss dict in `loss()` from
+their heads only. Each backbone forward returns its statistics with its outputs (`FeatureMaps.stats`), so
+before training starts this hook registers torch forward hooks (`adapters.StatsCollector`) that read them
+from every mmrecvit backbone's output, and one forward hook on the model that adds them to the loss dict of
+each `mode='loss'` forward: the `stats.aux_losses` (`loss_*`, summed into the total loss by mmengine) and
+`stats.scalars` (logged, not summed). They then appear by name in the standard training log, for any
+detector or segmentor, with no user code (our configs list the hook in `custom_hooks`); nothing of the model
+is replaced. Each training iteration is named in a backbone's `NonFiniteError` (NaN/inf router logits or
+aux losses, `mmrecvit.models.numerics.forward_label`).
 """
 
 from __future__ import annotations
@@ -17,40 +18,54 @@ from typing import Any
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
-from ...adapters import backbone_terms
-from ...models import ViTBackbone
-from ...models.numerics import NonFiniteError
-
-
-def collect_backbone_outputs(model: Any) -> dict:
-    """Aux losses (with graph) and detached scalars of every mmrecvit backbone in `model`, in one
-    dict: mmengine sums the `loss*` entries and logs the rest."""
-    losses, scalars = backbone_terms(model)
-    return {**losses, **scalars}
+from ...adapters import StatsCollector
+from ...models.numerics import forward_label
 
 
 class RecursionHook(Hook):
-    """Add mmrecvit backbones' aux losses and statistics to the model's loss dict."""
+    """Add mmrecvit backbones' aux losses and statistics to the model's loss dict (module docstring)."""
 
     priority = 'NORMAL'
 
+    def __init__(self) -> None:
+        self._collector: StatsCollector | None = None
+        self._handles: list = []
+        self._label = None
+
     def before_train(self, runner) -> None:
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        backbones = [m for m in model.modules() if isinstance(m, ViTBackbone)]
-        if not backbones or getattr(model, '_mmrecvit_loss_wrapped', False):
+        collector = StatsCollector(model)
+        if not collector.backbones or self._collector is not None:
+            collector.remove()
             return
-        original_loss = model.loss
+        self._collector = collector
+        self._handles = [
+            model.register_forward_pre_hook(lambda module, args: collector.clear()),
+            model.register_forward_hook(self._add_terms, with_kwargs=True),
+        ]
 
-        def loss_with_backbone_terms(*args: Any, **kwargs: Any) -> dict:
-            try:
-                losses = original_loss(*args, **kwargs)
-            except NonFiniteError as e:
-                raise NonFiniteError(f'{e}; at training iteration {runner.iter + 1}') from e
-            for k, v in collect_backbone_outputs(model).items():
-                if k in losses:
-                    raise KeyError(f'RecursionHook: the model already returns a loss named {k!r}')
-                losses[k] = v
-            return losses
+    def _add_terms(self, model: Any, args: tuple, kwargs: dict, output: Any) -> Any:
+        losses, scalars = self._collector.terms()
+        mode = kwargs.get('mode', args[2] if len(args) > 2 else None)
+        if mode != 'loss' or not isinstance(output, dict):
+            return None
+        for k, v in {**losses, **scalars}.items():
+            if k in output:
+                raise KeyError(f'RecursionHook: the model already returns a loss named {k!r}')
+            output[k] = v
+        return output
 
-        model.loss = loss_with_backbone_terms
-        model._mmrecvit_loss_wrapped = True
+    def before_train_iter(self, runner, batch_idx: int, data_batch: Any = None) -> None:
+        self._label = forward_label.set(f'training iteration {runner.iter + 1}')
+
+    def after_train_iter(self, runner, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
+        if self._label is not None:
+            forward_label.reset(self._label)
+            self._label = None
+
+    def after_train(self, runner) -> None:
+        for handle in self._handles:
+            handle.remove()
+        if self._collector is not None:
+            self._collector.remove()
+        self._collector, self._handles = None, []

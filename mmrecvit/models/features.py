@@ -1,0 +1,170 @@
+"""timm's feature API, which every backbone has (`ViTBackbone` derives from `TimmFeatures`): `forward_intermediates`
+and `prune_intermediate_layers` with the semantics of timm's `VisionTransformer`, and the framework `forward` (mmdet,
+mmseg, mmpretrain, detectron2) built on them; which layers `indices` names and the formats the intermediates come
+in. The forward itself (image -> the states of some layers and this forward's statistics) is the backbone's
+`_intermediate_states`."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from timm.models._features import feature_take_indices
+from torch import Tensor, nn
+
+from . import arguments as args
+from .checks import check_choice, check_int
+from .embedding import to_maps
+from .stats import FeatureMaps
+
+OUTPUT_FORMATS = ('NCHW', 'NLC')
+
+
+def take_indices(indices: int | Sequence[int] | None, depth: int, owner: str) -> tuple[int, ...]:
+    """timm's `feature_take_indices` over `depth` layers (an int n: the last n; a list: those, negatives from the
+    end; None: all), sorted and unique, with one error naming `indices` and the layers allowed (cached: a forward
+    asks for the same indices again and again)."""
+    listed = isinstance(indices, Sequence) and not isinstance(indices, (str, bytes))
+    try:
+        return _take_indices(tuple(indices) if listed else indices, depth, owner)
+    except TypeError:  # an unhashable entry: checked without the cache (the error names it)
+        return _check_indices(indices, depth, owner)
+
+
+@functools.lru_cache(maxsize=64)
+def _take_indices(indices: int | tuple[int, ...] | None, depth: int, owner: str) -> tuple[int, ...]:
+    return _check_indices(indices, depth, owner)
+
+
+def _check_indices(indices: Any, depth: int, owner: str) -> tuple[int, ...]:
+    listed = isinstance(indices, Sequence) and not isinstance(indices, (str, bytes))
+    if isinstance(indices, bool) or not (indices is None or isinstance(indices, int) or listed):
+        raise TypeError(
+            f'indices must be None, an int (the last n layers) or a list of layers, got {type(indices).__name__} '
+            f'{indices!r}'
+        )
+    if listed:
+        indices = [check_int('indices entry', i, -depth, depth - 1) for i in indices]
+        if not indices:
+            raise ValueError('indices must name at least one layer, got an empty list')
+    try:
+        take, _ = feature_take_indices(depth, indices)
+    except AssertionError as e:  # timm asserts; one ValueError naming the argument instead
+        raise ValueError(f'indices: {e} (this {owner} has {depth} layers)') from None
+    return tuple(sorted(set(take)))
+
+
+def timm_format(
+    states: list[Tensor], grid: tuple[int, int], num_prefix: int, output_fmt: str, return_prefix_tokens: bool
+) -> list:
+    """States (B, N, D) -> timm's intermediates: maps (B, D, h, w) ('NCHW') or patch tokens (B, h*w, D) ('NLC'),
+    the prefix tokens dropped, or kept beside each as (intermediate, prefix (B, P, D))."""
+    out = list(to_maps(states, grid, num_prefix)) if output_fmt == 'NCHW' else [s[:, num_prefix:] for s in states]
+    return list(zip(out, [s[:, :num_prefix] for s in states])) if return_prefix_tokens else out
+
+
+def prune(model: Any, indices: int | Sequence[int], prune_norm: bool) -> list[int]:
+    """timm's `prune_intermediate_layers` for a `ViTBackbone` (its docstring): the layers after the last of `indices`
+    cut where the model runs one block per layer (`layer_blocks`), else refused."""
+    take = list(take_indices(indices, model.depth, type(model).__name__))
+    depth = take[-1] + 1
+    if depth < model.depth:
+        if model.layer_blocks is None:
+            raise ValueError(
+                f'{type(model).__name__} cannot be cut to its first {depth} of {model.depth} layers: later layers '
+                'are part of what earlier ones compute; use forward_intermediates(indices=...)'
+            )
+        del model.blocks[max(model.layer_blocks[:depth]) + 1 :]
+        model._depth, model.layer_blocks = depth, model.layer_blocks[:depth]
+        model.drop_path_rates = model.drop_path_rates[:depth]
+        model.out_indices = tuple(take)
+    if prune_norm:
+        model.norm = nn.Identity()
+    return take
+
+
+class TimmFeatures:
+    """timm's feature API and the framework forward of a `ViTBackbone` (the module docstring)."""
+
+    def forward_intermediates(
+        self,
+        x: Tensor,
+        indices: int | Sequence[int] | None = None,
+        norm: bool = False,
+        output_fmt: str = 'NCHW',
+        intermediates_only: bool = False,
+        stop_early: bool = False,
+        compute: float | None = None,
+        *,
+        return_prefix_tokens: bool = False,
+        return_stats: bool = False,
+    ) -> Any:
+        """Image -> the states of some layers with timm's semantics (`VisionTransformer.forward_intermediates`):
+        the one way to get features (STYLE 7), which `forward` and the timm classifier call.
+
+        indices: layers (`out_indices`' vocabulary; `features.take_indices`): an int n the last n, a list those
+        (negatives from the end), None all; the intermediates come in layer order. norm: the final norm on each.
+        output_fmt: 'NCHW' maps (B, D, h, w) or 'NLC' patch tokens (B, h*w, D), prefix tokens dropped (timm's;
+        `return_prefix_tokens` keeps them beside each). intermediates_only: the list alone, else (final tokens
+        (B, N, D) after the final norm, list). stop_early: no layer after the last one taken runs. compute: the
+        test-time knob for this call (`compute.py`). return_stats: (result, the forward's `ForwardStats`).
+        """
+        L = self.depth
+        take = take_indices(indices, L, type(self).__name__)
+        if output_fmt not in OUTPUT_FORMATS or self.amp_dtype not in args.AMP_DTYPES:  # plain attributes: checked
+            check_choice('output_fmt', output_fmt, OUTPUT_FORMATS)
+            check_choice('amp_dtype', self.amp_dtype, list(args.AMP_DTYPES))
+        dtype = args.AMP_DTYPES[self.amp_dtype]
+        layers = take if stop_early or take[-1] == L - 1 else (*take, L - 1)
+        if dtype is None:
+            states, final, stats = self._intermediate_states(x, layers, compute)
+        else:
+            with torch.autocast(x.device.type, dtype=dtype):
+                states, final, stats = self._intermediate_states(x, layers, compute)
+            states, final = [s.float() for s in states], final.float()
+        states = states[: len(take)]
+        intermediates = timm_format(
+            [self.norm(s) for s in states] if norm else states,
+            stats.grid,
+            self.num_prefix_tokens,
+            output_fmt,
+            return_prefix_tokens,
+        )
+        result = intermediates if intermediates_only else (self.norm(final), intermediates)
+        return (result, stats) if return_stats else result
+
+    def forward(self, x: Tensor, compute: float | None = None) -> tuple[Tensor, ...]:
+        """(B, C, H, W) -> `out_type`'s outputs (what mmdet/mmseg/mmpretrain and `mmrecvit.d2` call): maps (B, D,
+        ceil(H/p), ceil(W/p)) of `out_indices` (the final norm, if any, on the last layer's, as mmpretrain's ViT)
+        or a 1-tuple with the (B, D) classification feature, as a `FeatureMaps` tuple carrying this forward's
+        statistics in `.stats` (a plain tuple while `torch.export` traces). `compute`: the knob for this call."""
+        if self.out_type == 'featmap':
+            layers, L = self.out_indices, self.depth
+            (final, maps), stats = self.forward_intermediates(
+                x, layers, stop_early=True, compute=compute, return_stats=True
+            )
+            by_layer = dict(zip(sorted(set(layers)), maps))
+            if L - 1 in by_layer and not isinstance(self.norm, nn.Identity):
+                by_layer[L - 1] = to_maps([final], stats.grid, self.num_prefix_tokens)[0]
+            outputs = tuple(map(by_layer.__getitem__, layers))
+        else:
+            (final, _), stats = self.forward_intermediates(x, 1, output_fmt='NLC', compute=compute, return_stats=True)
+            outputs = (self.pool(final),)
+        # torch.export takes plain containers only (pytrees): a plain tuple there, the statistics stay eager.
+        return outputs if torch.compiler.is_exporting() else FeatureMaps(outputs, stats)
+
+    def pool(self, tokens: Tensor) -> Tensor:
+        """(B, N, D) normalised final tokens -> (B, D): the CLS token, or the mean of the patch tokens."""
+        return tokens[:, 0] if self.out_type == 'cls_token' else tokens[:, self.num_prefix_tokens :].mean(1)
+
+    # ---- timm's pruning -------------------------------------------------------------------------
+    def prune_intermediate_layers(
+        self, indices: int | Sequence[int] = 1, prune_norm: bool = False, prune_head: bool = True
+    ) -> list[int]:
+        """timm's: keep the layers up to the last of `indices` and return them (sorted), cutting the rest where the
+        method allows it (one block per layer: PlainViT, NaiveRecursiveViT; the others refuse with an error naming
+        the method). `prune_norm`: the final norm becomes the identity. A backbone has no head (`prune_head` is
+        for the classifier)."""
+        return prune(self, indices, prune_norm)
