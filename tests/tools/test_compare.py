@@ -6,6 +6,7 @@ import sys
 
 import pytest
 from helpers import REPO
+from mmengine.config import Config
 
 sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
 import compare  # noqa: E402  (tools/analysis_tools/compare.py)
@@ -75,9 +76,27 @@ def test_the_vitdet_s_family_declares_every_difference_and_a_changed_layer_decay
     assert not undeclared and {'params', 'start', 'global_steps'} <= differing
     assert {'layer_decay', 'drop_path', 'schedule', 'batch', 'layout'}.isdisjoint(differing)
     cells = {r['method']: r['cells'] for r in rows}
-    assert cells['SRViT']['global_steps'].startswith('4 of 48')
+    # SR-ViT's global steps are its plan's at the test grid (docs/methods/srvit.md): at least one in each recursion of
+    # each unit, of the 4 x 12 block applications it runs
+    srvit = compare.build_backbone(Config.fromfile(VITDET[2]).model.backbone.to_dict())
+    run, of = cells['SRViT']['global_steps'].split(' (')[0].split(' of ')
+    assert int(of) == sum(srvit.eval_recursions[u] * len(b) for u, b in enumerate(srvit.unit_blocks))
+    assert int(run) >= sum(srvit.eval_recursions) > len(srvit.unit_blocks)
     assert cells['ReViT']['start'].startswith('own IN-1k') and cells['PlainViT']['start'] == 'DeiT-S'
     changed = variant(
         tmp_path, 'ld.py', 'optim_wrapper = dict(paramwise_cfg=dict(layer_decay_rate=0.8))', base=VITDET[3]
     )
     assert compare.main([*VITDET[:3], changed, *VITDET[4:], '--check']) == 1
+
+
+@pytest.mark.parametrize(
+    'recipe, size',
+    [
+        ('configs/det/mask-rcnn_plainvit-s_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', (1024, 1024)),  # the LSJ pad
+        ('configs/det/mask-rcnn_plainvit-s_fpn_1x_coco.py', (800, 800)),  # keep_ratio (1333, 800): the short side
+        ('configs/seg/upernet_plainvit-s_8xb2-160k_ade20k-512x512.py', (512, 512)),  # keep_ratio (2048, 512)
+        ('configs/seg/upernet_plainvit-s_8xb2-amp-ld0.95-160k_ade20k-512x512.py', (512, 512)),  # the sliding crop
+    ],
+)
+def test_the_test_size_is_one_square_test_image_as_the_pipeline_makes_it(recipe, size):
+    assert compare.test_size(Config.fromfile(osp.join(REPO, recipe))) == size

@@ -44,7 +44,7 @@ from mmengine.config import Config
 from mmrecvit.mm.complexity import markdown_table
 from mmrecvit.models import BACKBONES
 from mmrecvit.models.checkpoint import load_state_dict_into, read_checkpoint
-from mmrecvit.models.flops import BlockWork, conv_work
+from mmrecvit.models.flops import BlockWork
 from mmrecvit.models.start import is_plain_vit_checkpoint, load_start, represents_plain_vit
 from mmrecvit.models.windows import Windows
 
@@ -79,7 +79,9 @@ def build_backbone(args: dict) -> torch.nn.Module:
 
 
 def test_size(cfg: Config) -> tuple[int, int]:
-    """The test input of one image: a sliding window's crop, else the test pipeline's pad or resize size."""
+    """The test input of one square image: a sliding window's crop, else the test pipeline's pad size, or its resize
+    (keep_ratio: a square image is resized to the scale's short side, mmseg's (2048, 512) -> 512x512, mmdet's
+    (1333, 800) -> 800x800; else to the scale itself)."""
     test_cfg = cfg.model.get('test_cfg') or {}
     if test_cfg.get('mode') == 'slide':
         return tuple(test_cfg['crop_size'])
@@ -87,30 +89,33 @@ def test_size(cfg: Config) -> tuple[int, int]:
     for name, key in (('Pad', 'size'), ('Resize', 'scale'), ('RandomResizedCrop', 'scale'), ('ResizeEdge', 'scale')):
         if name in steps and steps[name].get(key):
             size = steps[name][key]
-            return (
-                (size, size) if isinstance(size, int) else (max(size), max(size)) if name == 'Resize' else tuple(size)
-            )
+            if isinstance(size, int):
+                return size, size
+            if name == 'Resize' and steps[name].get('keep_ratio'):
+                return min(size), min(size)
+            return size[1], size[0]  # OpenMMLab's scales are (w, h)
     raise ValueError(f'{cfg.filename}: no test size in its test pipeline or a sliding-window test_cfg')
 
 
 @torch.no_grad()
 def flops_at(model: torch.nn.Module, size: tuple[int, int], weights_here: bool) -> tuple[float, float, list, str]:
-    """(GFLOPs ours, GFLOPs by the papers' convention, the plan's steps, a note) of one test image: the forward's own
-    record (`stats.work`); for a ranker without its trained weights, the full-depth plan instead."""
+    """(GFLOPs ours, GFLOPs by the papers' convention, the steps run, a note) of one test image, from the forward's
+    own record (its `stats`: the plan it ran and the work outside it); for a ranker without its trained weights,
+    the full-depth plan instead."""
     grid = (math.ceil(size[0] / model.patch_size), math.ceil(size[1] / model.patch_size))
-    steps = list(model.plan(model.default_setting(), grid, list(model.out_indices)).steps)
     note = ''
     if type(model).__name__ == 'EdgeRecViT' and not weights_here:
-        work = [conv_work('patch_embed', model.patch_embed.proj, grid)]
-        work += model.plan(None, grid, list(model.out_indices)).work()
+        plan = model.plan(None, grid)
+        work = [model.embed_work(grid), *plan.work()]
         note = ' (full depth: the ranker decides)'
     else:  # a toy image where a ranker or router reads it, else zeros (the work does not depend on them)
         routed = weights_here and size[0] == size[1]
-        work = model(init_distance.toy_images(1, size[0], DATA) if routed else torch.zeros(1, 3, *size)).stats.work
+        stats = model(init_distance.toy_images(1, size[0], DATA) if routed else torch.zeros(1, 3, *size)).stats
+        plan, work = stats.plan, stats.work
     # the papers': the blocks as they run and the patch embedding, without the method's own work
     paper = [w for w in work if getattr(w, 'name', None) == 'patch_embed']
     paper += [dataclasses.replace(w, new_kv=0.0) for w in work if isinstance(w, BlockWork)]
-    return sum(w.flops for w in work) / 1e9, sum(w.flops for w in paper) / 1e9, steps, note
+    return sum(w.flops for w in work) / 1e9, sum(w.flops for w in paper) / 1e9, list(plan.steps), note
 
 
 def start_of(cfg: Config, model: torch.nn.Module, args: dict, images: int) -> tuple[str, str, str]:

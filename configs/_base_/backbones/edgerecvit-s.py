@@ -12,7 +12,7 @@ backbone = dict(type='EdgeRecViT', shared_init_block=6, final_norm=True)
 temperature_schedule = dict(type='TemperatureScheduleHook', start=1.0, end=0.1, schedule='cosine')
 backbone_recipe = dict(
     differs={  # from PlainViT's, where a comparison table shows it (tools/analysis_tools/compare.py)
-        'params': 'a head, one shared block and a tail for the 12 layers, and the EARR ranker (SPEC §3)',
+        'params': 'a head, one shared block and a tail for the 12 layers, and the EARR ranker (docs/methods/edge_recvit.md)',
         'gflops': "the ranker's work, and at test the tokens' depths decide (the full depth without its trained "
         'ranker; docs/methods/edge_recvit.md)',
         'gflops_paper': "linear in the tokens' mean depth, which the ranker decides",

@@ -8,8 +8,8 @@ _base_ = './plainvit-s.py'
 backbone = dict(type='MoRViT', num_recursions=10, routing='expert_choice')
 backbone_recipe = dict(
     differs={  # from PlainViT's, where a comparison table shows it (tools/analysis_tools/compare.py)
-        'params': 'a first, one shared and a last block for the 12 layers, and the routers (SPEC §4)',
-        'gflops': 'expert-choice capacities (N_r - r)/N_r: the tokens each recursion runs (SPEC §4)',
+        'params': 'a first, one shared and a last block for the 12 layers, and the routers (docs/methods/mor_vit.md)',
+        'gflops': 'expert-choice capacities (N_r - r)/N_r: the tokens each recursion runs (docs/methods/mor_vit.md)',
         'gflops_paper': 'expert-choice capacities: fewer layer applications per token',
     },
     intended={

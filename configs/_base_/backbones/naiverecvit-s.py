@@ -6,7 +6,7 @@ _base_ = './plainvit-s.py'
 backbone = dict(type='NaiveRecursiveViT', num_blocks=3, timm_init='cycle')
 backbone_recipe = dict(
     differs={  # from PlainViT's, where a comparison table shows it (tools/analysis_tools/compare.py)
-        'params': 'its 3 unique blocks serve the 12 layers: a quarter of the block parameters (SPEC §0)',
+        'params': 'its 3 unique blocks serve the 12 layers: a quarter of the block parameters (docs/methods/baselines.md)',
     },
     intended={
         'model.backbone.num_blocks': 'the naive recursive ViT: its unique blocks, cycled over the 12 layers',

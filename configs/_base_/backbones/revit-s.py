@@ -7,7 +7,7 @@ _base_ = './plainvit-s.py'
 backbone = dict(type='ReViT', num_experts=4, timm_init='average', timm_gates='programmed')
 backbone_recipe = dict(
     differs={  # from PlainViT's, where a comparison table shows it (tools/analysis_tools/compare.py)
-        'params': 'one shared attention and 4 expert FFNs for the 12 layers (SPEC §2)',
+        'params': 'one shared attention and 4 expert FFNs for the 12 layers (docs/methods/revit.md)',
         'gflops': "each step's FFN merged from the experts: the merge's work (docs/methods/revit.md)",
     },
     intended={

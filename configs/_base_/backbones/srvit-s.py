@@ -8,8 +8,8 @@ _base_ = './plainvit-s.py'
 backbone = dict(type='SRViT', unit_sizes=(4, 4, 2, 2), num_recursions=4, readout='soft', timm_init='function')
 backbone_recipe = dict(
     differs={  # from PlainViT's, where a comparison table shows it (tools/analysis_tools/compare.py)
-        'params': 'the step transforms and routers of its recursions (SPEC §1: +1.77 M at S)',
-        'gflops': 'each unit runs its 4 recursions: 48 block applications for 12 layers (SPEC §1)',
+        'params': 'the step transforms and routers of its recursions (+1.77 M at S: docs/methods/srvit.md)',
+        'gflops': 'each unit runs its 4 recursions: 48 block applications for 12 layers (docs/methods/srvit.md)',
         'gflops_paper': 'each unit runs its 4 recursions: 4x the layer applications',
         'global_steps': "its units' recursions: the global steps of its plan at the test grid (docs/methods/srvit.md)",
     },
