@@ -6,8 +6,8 @@
 # blur the per-token ranker's supervision. Label smoothing, RandAugment and random erasing stay.
 _base_ = ['./_base_/recvit-small_4xb256_in1k.py', '../_base_/backbones/edgerecvit-s.py']
 custom_hooks = [*_base_.custom_hooks, _base_.temperature_schedule]  # Edge-RecViT's tau annealed
-# CCE (paper 002, SPEC §3): the logits scaled by the mean confidence of the ranker's depth decisions, its main
-# training signal in classification (mmrecvit/mm/cce.py).
+# CCE (paper 002, docs/methods/edge_recvit.md): the logits scaled by the mean confidence of the ranker's depth
+# decisions, its main training signal in classification (mmrecvit/mm/cce.py).
 custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.cce'], allow_failed_imports=False)
 model = dict(type='ConfidenceScaledClassifier', backbone=_base_.backbone, train_cfg=None)
 recipe = dict(

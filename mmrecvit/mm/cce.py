@@ -1,4 +1,4 @@
-"""Edge-RecViT's confidence-modulated cross-entropy (CCE, paper 002, SPEC §3; docs/methods/edge_recvit.md).
+"""Edge-RecViT's confidence-modulated cross-entropy (CCE, paper 002; docs/methods/edge_recvit.md).
 
     model = dict(type='ConfidenceScaledClassifier', backbone=dict(type='EdgeRecViT', ...), head=dict(...))
 
