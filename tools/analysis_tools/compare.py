@@ -65,7 +65,8 @@ COLUMNS = {  # key -> header
     'schedule': 'schedule',
     'batch': 'batch',
 }
-DATA = Path(__file__).resolve().parents[2] / 'data'  # the toy images (written there if absent)
+REPO = Path(__file__).resolve().parents[2]  # made_by's recipes are relative to it, wherever the config is
+DATA = REPO / 'data'  # the toy images (written there if absent)
 # The public plain-ViT checkpoints the recipes start from: what made them.
 PUBLIC = {
     'deit_small_patch16_224-cd65a155.pth': ('DeiT-S', 'IN-1k 300 ep. (DeiT)', 'vit_small_patch16_224'),
@@ -136,7 +137,7 @@ def start_of(cfg: Config, model: torch.nn.Module, args: dict, images: int) -> tu
         return name, 'a plain ViT it cannot represent', '?'
     if recipe is None:
         return name, '1 (its own)' if Path(path).is_file() else '?', '?'
-    cls_cfg = Config.fromfile(str(Path(cfg.filename).parents[2] / recipe.group(0)))
+    cls_cfg = Config.fromfile(str(REPO / recipe.group(0)))
     base = (cls_cfg.model.backbone.get('init_cfg') or {}).get('checkpoint')
     epochs = cls_cfg.train_cfg.get('max_epochs')
     origin = f'{PUBLIC[Path(base).name][0]} + ' if base and Path(base).name in PUBLIC else 'from scratch, '
