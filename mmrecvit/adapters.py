@@ -1,8 +1,9 @@
 """What the framework adapters (`mmrecvit.mm`, `mmrecvit.d2`, `mmrecvit.timm`) read from a model holding our backbones.
 
 Plain PyTorch, so each adapter only hands the numbers to its framework: the auxiliary losses and
-statistics of each backbone forward (to a loss dict and a log), and each parameter's layer depth (to
-layer-wise learning-rate decay).
+statistics of each backbone forward (to a loss dict and a log), each parameter's layer depth (to
+layer-wise learning-rate decay), and a backbone temperature annealed over training (Edge-RecViT's
+`gumbel_tau`: mmengine's `TemperatureScheduleHook`, detectron2's `RecViTRCNN(temperature_schedule=...)`).
 
 A forward's statistics travel with its result (`models.stats.FeatureMaps.stats`): `StatsCollector` reads
 them from each backbone's output with torch's own forward hooks (`register_forward_hook`), so nothing is
@@ -12,11 +13,14 @@ share, written once here instead of once per framework.
 
 from __future__ import annotations
 
+import math
+
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from .models import ForwardStats, ViTBackbone
 from .models import layer_decay as decay
+from .models.checks import check_choice, check_float, check_int
 
 
 class StatsCollector:
@@ -95,3 +99,50 @@ def layer_lr_scales(model: nn.Module, rate: float) -> dict[str, float]:
     return {
         name: decay.lr_scale(rate, depth, num_layers) for name, depth, num_layers in layer_depth_table(model).values()
     }
+
+
+class TemperatureSchedule:
+    """A backbone temperature (Edge-RecViT's `gumbel_tau`) as a function of the training iteration.
+
+    tau goes from `start` to `end` over the iterations [`begin`, `stop`) (default: the whole run) and stays at `end`
+    afterwards, `schedule` 'cosine', 'linear' or 'exp' (geometric). A function of the iteration, so a resumed run
+    continues it exactly. `apply` sets it on every mmrecvit backbone of a model that has `attribute`.
+    """
+
+    SCHEDULES = ('cosine', 'linear', 'exp')
+
+    def __init__(
+        self,
+        start: float = 1.0,
+        end: float = 0.1,
+        begin: int = 0,
+        stop: int | None = None,
+        schedule: str = 'cosine',
+        attribute: str = 'gumbel_tau',
+        owner: str = 'TemperatureSchedule',
+    ) -> None:
+        self.start = check_float(f'{owner} start', start, 0.0, math.inf, low_open=True)
+        self.end = check_float(f'{owner} end', end, 0.0, math.inf, low_open=True)
+        self.schedule = check_choice(f'{owner} schedule', schedule, self.SCHEDULES)
+        self.begin = check_int(f'{owner} begin', begin, 0)
+        self.stop = None if stop is None else check_int(f'{owner} stop', stop, begin + 1)
+        self.attribute, self.owner = attribute, owner
+
+    def value_at(self, iteration: int, max_iters: int) -> float:
+        stop = self.stop if self.stop is not None else max_iters
+        t = min(max((iteration - self.begin) / max(stop - self.begin, 1), 0.0), 1.0)
+        if self.schedule == 'linear':
+            return self.start + (self.end - self.start) * t
+        if self.schedule == 'exp':
+            return self.start * (self.end / self.start) ** t
+        return self.end + (self.start - self.end) * 0.5 * (1 + math.cos(math.pi * t))
+
+    def apply(self, model: nn.Module, iteration: int, max_iters: int) -> float:
+        """Set the value at `iteration` on every backbone of `model` with the attribute; returns it."""
+        targets = [m for m in model.modules() if isinstance(m, ViTBackbone) and hasattr(m, self.attribute)]
+        if not targets:
+            raise AttributeError(f'{self.owner}: no mmrecvit backbone of the model has {self.attribute!r}')
+        value = self.value_at(iteration, max_iters)
+        for m in targets:
+            setattr(m, self.attribute, value)
+        return value

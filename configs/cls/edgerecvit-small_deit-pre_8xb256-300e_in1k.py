@@ -4,8 +4,12 @@
 # ranker's supervision). The learning rate (not in our notes) follows this folder's fine-tune rule,
 # 2.5e-4 x batch/512. Init (SPEC §6, the authors' code): head <- DeiT block 0, shared <- block 6
 # (shared_init_block), tail <- block 11; the ranker starts fresh.
-_base_ = './_base_/recvit-small_deit-pre_4xb256-100e_in1k.py'
-model = dict(backbone=dict(type='EdgeRecViT', arch='small', depth=12, shared_init_block=6), train_cfg=None)
+_base_ = ['./_base_/recvit-small_deit-pre_4xb256-100e_in1k.py', '../_base_/backbones/edgerecvit-s_deit.py']
+custom_hooks = [*_base_.custom_hooks, _base_.temperature_schedule]  # Edge-RecViT's tau annealed
+# CCE (paper 002, docs/methods/edge_recvit.md): the logits scaled by the mean confidence of the ranker's depth
+# decisions, its main training signal in classification (mmrecvit/mm/cce.py).
+custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.cce'], allow_failed_imports=False)
+model = dict(type='ConfidenceScaledClassifier', backbone=_base_.backbone, train_cfg=None)
 
 max_epochs = 300
 train_dataloader = dict(batch_size=256)  # x 8 GPUs
@@ -17,14 +21,15 @@ param_scheduler = [
 ]
 auto_scale_lr = dict(base_batch_size=2048)
 recipe = dict(
-    intended={  # this method's arguments and the paper's schedule (recipe_diff against the base's anchor)
-        'model.backbone.depth': 'a recursive method: its layers (docs/methods/)',
-        'model.backbone.shared_init_block': "Edge-RecViT's DeiT block for the shared blocks",
+    _base_.backbone_recipe,
+    intended={  # the backbone's arguments and the paper's schedule (recipe_diff against the base's anchor)
+        **_base_.backbone_recipe.intended,
         'model.train_cfg*': 'no Mixup/CutMix, as the paper (above)',
+        'model.type': "Edge-RecViT's CCE loss (above)",
         'auto_scale_lr.base_batch_size': 'the 8 x 256 batch the learning rate is written for',
         # The paper's 300 epochs and 2.5e-4 x 2048/512 = 1e-3 are the anchor's own values: the fine-tune base's
         # entries for them are withdrawn (None).
         'train_cfg.max_epochs': None,
         'optim_wrapper.optimizer.lr': None,
-    }
+    },
 )

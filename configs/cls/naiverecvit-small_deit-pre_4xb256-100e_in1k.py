@@ -2,12 +2,6 @@
 # default): unique block j <- the mean of the DeiT blocks at the steps it runs (j, j + 3, j + 6, j + 9), so
 # every step starts from a mean holding the DeiT block of its own depth. With 3 blocks for 12 steps it
 # cannot represent DeiT's function (SPEC §6; options 'pick' and 'average': SPEC §6's group mappings).
-_base_ = './_base_/recvit-small_deit-pre_4xb256-100e_in1k.py'
-model = dict(backbone=dict(type='NaiveRecursiveViT', arch='small', depth=12, num_blocks=3, timm_init='cycle'))
-recipe = dict(
-    intended={  # this method's arguments (recipe_diff against the base's anchor)
-        'model.backbone.depth': 'a recursive method: its layers (docs/methods/)',
-        'model.backbone.num_blocks': 'the shared blocks',
-        'model.backbone.timm_init': 'the DeiT start (above)',
-    }
-)
+_base_ = ['./_base_/recvit-small_deit-pre_4xb256-100e_in1k.py', '../_base_/backbones/naiverecvit-s_deit.py']
+model = dict(backbone=_base_.backbone)
+recipe = _base_.backbone_recipe

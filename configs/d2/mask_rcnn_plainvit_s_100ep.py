@@ -1,13 +1,10 @@
-# PlainViT-S (the baseline), ViTDet's COCO recipe (common/mask_rcnn_recvit_100ep.py); the backbone as in the mm twin
-# configs/det/mask-rcnn_plainvit-s_vitdet-fpn_16xb4-amp-lsj-100e_coco.py (its DeiT start included).
-from mmrecvit.d2 import PlainViT
+# PlainViT-S (the baseline), ViTDet's COCO recipe (common/mask_rcnn_recvit_100ep.py); the backbone, its start and its knobs:
+# configs/_base_/backbones/plainvit-s_deit.py, as in every recipe of it (the mm twin:
+# configs/det/mask-rcnn_plainvit-s_vitdet-fpn_16xb4-amp-lsj-100e_coco.py).
+from mmrecvit.d2 import use_backbone
 
 from .common.mask_rcnn_recvit_100ep import dataloader, lr_multiplier, model, optimizer, recipe, train
 
-model.backbone.net._target_ = PlainViT
-
-
-# The differences from ViTDet (common/mask_rcnn_recvit_100ep.py's `recipe`) and this backbone's:
-recipe.intended.update({'model.backbone.net._target_': 'PlainViT: ViT-S, block i <- DeiT block i (the baseline)'})
+use_backbone(model, __file__, '../_base_/backbones/plainvit-s_deit.py', recipe)
 
 __all__ = ['dataloader', 'lr_multiplier', 'model', 'optimizer', 'train', 'recipe']

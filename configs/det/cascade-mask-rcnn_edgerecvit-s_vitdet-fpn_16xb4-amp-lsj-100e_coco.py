@@ -1,13 +1,10 @@
-# Edge-RecViT (SPEC §3), Cascade Mask R-CNN on ViTDet's COCO recipe: the _base_ below.
-# The backbone is the method's in every recipe (mask-rcnn_edgerecvit-s_fpn_1x_coco.py describes it and its knobs).
-_base_ = './_base_/cascade-mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py'
-model = dict(
-    backbone=dict(type='EdgeRecViT', depth=12, shared_init_block=6, final_norm=True)
-)  # from DeiT: head/shared/tail <- blocks 0/6/11, DeiT's final norm on the tail
-recipe = dict(
-    intended={  # this method's arguments (recipe_diff against the base's anchor)
-        'model.backbone.depth': None,  # 12, written out: the anchor's depth (not a difference)
-        'model.backbone.final_norm': 'Edge-RecViT: the final norm on its last output',
-        'model.backbone.shared_init_block': "Edge-RecViT's DeiT block for the shared blocks",
-    }
-)
+# Edge-RecViT-S, Cascade Mask R-CNN on ViTDet's COCO recipe: the first _base_.
+# The backbone, from its own ImageNet-1k checkpoint, is the second (configs/_base_/backbones/edgerecvit-s_in1k.py: the method,
+# its start and its knobs), as in every recipe of it.
+_base_ = [
+    './_base_/cascade-mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py',
+    '../_base_/backbones/edgerecvit-s_in1k.py',
+]
+custom_hooks = [*_base_.custom_hooks, _base_.temperature_schedule]  # Edge-RecViT's tau annealed
+model = dict(backbone=_base_.backbone)
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

@@ -1,4 +1,9 @@
-# PlainViT (baseline), Cascade Mask R-CNN on ViTDet's COCO recipe: the _base_ below.
-# The backbone is the method's in every recipe (mask-rcnn_plainvit-s_fpn_1x_coco.py describes it and its knobs).
-_base_ = './_base_/cascade-mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py'
-model = dict(backbone=dict(type='PlainViT'))  # from DeiT: block i <- DeiT block i (no choice to make)
+# PlainViT-S, Cascade Mask R-CNN on ViTDet's COCO recipe: the first _base_.
+# The backbone, from DeiT-S, is the second (configs/_base_/backbones/plainvit-s_deit.py: the method,
+# its start and its knobs), as in every recipe of it.
+_base_ = [
+    './_base_/cascade-mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py',
+    '../_base_/backbones/plainvit-s_deit.py',
+]
+model = dict(backbone=_base_.backbone)
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

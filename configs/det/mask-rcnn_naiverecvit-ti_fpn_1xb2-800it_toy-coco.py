@@ -1,4 +1,4 @@
-# Toy (CPU) twin of mask-rcnn_naiverecvit-s_fpn_1x_coco.py (the same method at toy size):
-# 2 unique ViT-Ti blocks applied for 6 steps.
-_base_ = './_base_/mask-rcnn_vit-ti_fpn_1xb2-800it_toy-coco.py'
-model = dict(backbone=dict(type='NaiveRecursiveViT', depth=6, num_blocks=2, timm_init='cycle'))
+# Toy (CPU) twin of mask-rcnn_naiverecvit-s_fpn_1x_coco.py: the same method at the toy size
+# (configs/_base_/backbones/naiverecvit-toy.py), on the toy recipe (the first _base_).
+_base_ = ['./_base_/mask-rcnn_vit-ti_fpn_1xb2-800it_toy-coco.py', '../_base_/backbones/naiverecvit-toy.py']
+model = dict(backbone=_base_.backbone)

@@ -1,4 +1,6 @@
-# Baseline: plain DeiT-S ViT, 12 distinct blocks (depth 12 from the base's arch='small'); outputs after
-# blocks 3/6/9/12 (the default out_indices).
-_base_ = './_base_/mask-rcnn_vit_fpn_1x_coco.py'
-model = dict(backbone=dict(type='PlainViT'))  # from DeiT: block i <- DeiT block i (no choice to make)
+# PlainViT-S, Mask R-CNN on mmdet's 1x COCO recipe adapted to ViTs: the first _base_.
+# The backbone, from DeiT-S, is the second (configs/_base_/backbones/plainvit-s_deit.py: the method,
+# its start and its knobs), as in every recipe of it.
+_base_ = ['./_base_/mask-rcnn_vit_fpn_1x_coco.py', '../_base_/backbones/plainvit-s_deit.py']
+model = dict(backbone=_base_.backbone)
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

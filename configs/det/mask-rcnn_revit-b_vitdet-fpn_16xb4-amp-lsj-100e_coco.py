@@ -1,23 +1,6 @@
-# reViT (SPEC §2) at ViT-B width, ViTDet's COCO recipe (LSJ 1024, 100 epochs): the _base_ below.
-# The backbone is the method's in every recipe (mask-rcnn_revit-s_fpn_1x_coco.py describes it and its knobs).
-_base_ = './_base_/mask-rcnn_vit-b_vitdet-fpn_16xb4-amp-lsj-100e_coco.py'
-model = dict(
-    backbone=dict(
-        type='ReViT',
-        depth=12,
-        num_experts=4,
-        step_drop_rate=0.0,  # trained at the depth it is tested at (the -elastic variant: the paper's 0.3)
-        # from DeiT: shared attention/norms <- the mean of DeiT's blocks; step t's gate picks its depth group's expert
-        timm_init='average',
-        timm_gates='programmed',
-    )
-)
-recipe = dict(
-    intended={  # this method's arguments (recipe_diff against the base's anchor)
-        'model.backbone.depth': None,  # 12, written out: the anchor's depth (not a difference)
-        'model.backbone.num_experts': "reViT's experts per block",
-        'model.backbone.step_drop_rate': "reViT's step dropout",
-        'model.backbone.timm_gates': 'how gates start from a DeiT checkpoint (docs/methods/)',
-        'model.backbone.timm_init': 'which DeiT blocks start the shared ones (docs/methods/)',
-    }
-)
+# reViT-B, ViTDet's COCO recipe (LSJ 1024, 100 epochs) at ViT-B width: the first _base_.
+# The backbone, from its own ImageNet-1k checkpoint, is the second (configs/_base_/backbones/revit-b_in1k.py: the method,
+# its start and its knobs), as in every recipe of it.
+_base_ = ['./_base_/mask-rcnn_vit-b_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/revit-b_in1k.py']
+model = dict(backbone=_base_.backbone)
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

@@ -1,13 +1,7 @@
-# Edge-RecViT (SPEC §3), ViT-Adapter's ADE20K UperNet recipe: the _base_ below.
-# The backbone is the method's in every recipe (upernet_edgerecvit-s_8xb2-160k_ade20k-512x512.py describes it and its knobs).
-_base_ = './_base_/upernet_vit_8xb2-amp-ld0.95-160k_ade20k-512x512.py'
-model = dict(
-    backbone=dict(type='EdgeRecViT', depth=12, shared_init_block=6, final_norm=True)
-)  # from DeiT: head/shared/tail <- blocks 0/6/11, DeiT's final norm on the tail
-recipe = dict(
-    intended={  # this method's arguments (recipe_diff against the base's anchor)
-        'model.backbone.depth': 'a recursive method: its layers (docs/methods/)',
-        'model.backbone.final_norm': 'Edge-RecViT: the final norm on its last output',
-        'model.backbone.shared_init_block': "Edge-RecViT's DeiT block for the shared blocks",
-    }
-)
+# Edge-RecViT-S, ViT-Adapter's ADE20K UperNet recipe: the first _base_.
+# The backbone, from its own ImageNet-1k checkpoint, is the second (configs/_base_/backbones/edgerecvit-s_in1k.py: the method,
+# its start and its knobs), as in every recipe of it.
+_base_ = ['./_base_/upernet_vit_8xb2-amp-ld0.95-160k_ade20k-512x512.py', '../_base_/backbones/edgerecvit-s_in1k.py']
+custom_hooks = [*_base_.custom_hooks, _base_.temperature_schedule]  # Edge-RecViT's tau annealed
+model = dict(backbone=_base_.backbone)
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

@@ -1,4 +1,5 @@
-# Toy (CPU) twin of upernet_edgerecvit-s_8xb2-160k_ade20k-512x512.py (the same method at toy size):
-# ViT-Ti head + shared x4 + tail (depth 6); the shared block is initialised from checkpoint block 3.
-_base_ = './_base_/upernet_vit-ti_1xb4-150it_toy-ade20k-256x256.py'
-model = dict(backbone=dict(type='EdgeRecViT', depth=6, shared_init_block=3, final_norm=True))
+# Toy (CPU) twin of upernet_edgerecvit-s_8xb2-160k_ade20k-512x512.py: the same method at the toy size
+# (configs/_base_/backbones/edgerecvit-toy.py), on the toy recipe (the first _base_).
+_base_ = ['./_base_/upernet_vit-ti_1xb4-150it_toy-ade20k-256x256.py', '../_base_/backbones/edgerecvit-toy.py']
+custom_hooks = [*_base_.custom_hooks, _base_.temperature_schedule]  # Edge-RecViT's tau annealed
+model = dict(backbone=_base_.backbone)

@@ -1,12 +1,6 @@
-# NaiveRecursiveViT (baseline, SPEC §0) at ViT-B width, ViT-Adapter's ADE20K UperNet recipe: the _base_ below.
-# The backbone is the method's in every recipe (upernet_naiverecvit-s_8xb2-160k_ade20k-512x512.py describes it and its knobs).
-_base_ = './_base_/upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py'
-model = dict(
-    backbone=dict(type='NaiveRecursiveViT', depth=12, num_blocks=3, timm_init='cycle')
-)  # from DeiT: unique block j <- the mean of the DeiT blocks of the steps it runs (j, j+3, ...)
-recipe = dict(
-    intended={  # this method's arguments (recipe_diff against the base's anchor)
-        'model.backbone.depth': 'a recursive method: its layers (docs/methods/)',
-        'model.backbone.timm_init': 'which DeiT blocks start the shared ones (docs/methods/)',
-    }
-)
+# NaiveRecursiveViT-B, ViT-Adapter's ADE20K UperNet recipe at ViT-B width: the first _base_.
+# The backbone, from its own ImageNet-1k checkpoint, is the second (configs/_base_/backbones/naiverecvit-b_in1k.py: the method,
+# its start and its knobs), as in every recipe of it.
+_base_ = ['./_base_/upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py', '../_base_/backbones/naiverecvit-b_in1k.py']
+model = dict(backbone=_base_.backbone)
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

@@ -1,12 +1,6 @@
-# Baseline: naive recursion (SPEC §0) - num_blocks=3 unique DeiT-S blocks applied cyclically for
-# depth=12 steps; outputs after steps 3/6/9/12 (the default out_indices).
-_base_ = './_base_/upernet_vit_8xb2-160k_ade20k-512x512.py'
-model = dict(
-    backbone=dict(type='NaiveRecursiveViT', depth=12, num_blocks=3, timm_init='cycle')
-)  # from DeiT: unique block j <- the mean of the DeiT blocks of the steps it runs (j, j+3, ...)
-recipe = dict(
-    intended={  # this method's arguments (recipe_diff against the base's anchor)
-        'model.backbone.depth': 'a recursive method: its layers (docs/methods/)',
-        'model.backbone.timm_init': 'which DeiT blocks start the shared ones (docs/methods/)',
-    }
-)
+# NaiveRecursiveViT-S, mmseg's ADE20K 160k UperNet recipe for ViTs: the first _base_.
+# The backbone, from its own ImageNet-1k checkpoint, is the second (configs/_base_/backbones/naiverecvit-s_in1k.py: the method,
+# its start and its knobs), as in every recipe of it.
+_base_ = ['./_base_/upernet_vit_8xb2-160k_ade20k-512x512.py', '../_base_/backbones/naiverecvit-s_in1k.py']
+model = dict(backbone=_base_.backbone)
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

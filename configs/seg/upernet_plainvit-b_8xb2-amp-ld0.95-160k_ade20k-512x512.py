@@ -1,4 +1,6 @@
-# PlainViT (baseline) at ViT-B width, ViT-Adapter's ADE20K UperNet recipe: the _base_ below.
-# The backbone is the method's in every recipe (upernet_plainvit-s_8xb2-160k_ade20k-512x512.py describes it and its knobs).
-_base_ = './_base_/upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py'
-model = dict(backbone=dict(type='PlainViT'))  # from DeiT: block i <- DeiT block i (no choice to make)
+# PlainViT-B, ViT-Adapter's ADE20K UperNet recipe at ViT-B width: the first _base_.
+# The backbone, from DeiT-B, is the second (configs/_base_/backbones/plainvit-b_deit.py: the method,
+# its start and its knobs), as in every recipe of it.
+_base_ = ['./_base_/upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py', '../_base_/backbones/plainvit-b_deit.py']
+model = dict(backbone=_base_.backbone)
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

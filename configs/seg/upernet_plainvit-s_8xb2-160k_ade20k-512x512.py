@@ -1,4 +1,6 @@
-# Baseline: plain DeiT-S ViT, 12 distinct blocks (depth 12 from the base's arch='small'); outputs after
-# blocks 3/6/9/12 (the default out_indices).
-_base_ = './_base_/upernet_vit_8xb2-160k_ade20k-512x512.py'
-model = dict(backbone=dict(type='PlainViT'))  # from DeiT: block i <- DeiT block i (no choice to make)
+# PlainViT-S, mmseg's ADE20K 160k UperNet recipe for ViTs: the first _base_.
+# The backbone, from DeiT-S, is the second (configs/_base_/backbones/plainvit-s_deit.py: the method,
+# its start and its knobs), as in every recipe of it.
+_base_ = ['./_base_/upernet_vit_8xb2-160k_ade20k-512x512.py', '../_base_/backbones/plainvit-s_deit.py']
+model = dict(backbone=_base_.backbone)
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

@@ -1,12 +1,6 @@
-# SR-ViT (SPEC §1) at ViT-B width, ViT-Adapter's ADE20K UperNet recipe: the _base_ below.
-# The backbone is the method's in every recipe (upernet_srvit-s_8xb2-160k_ade20k-512x512.py describes it and its knobs).
-_base_ = './_base_/upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py'
-model = dict(
-    backbone=dict(type='SRViT', unit_sizes=(4, 4, 2, 2), num_recursions=4, timm_init='function')
-)  # from DeiT: the routers start on recursion 1 (weight 0.99): the model starts as DeiT
-recipe = dict(
-    intended={  # this method's arguments (recipe_diff against the base's anchor)
-        'model.backbone.timm_init': 'which DeiT blocks start the shared ones (docs/methods/)',
-        'model.backbone.unit_sizes': "SR-ViT's recursion units",
-    }
-)
+# SR-ViT-B, ViT-Adapter's ADE20K UperNet recipe at ViT-B width: the first _base_.
+# The backbone, from DeiT-B, is the second (configs/_base_/backbones/srvit-b_deit.py: the method,
+# its start and its knobs), as in every recipe of it.
+_base_ = ['./_base_/upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py', '../_base_/backbones/srvit-b_deit.py']
+model = dict(backbone=_base_.backbone)
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

@@ -9,6 +9,7 @@
   and their statistics in the `EventStorage`;
 * `optim.py`: layer-wise lr decay with our recursion-aware layer depths, for
   `get_default_optimizer_params(lr_factor_func=...)`;
+* `lazy.py`: `use_backbone`, a method's backbone file of configs/_base_/backbones/ in a LazyConfig;
 * `checkpoint.py`: strict loading of mmdet / mmpretrain / timm checkpoints and export back;
 * `data.py`: the toy COCO set registered with `register_coco_instances`; `train.py`: the training
   and evaluation loop of `tools/d2_train_net.py`.
@@ -41,6 +42,7 @@ from .backbone import (
 )
 from .checkpoint import export_backbone, load_backbone
 from .data import register_toy_coco
+from .lazy import use_backbone
 from .optim import layer_decay_lr_factor, optimizer_params
 from .rcnn import RecViTRCNN
 
@@ -61,4 +63,5 @@ __all__ = [
     'load_backbone',
     'optimizer_params',
     'register_toy_coco',
+    'use_backbone',
 ]

@@ -75,6 +75,29 @@ def build_teacher(
     return teacher.eval()
 
 
+def token_mse(
+    student: Tensor, teacher: Tensor, prefix: int, grid: tuple[int, int], teacher_model: nn.Module, image_hw: tuple
+) -> Tensor:
+    """MSE of student tokens (B, N, D_t), already at the teacher's width, to a teacher's tokens: token for token, the
+    teacher's patch grid resampled bilinearly to the student's `grid` when they differ, prefix tokens matched by
+    position (module docstring)."""
+    t_prefix = getattr(teacher_model, 'num_prefix_tokens', 0)
+    patch = teacher_model.patch_embed.patch_size if hasattr(teacher_model, 'patch_embed') else None
+    patch = patch if isinstance(patch, (tuple, list)) else (patch, patch)
+    t_grid = (image_hw[0] // patch[0], image_hw[1] // patch[1]) if patch[0] else grid
+    patches = teacher[:, t_prefix:]
+    if t_grid != grid:
+        # (B, n, D) -> (B, D, h_t, w_t) -> resampled to the student's grid -> (B, h*w, D)
+        patches = patches.transpose(1, 2).reshape(teacher.shape[0], -1, *t_grid)
+        patches = F.interpolate(patches, size=grid, mode='bilinear', align_corners=False)
+        patches = patches.flatten(2).transpose(1, 2)
+    shared = min(prefix, t_prefix)
+    loss = F.mse_loss(student[:, prefix:], patches, reduction='sum')
+    if shared:
+        loss = loss + F.mse_loss(student[:, :shared], teacher[:, :shared], reduction='sum')
+    return loss / (student[:, prefix:].numel() + student[:, :shared].numel())
+
+
 @MODELS.register_module()
 class DistillImageClassifier(ImageClassifier):
     """`ImageClassifier` whose `loss` adds distillation from a frozen teacher (module docstring).
@@ -137,23 +160,9 @@ class DistillImageClassifier(ImageClassifier):
         patch grid."""
         if teacher.ndim == 2:  # a pooled teacher feature: against the student's pooled one
             return F.mse_loss(self.feature_proj(self.backbone.pool(tokens)), teacher)
-        student = self.feature_proj(tokens)  # (B, N, D_t)
-        P = self.backbone.num_prefix_tokens
-        t_prefix = getattr(self.teacher, 'num_prefix_tokens', 0)
-        patch = self.teacher.patch_embed.patch_size if hasattr(self.teacher, 'patch_embed') else None
-        patch = patch if isinstance(patch, (tuple, list)) else (patch, patch)
-        t_grid = (image_hw[0] // patch[0], image_hw[1] // patch[1]) if patch[0] else grid
-        patches = teacher[:, t_prefix:]
-        if t_grid != grid:
-            # (B, n, D) -> (B, D, h_t, w_t) -> resampled to the student's grid -> (B, h*w, D)
-            patches = patches.transpose(1, 2).reshape(teacher.shape[0], -1, *t_grid)
-            patches = F.interpolate(patches, size=grid, mode='bilinear', align_corners=False)
-            patches = patches.flatten(2).transpose(1, 2)
-        shared = min(P, t_prefix)
-        loss = F.mse_loss(student[:, P:], patches, reduction='sum')
-        if shared:
-            loss = loss + F.mse_loss(student[:, :shared], teacher[:, :shared], reduction='sum')
-        return loss / (student[:, P:].numel() + student[:, :shared].numel())
+        return token_mse(
+            self.feature_proj(tokens), teacher, self.backbone.num_prefix_tokens, grid, self.teacher, image_hw
+        )
 
     def logit_loss_value(self, logits: Tensor, teacher: Tensor) -> Tensor:
         if self.logit_loss == 'hard':

@@ -99,6 +99,10 @@ def check_outputs(out_type: Any, final_norm: Any, with_cls_token: bool) -> tuple
     return out_type, final_norm
 
 
+# `made_by`: the command that makes the checkpoint, said when the file is missing (start.py).
+INIT_CFG_KEYS = ('type', 'checkpoint', 'prefix', 'map_location', 'made_by')
+
+
 def resolve_init_cfg(pretrained: str | None, init_cfg: dict | None) -> dict | None:
     """mmseg's `pretrained=PATH` or `init_cfg=dict(type='Pretrained', checkpoint=PATH, prefix=None)` -> init_cfg."""
     if pretrained is not None and init_cfg is not None:
@@ -120,11 +124,9 @@ def resolve_init_cfg(pretrained: str | None, init_cfg: dict | None) -> dict | No
     check_choice("init_cfg['type']", init_cfg.get('type'), ['Pretrained'])
     if not isinstance(init_cfg.get('checkpoint'), str):
         raise ValueError(f"init_cfg['checkpoint'] must be a checkpoint path, got {init_cfg.get('checkpoint')!r}")
-    unknown = set(init_cfg) - {'type', 'checkpoint', 'prefix', 'map_location'}
+    unknown = set(init_cfg) - set(INIT_CFG_KEYS)
     if unknown:
-        raise ValueError(
-            f"init_cfg has unknown keys {sorted(unknown)}; allowed: ['type', 'checkpoint', 'prefix', 'map_location']"
-        )
+        raise ValueError(f'init_cfg has unknown keys {sorted(unknown)}; allowed: {list(INIT_CFG_KEYS)}')
     return init_cfg
 
 

@@ -20,7 +20,6 @@ from torch.utils.checkpoint import checkpoint
 from . import arguments as args
 from . import embedding, token_adaptive
 from . import layer_decay as decay
-from .checkpoint import load_pretrained
 from .checks import check_bool, check_choice, check_float, check_int, checked_keywords
 from .compute import check_compute, largest_within
 from .features import TimmFeatures
@@ -28,6 +27,7 @@ from .flops import OpWork, conv_work, total_flops
 from .layers import Block, Mlp
 from .numerics import NONFINITE_MODES, tracing
 from .plan import Forward, Plan, PlanCache, Step, step_work
+from .start import load_start
 from .stats import ForwardStats
 from .windows import Global, Windows
 
@@ -302,9 +302,8 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
     def init_weights(self) -> None:
         """Load `init_cfg`'s checkpoint strictly (called by mmengine's Runner; no-op without one). Modules
         initialise themselves at construction (timm's scheme; routers zero)."""
-        if self.init_cfg is not None:
-            cfg = self.init_cfg
-            load_pretrained(self, cfg['checkpoint'], cfg.get('prefix'), cfg.get('map_location', 'cpu'))
+        if self.init_cfg is not None:  # strict; a missing file or an unrepresentable start is said (start.py)
+            load_start(self, self.init_cfg)
         self.is_init = True  # mmengine's BaseModule convention: do not initialise twice
 
     @abc.abstractmethod

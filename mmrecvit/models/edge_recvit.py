@@ -77,7 +77,8 @@ class EdgeRecViT(ViTBackbone):
         stb_loss_weight, du_loss_weight: weights of the STB z-loss `mean_i (logsumexp_l z_il)^2` (1e-3) and
             the DU balance loss `L sum_l E_l A_l` (0.1); dense tasks use STB + DU only (decision).
         gumbel_tau: the training-time Gumbel-softmax temperature (1.0); a plain attribute
-            (`mm.hooks.TemperatureScheduleHook` anneals it).
+            (`mm.hooks.TemperatureScheduleHook` anneals it): the draw is from softmax(z / tau), so tau -> 0 trains on
+            the argmax depths eval runs.
         max_depth: inference knob: cap every depth at this many layers (CLS too). None: L.
         depth_shift: inference knob: add this to every patch token's depth (clipped to [1, max_depth]).
         (attribute) depth_pattern: None, or a callable (B, Np) ranker depths -> the depths to run before the shift
@@ -94,8 +95,9 @@ class EdgeRecViT(ViTBackbone):
 
     Parameters: `blocks.0` head, `blocks.1` shared, `blocks.2` tail, `ranker.fc1`, `ranker.fc2`, `norm`.
     Statistics: `aux_losses` `loss_stb`, `loss_du`; `scalars` `depth/mean`, `depth/d{l}` (depths run),
-    `depth/argmax_mean`, `depth/argmax_d{l}` (the depths eval runs), `depth/conf`; `token_maps` `depth`
-    (B, h, w) int64 and `confidence`.
+    `depth/argmax_mean`, `depth/argmax_d{l}` (the depths eval runs), `depth/conf`, `depth/train_is_test` (the
+    share of tokens run at their eval depth); `token_maps` `depth` (B, h, w) int64 and `confidence` (with its
+    graph: CCE's signal).
     """
 
     def __init__(
@@ -218,14 +220,14 @@ class EdgeRecViT(ViTBackbone):
             'ranker logits', 'the depth assignment (before step 0)', full_precision(self.ranker, x[:, P:]), self.ranker
         )
         probs = logits.softmax(-1)  # fp32, as the logits and the Gumbel noise (see full_precision)
-        confidence, choice = probs.detach().max(-1)
+        confidence, choice = probs.max(-1)  # confidence keeps its graph: CCE trains the ranker through it (mm/cce.py)
         eval_depth = self.assign_depths(choice + 1)  # (B, Np) int64 in 1..L: what eval runs
         if fwd.compute is not None and not self.training:
             eval_depth = self.depths_within(eval_depth, fwd.compute, fwd.grid)
         depth = eval_depth
         if self.training:  # Gumbel-softmax straight-through: the forward uses the sampled one-hot
             gumbels = -torch.empty_like(logits).exponential_().log()
-            y_soft = ((logits + gumbels) / self.gumbel_tau).softmax(-1)
+            y_soft = (logits / self.gumbel_tau + gumbels).softmax(-1)  # tau anneals the draw toward argmax (docs)
             depth = self.assign_depths(y_soft.detach().argmax(-1) + 1)
         depths = torch.cat([depth.new_full((B, P), self.cls_depth), depth], 1)  # (B, N)
         if self.training or self.execution == 'masked':
@@ -240,7 +242,8 @@ class EdgeRecViT(ViTBackbone):
             x = self._run_adaptive(x, DepthSubsets(depths, fwd.stop + 1), fwd)  # the layers this forward runs
         scalars = self._scalars(depth, 'depth/')
         scalars.update(self._scalars(eval_depth, 'depth/argmax_'))
-        scalars['depth/conf'] = confidence.mean()
+        scalars['depth/conf'] = confidence.detach().mean()
+        scalars['depth/train_is_test'] = (depth == eval_depth).float().mean()  # share run at its test depth
         fwd.stats.aux_losses = self._aux_losses(logits, probs, eval_depth)
         fwd.stats.scalars.update(scalars)
         fwd.stats.token_maps.update({'depth': depth, 'confidence': confidence})

@@ -98,8 +98,8 @@ class RecViTClassifier(nn.Module):
     def group_matcher(self, coarse: bool = False) -> Callable[[str], float]:
         """timm's parameter grouping (layer decay: `param_groups_layer_decay`): parameter name -> its layer depth
         in our recursion-aware rule (`models/layer_decay.py`: embeddings 0, a block the mean of the layer positions
-        it runs at, the rest `num_layers + 1`); the head `num_layers + 1` (lr scale 1). timm ranks the distinct depths (`optim.py`).
-        `coarse` changes nothing: the groups are already the layers."""
+        it runs at, the rest `num_layers + 1`); the head `num_layers + 1` (lr scale 1). timm ranks the distinct
+        depths (`optim.py`). `coarse` changes nothing: the groups are already the layers."""
         table = {name: depth for name, depth, _ in layer_depth_table(self).values()}
         top = float(self.backbone.num_layers + 1)
         return lambda name: table.get(name, top)

@@ -48,7 +48,9 @@ def test_config_loads_and_the_classifier_builds(path):
     assert cfg.default_scope == 'mmpretrain'
     assert 'mmrecvit' in cfg.custom_imports['imports']
     assert {'RecursionHook', 'RNGStateHook'} <= {h['type'] for h in cfg.custom_hooks}
-    assert cfg.model.type == 'ImageClassifier' and cfg.model.neck is None
+    # Edge-RecViT's: its CCE loss (mmrecvit/mm/cce.py), an ImageClassifier with the logits scaled by its confidence
+    assert cfg.model.type == ('ConfidenceScaledClassifier' if '/edgerecvit-' in path else 'ImageClassifier')
+    assert cfg.model.neck is None
     assert cfg.model.head.type == 'VisionTransformerClsHead'
     assert cfg.model.backbone.out_type == 'cls_token'
     assert cfg.model.init_cfg is None  # the backbones' own init (zero routers) is not overwritten

@@ -81,3 +81,22 @@ def test_recipe_builds_and_trains_a_step_at_tiny_size(path):
     stages = ('_stage0', '_stage1', '_stage2') if 'cascade' in path else ('',)
     assert {f'loss_{k}{s}' for k in ('cls', 'box_reg') for s in stages} | {'loss_mask'} <= set(losses)
     assert all(torch.isfinite(v) for v in losses.values())
+
+
+def test_edge_recvit_recipes_anneal_the_gumbel_temperature_in_the_detector(tmp_path):
+    """detectron2's equivalent of the mm recipes' TemperatureScheduleHook (issue 37.3): RecViTRCNN sets the
+    backbone's tau from the storage's iteration before each training forward, and logs it."""
+    from mmrecvit.adapters import TemperatureSchedule
+
+    cfg = d2_toy_cfg('edgerecvit', tmp_path, tmp_path)
+    schedule = dict(cfg.model.temperature_schedule)
+    assert schedule.pop('max_iter') == cfg.train.max_iter  # the run's iterations ('${train.max_iter}')
+    model = instantiate(cfg.model).train()
+    with EventStorage(start_iter=cfg.train.max_iter // 2) as storage:
+        model(toy_batch())
+    want = TemperatureSchedule(**schedule).value_at(cfg.train.max_iter // 2, cfg.train.max_iter)
+    assert 0.1 < want < 1.0
+    assert recvit_backbone(model).gumbel_tau == pytest.approx(want)
+    assert storage.latest()['gumbel_tau'][0] == pytest.approx(want)
+    with pytest.raises(ValueError, match='needs max_iter'):
+        instantiate(dict(cfg.model, temperature_schedule=dict(start=1.0, end=0.1)))

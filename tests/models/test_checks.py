@@ -61,7 +61,7 @@ COMMON = [
         'init_cfg',
         dict(type='Pretrained', checkpoint='a.pth', strict=False),
         ValueError,
-        ['init_cfg has unknown keys', "['type', 'checkpoint', 'prefix', 'map_location']"],
+        ['init_cfg has unknown keys', "['type', 'checkpoint', 'prefix', 'map_location', 'made_by']"],
     ),
     ('out_type', 'raw', ValueError, ['out_type', "['featmap', 'cls_token', 'avg_featmap']"]),
     ('window_size', -1, ValueError, ['window_size', '[0, inf]']),

@@ -305,3 +305,33 @@ def test_edge_without_frozen_kv_attends_among_active_tokens():
     assert not torch.allclose(a, out[-1])
     keys = [blk.keys for blk in out.stats.blocks]
     assert keys == [blk.queries for blk in out.stats.blocks]  # attention among the queried tokens
+
+
+def test_the_temperature_anneals_the_training_depths_to_the_test_depths():
+    """Issue 37.3: training draws each token's depth from softmax(z / tau) (Gumbel-max), eval runs the argmax. At
+    tau=1 they disagree for most tokens (E[max p] agree); as tau -> 0 every token trains at its test depth. (The
+    textbook relaxation softmax((z + g) / tau) would not: its draw argmax(z + g) does not depend on tau.)"""
+    model = build(du_loss_weight=0.0).train()
+    x = torch.randn(4, 3, 64, 64)
+    shares = {}
+    for tau in (1.0, 1e-6):
+        model.gumbel_tau = tau
+        torch.manual_seed(0)
+        stats = model(x).stats
+        depth, argmax = stats.token_maps['depth'], stats.scalars['depth/argmax_mean']
+        shares[tau] = stats.scalars['depth/train_is_test'].item()
+        with torch.no_grad():  # the eval depths of the same ranker
+            test_depth = model.eval()(x).stats.token_maps['depth']
+        model.train()
+        assert shares[tau] == pytest.approx((depth == test_depth).float().mean().item())
+        assert argmax.item() == pytest.approx(test_depth.float().mean().item())
+    assert shares[1e-6] == 1.0 and shares[1.0] < 0.5
+
+
+def test_the_confidence_map_keeps_its_graph_for_cce():
+    model = build().train()
+    stats = model(torch.randn(2, 3, 64, 64)).stats
+    confidence = stats.token_maps['confidence']
+    confidence.sum().backward()  # CCE's path to the ranker (mmrecvit/mm/cce.py)
+    assert model.ranker.fc2.weight.grad.abs().sum() > 0
+    assert not stats.scalars['depth/conf'].requires_grad

@@ -2,6 +2,8 @@
 
     python tools/analysis_tools/init_distance.py deit_small_patch16_224-cd65a155.pth
     python tools/analysis_tools/init_distance.py timm:vit_small_patch16_224 --out docs/init_distance.md
+    python tools/analysis_tools/init_distance.py timm:vit_small_patch16_224 --size 112 \
+        --distilled configs/distill/revit-s_feature-distill_1xb8-100it_toy.py work_dirs/revit/iter_100.pth
 
 Every backbone (and each of its initialisation choices, the default first) is built at the
 checkpoint's width and depth and loaded from the same state dict through its own key map
@@ -17,6 +19,10 @@ weights; after DeiT's final norm for a backbone whose last map is normalised, Ed
 CHECKPOINT: a timm/DeiT file, or `timm:NAME` for timm's randomly initialised model of that name
 (nothing is downloaded; a stand-in where no pretrained file is at hand: its blocks barely change
 the residual stream, so distances come out smaller than from trained weights).
+
+--distilled CONFIG CHECKPOINT (repeatable): a feature-distillation recipe (configs/distill/, teacher CHECKPOINT above)
+and its output. Its student is measured twice against the teacher's final normalised tokens (what it was distilled
+to), both with its final norm: at its DeiT start (CHECKPOINT through its key map) and distilled (the output, strictly).
 """
 
 from __future__ import annotations
@@ -37,7 +43,13 @@ from mmrecvit.datasets import TOY_COCO_DIR, make_toy_data
 from mmrecvit.inputs import InputError, bad_input, checkpoint_file
 from mmrecvit.mm.complexity import markdown_table
 from mmrecvit.models import BACKBONES
-from mmrecvit.models.checkpoint import load_state_dict_into, read_checkpoint, timm_architecture, timm_vit
+from mmrecvit.models.checkpoint import (
+    load_pretrained,
+    load_state_dict_into,
+    read_checkpoint,
+    timm_architecture,
+    timm_vit,
+)
 from mmrecvit.models.checks import closest
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -139,6 +151,37 @@ def measure(
     return rows
 
 
+@torch.no_grad()
+def distilled_rows(
+    pairs: Sequence[Sequence[str]], sd: dict[str, torch.Tensor], inputs: dict[str, torch.Tensor], num_heads: int
+) -> list[dict[str, Any]]:
+    """Each `--distilled` student at its DeiT start and distilled, against the teacher's final normalised tokens."""
+    from mmengine.config import Config
+
+    ref = timm_vit(sd, num_heads)
+    refs = {}
+    for name, x in inputs.items():
+        ref.set_input_size(img_size=tuple(x.shape[-2:]))  # its positions resampled as the students' are
+        tokens = ref.forward_features(x)[:, ref.num_prefix_tokens :]  # (B, h*w, D) after the final norm
+        refs[name] = tokens.transpose(1, 2).reshape(x.shape[0], -1, x.shape[-2] // 16, x.shape[-1] // 16)
+    rows = []
+    for config, checkpoint in pairs:
+        args = Config.fromfile(config).model.backbone.to_dict()
+        cls = BACKBONES[args.pop('type')]
+        args = {k: v for k, v in args.items() if k not in ('init_cfg', '_delete_', 'drop_path_rate')}
+        for init, load in (
+            ('its DeiT start (the teacher through its key map)', lambda m: load_state_dict_into(m, sd, 'the teacher')),
+            (f'distilled: {Path(config).name}', lambda m, ckpt=checkpoint: load_pretrained(m, ckpt)),
+        ):
+            model = cls(**args).eval()
+            load(model)
+            row = dict(backbone=cls.__name__, init=init, note=checkpoint if 'distilled' in init else '')
+            for name, x in inputs.items():
+                row[name] = distance(model(x)[-1], refs[name])
+            rows.append(row)
+    return rows
+
+
 def format_rows(rows: Sequence[dict[str, Any]], inputs: Sequence[str]) -> str:
     header = ['backbone', 'initialisation from DeiT', 'note']
     for name in inputs:
@@ -166,6 +209,14 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument('--data-root', default='data', help='where the toy COCO set is (written if absent)')
     parser.add_argument('--seed', type=int, default=0, help='seed of the random inputs and of timm:NAME weights')
     parser.add_argument('--out', default=None, help='also write the Markdown table to this file')
+    parser.add_argument(
+        '--distilled',
+        nargs=2,
+        action='append',
+        default=[],
+        metavar=('CONFIG', 'CHECKPOINT'),
+        help='a feature-distillation recipe and its output: its student before and after (repeatable)',
+    )
     args = parser.parse_args(argv)
     if args.images < 1:
         parser.error(f'--images must be >= 1, got {args.images}')
@@ -179,7 +230,14 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         'toy images': toy_images(args.images, size, Path(args.data_root)),
         'random inputs': torch.randn(args.images, 3, size, size, generator=gen),
     }
-    rows = measure(sd, inputs, heads)
+    if args.distilled:
+        for config, checkpoint in args.distilled:
+            for path in (config, checkpoint):
+                if not Path(path).is_file():
+                    parser.error(f'--distilled: no such file {path}')
+        rows = distilled_rows(args.distilled, sd, inputs, heads)
+    else:
+        rows = measure(sd, inputs, heads)
     table = format_rows(rows, list(inputs))
     head = (
         f'checkpoint: {args.checkpoint} (width {arch["embed_dim"]}, {arch["depth"]} blocks, {heads} heads); '

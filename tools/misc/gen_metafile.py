@@ -113,8 +113,9 @@ def display(path: Path) -> str:
 
 
 def discover(root: Path) -> list[Path]:
-    """Every OpenMMLab config under configs/ except the `_base_` files (configs/d2/ holds detectron2 LazyConfigs)."""
-    return sorted(p for p in (root / 'configs').rglob('*.py') if '_base_' not in p.parts and 'd2' not in p.parts)
+    """Every model config under configs/ except the `_base_` files (configs/d2/ holds detectron2 LazyConfigs,
+    configs/distill/ recipes that make a start, no model of their own)."""
+    return sorted(p for p in (root / 'configs').rglob('*.py') if not {'_base_', 'd2', 'distill'} & set(p.parts))
 
 
 def measure(config: Path) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 # weight decay 0.05, RandAugment m9-mstd0.5, random erasing 0.25, Mixup 0.8 / CutMix 1.0, label
 # smoothing 0.1), brought back to the DeiT paper where mmpretrain's file differs: 5 warm-up epochs
 # (mmpretrain's Swin schedule has 20), drop path 0.1 and repeated augmentation (3 repeats).
-# Per-method configs (../<method>-small_4xb256_in1k.py) set only `model.backbone`.
+# Per-method configs (../<method>-small_4xb256_in1k.py) set only `model.backbone`, from their method's file
+# (configs/_base_/backbones/<method>-s.py).
 #   image -> backbone (out_type='cls_token': the final CLS token after the final norm) -> linear head
 _base_ = 'mmpretrain::deit/deit-small_4xb256_in1k.py'
 custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)

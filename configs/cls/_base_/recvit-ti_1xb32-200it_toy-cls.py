@@ -3,7 +3,8 @@
 # written by tools/misc/make_toy_data.py) in a few minutes on 2 CPU cores.
 # It inherits the real recipe and changes only the data, the image size, the schedule and the model size;
 # for a few hundred iterations from scratch it also drops the ImageNet regularisers (Mixup/CutMix,
-# RandAugment, random erasing, drop path). Per-method toy configs set only `model.backbone`.
+# RandAugment, random erasing, drop path). Per-method toy configs set only `model.backbone`,
+# from their method's toy file (configs/_base_/backbones/<method>-toy.py).
 _base_ = './recvit-small_4xb256_in1k.py'
 
 data_root = 'data/toy_cls/'

@@ -3,7 +3,8 @@
 # * `RecViTRCNN` adds the backbone's auxiliary losses to the loss dict and its statistics to the EventStorage;
 # * `StepFeaturePyramid` is detectron2's SimpleFeaturePyramid with level i (strides 4, 8, 16, 32) built from the
 #   i-th recursion step's map (the stage ends), as the mm recipes' SimplePyramid; ViTDet's builds all from the last;
-# * the backbone (here PlainViT-S; per-method configs change `model.backbone.net`) as the mm ViTDet recipe's:
+# * the backbone (here PlainViT-S; per-method configs set `model.backbone.net` from configs/_base_/backbones/ with
+#   `use_backbone`) as the mm ViTDet recipe's:
 #   DeiT-S weights loaded strictly at construction, drop path 0.1, 14x14 windows with global attention at the
 #   stage ends, activation checkpointing, ViTDet's relative position biases.
 from detectron2 import model_zoo

@@ -1,10 +1,9 @@
-# Toy (CPU) twin of ../mask_rcnn_plainvit_s_100ep.py, the backbone as configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py:
-# A 6-block ViT-Ti.
-from mmrecvit.d2 import PlainViT
+# Toy (CPU) twin of ../mask_rcnn_plainvit_s_100ep.py: the same method at the toy size (configs/_base_/backbones/
+# plainvit-toy.py, as every toy of the method) on the toy recipe (mask_rcnn_recvit_ti_toy_coco.py).
+from mmrecvit.d2 import use_backbone
 
 from .mask_rcnn_recvit_ti_toy_coco import dataloader, lr_multiplier, model, optimizer, train
 
-model.backbone.net._target_ = PlainViT
-model.backbone.net.update(depth=6)
+use_backbone(model, __file__, '../../_base_/backbones/plainvit-toy.py')
 
 __all__ = ['dataloader', 'lr_multiplier', 'model', 'optimizer', 'train']

@@ -4,7 +4,8 @@
 # 1e-3 with a 20-iteration warm-up and cosine decay, no layer decay: trained from scratch) and the sizes (ViT-Ti
 # backbone without windows or checkpointing, 128-channel pyramid and heads, 5 classes, fewer proposals and RoIs),
 # as the mm toy configs (configs/det/_base_/mask-rcnn_vit-ti_fpn_1xb2-800it_toy-coco.py) do.
-# Per-method toys (mask_rcnn_<method>_ti_toy_coco.py) set `model.backbone.net` as their mm twins.
+# Per-method toys (mask_rcnn_<method>_ti_toy_coco.py) set `model.backbone.net` from the method's toy file
+# (configs/_base_/backbones/<method>-toy.py), as their mm twins do.
 # Data elsewhere: dataloader.train.dataset.names.root=DIR dataloader.test.dataset.names.root=DIR
 import detectron2.data.transforms as T
 from detectron2.config import LazyCall as L

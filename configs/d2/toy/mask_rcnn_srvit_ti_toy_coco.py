@@ -1,10 +1,9 @@
-# Toy (CPU) twin of ../mask_rcnn_srvit_s_100ep.py, the backbone as configs/det/mask-rcnn_srvit-ti_fpn_1xb2-800it_toy-coco.py:
-# 6 ViT-Ti blocks in units [2, 2, 1, 1], T=4 (24 applications).
-from mmrecvit.d2 import SRViT
+# Toy (CPU) twin of ../mask_rcnn_srvit_s_100ep.py: the same method at the toy size (configs/_base_/backbones/
+# srvit-toy.py, as every toy of the method) on the toy recipe (mask_rcnn_recvit_ti_toy_coco.py).
+from mmrecvit.d2 import use_backbone
 
 from .mask_rcnn_recvit_ti_toy_coco import dataloader, lr_multiplier, model, optimizer, train
 
-model.backbone.net._target_ = SRViT
-model.backbone.net.update(depth=6, unit_sizes=(2, 2, 1, 1), num_recursions=4, timm_init='function')
+use_backbone(model, __file__, '../../_base_/backbones/srvit-toy.py')
 
 __all__ = ['dataloader', 'lr_multiplier', 'model', 'optimizer', 'train']

@@ -1,11 +1,10 @@
 # The toy variant of the COCO recipe: trains in minutes on 2 CPU cores (1 process x 2 images, 800 iterations).
 # It inherits the real recipe and changes only the data (the embedded toy COCO written by
 # tools/misc/make_toy_data.py), the image size, the schedule and the model size (ViT-Ti width,
-# 128-channel FPN and heads). The backbone keeps the real recipe's type and arguments; each
-# per-method toy config (../mask-rcnn_<method>-ti_fpn_1xb2-800it_toy-coco.py) sets `model.backbone`
-# as its real twin does, with the method's toy size (depth etc.): tests/configs/test_det_seg.py checks the pairs.
-# So a toy keeps its twin's DeiT-start arguments (timm_init, timm_gates: they act only when a checkpoint is
-# loaded, and the toys train from scratch) and training ones (reViT's step_drop_rate=0.0, MoR-ViT's router_alpha=1.0).
+# 128-channel FPN and heads). Each per-method toy config
+# (../mask-rcnn_<method>-ti_fpn_1xb2-800it_toy-coco.py) takes `model.backbone` from its method's toy file
+# (configs/_base_/backbones/<method>-toy.py: its real twin's backbone file at the toy size, trained from scratch):
+# tests/configs/test_det_seg.py checks the pairs.
 _base_ = './mask-rcnn_vit_fpn_1x_coco.py'
 
 data_root = 'data/toy_coco/'

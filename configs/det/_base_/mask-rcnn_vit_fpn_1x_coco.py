@@ -1,7 +1,7 @@
 # Mask R-CNN with an mmrecvit backbone on COCO: mmdet's 1x recipe adapted to ViTs.
-# Per-method configs (../mask-rcnn_<method>-s_fpn_1x_coco.py) set only `model.backbone`: its type and the
-# arguments where the method differs from the class defaults, merged into the PlainViT-S backbone of the model
-# (./models/mask-rcnn_vit_fpn.py: arch, drop_path_rate and init_cfg apply to every method).
+# Per-method configs (../mask-rcnn_<method>-s_fpn_1x_coco.py) set only `model.backbone`: their method's backbone file
+# (configs/_base_/backbones/<method>-s_<start>.py) merged into the PlainViT-S backbone of the model
+# (./models/mask-rcnn_vit_fpn.py: drop_path_rate applies to every method).
 # 8 GPUs x 2 images. Fewer GPUs: `--auto-scale-lr` scales lr linearly to the batch actually used; or keep batch 16
 # with `--cfg-options optim_wrapper.accumulative_counts=K` (e.g. 4 GPUs x 2 images x K=2) and no --auto-scale-lr
 # (it counts GPUs x images per GPU only, not the accumulated steps); the iteration-based warm-up then counts

@@ -4,11 +4,9 @@
 # tools/misc/make_toy_data.py, in ADE20K's own layout and 150-class label space), the image size,
 # the schedule and the model size (ViT-Ti width, 128-channel heads with GroupNorm: SyncBN needs
 # GPUs, and GN does not depend on the batch, so 1 image per process works in distributed CPU runs).
-# The backbone keeps the real recipe's type and arguments; each per-method toy config
-# (../upernet_<method>-ti_1xb4-150it_toy-ade20k-256x256.py) sets `model.backbone` as its real twin
-# does, with the method's toy size (depth etc.): tests/configs/test_det_seg.py checks the pairs.
-# So a toy keeps its twin's DeiT-start arguments (timm_init, timm_gates: they act only when a checkpoint is
-# loaded, and the toys train from scratch) and training ones (reViT's step_drop_rate=0.0, MoR-ViT's router_alpha=1.0).
+# Each per-method toy config (../upernet_<method>-ti_1xb4-150it_toy-ade20k-256x256.py) takes `model.backbone` from
+# its method's toy file (configs/_base_/backbones/<method>-toy.py: its real twin's backbone file at the toy size,
+# trained from scratch): tests/configs/test_det_seg.py checks the pairs.
 _base_ = './upernet_vit_8xb2-160k_ade20k-512x512.py'
 
 data_root = 'data/toy_ade/ADEChallengeData2016'

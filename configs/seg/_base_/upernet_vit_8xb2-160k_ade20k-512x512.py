@@ -1,8 +1,8 @@
 # UperNet with an mmrecvit backbone on ADE20K: mmseg's 160k recipe for ViTs (as its vit_deit-s16
 # configs: AdamW, no decay on positions/tokens/norms, linear warm-up then poly).
-# Per-method configs (../upernet_<method>-s_8xb2-160k_ade20k-512x512.py) set only `model.backbone`: its
-# type and the arguments where the method differs from the class defaults, merged into the PlainViT-S
-# backbone below (arch, drop_path_rate and init_cfg apply to every method).
+# Per-method configs (../upernet_<method>-s_8xb2-160k_ade20k-512x512.py) set only `model.backbone`: their method's
+# backbone file (configs/_base_/backbones/<method>-s_<start>.py) merged into the PlainViT-S backbone below
+# (drop_path_rate applies to every method).
 #   backbone -> 4 stride-16 maps (recursion steps) -> SimplePyramid (strides 4/8/16/32) -> UPerHead
 _base_ = [
     'mmseg::_base_/models/upernet_r50.py',

@@ -3,14 +3,12 @@ annealed over training."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
-from ...models import ViTBackbone
-from ...models.checks import check_choice, check_float, check_int
+from ...adapters import TemperatureSchedule
 
 
 class TemperatureScheduleHook(Hook):
@@ -18,50 +16,27 @@ class TemperatureScheduleHook(Hook):
 
     tau goes from `start` to `end` over the training iterations [`begin`, `stop`) (default: the
     whole run) and stays at `end` afterwards, with `schedule` 'cosine', 'linear' or 'exp'
-    (geometric). Before each training iteration the attribute is set on every mmrecvit backbone
-    that has it, and logged as `train/<attribute>`. The value is a function of the iteration, so a
-    resumed run continues the schedule exactly.
+    (geometric): `mmrecvit.adapters.TemperatureSchedule`, which detectron2's `RecViTRCNN` runs too.
+    Before each training iteration the attribute is set on every mmrecvit backbone that has it, and
+    logged as `train/<attribute>`. The value is a function of the iteration, so a resumed run
+    continues the schedule exactly. Edge-RecViT draws its training depths from softmax(z / tau): tau
+    -> 0 trains on the argmax depths eval runs (docs/methods/edge_recvit.md).
 
         custom_hooks = [..., dict(type='TemperatureScheduleHook', start=1.0, end=0.1)]
     """
 
     priority = 'NORMAL'
-    SCHEDULES = ('cosine', 'linear', 'exp')
+    SCHEDULES = TemperatureSchedule.SCHEDULES
 
-    def __init__(
-        self,
-        start: float = 1.0,
-        end: float = 0.1,
-        begin: int = 0,
-        stop: int | None = None,
-        schedule: str = 'cosine',
-        attribute: str = 'gumbel_tau',
-    ) -> None:
-        name = 'TemperatureScheduleHook'
-        start = check_float(f'{name} start', start, 0.0, math.inf, low_open=True)
-        end = check_float(f'{name} end', end, 0.0, math.inf, low_open=True)
-        check_choice(f'{name} schedule', schedule, self.SCHEDULES)
-        check_int(f'{name} begin', begin, 0)
-        if stop is not None:
-            check_int(f'{name} stop', stop, begin + 1)
-        self.start, self.end, self.begin, self.stop = float(start), float(end), begin, stop
-        self.schedule, self.attribute = schedule, attribute
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """`TemperatureSchedule`'s arguments: start=1.0, end=0.1, begin=0, stop=None, schedule='cosine',
+        attribute='gumbel_tau'."""
+        self.schedule = TemperatureSchedule(*args, **kwargs, owner='TemperatureScheduleHook')
 
     def value_at(self, iteration: int, max_iters: int) -> float:
-        stop = self.stop if self.stop is not None else max_iters
-        t = min(max((iteration - self.begin) / max(stop - self.begin, 1), 0.0), 1.0)
-        if self.schedule == 'linear':
-            return self.start + (self.end - self.start) * t
-        if self.schedule == 'exp':
-            return self.start * (self.end / self.start) ** t
-        return self.end + (self.start - self.end) * 0.5 * (1 + math.cos(math.pi * t))
+        return self.schedule.value_at(iteration, max_iters)
 
     def before_train_iter(self, runner, batch_idx: int, data_batch: Any = None) -> None:
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        targets = [m for m in model.modules() if isinstance(m, ViTBackbone) and hasattr(m, self.attribute)]
-        if not targets:
-            raise AttributeError(f'TemperatureScheduleHook: no mmrecvit backbone of the model has {self.attribute!r}')
-        value = self.value_at(runner.iter, runner.max_iters)
-        for m in targets:
-            setattr(m, self.attribute, value)
-        runner.message_hub.update_scalar(f'train/{self.attribute}', value)
+        value = self.schedule.apply(model, runner.iter, runner.max_iters)
+        runner.message_hub.update_scalar(f'train/{self.schedule.attribute}', value)

@@ -1,7 +1,8 @@
 # Mask R-CNN with an mmrecvit backbone: the model of every COCO recipe (../mask-rcnn_vit_*.py), and what every
 # run of it needs (the mmrecvit imports and hooks, seeding, the test-time augmentation model).
 #   backbone -> 4 stride-16 maps (recursion steps) -> SimplePyramid (strides 4/8/16/32) -> mmdet FPN -> RPN + RoI heads.
-# The backbone is PlainViT-S from DeiT-S; per-method configs merge their type and arguments into it.
+# The backbone is PlainViT-S from DeiT-S; per-method configs merge their method's backbone file into it
+# (configs/_base_/backbones/).
 # Widths follow `embed_dim`: mmengine evaluates this file before the configs inheriting it, so a recipe of another
 # width sets `embed_dim` and restates the neck's widths from it (../mask-rcnn_vit-b_vitdet-fpn_16xb4-amp-lsj-100e_coco.py).
 _base_ = 'mmdet::_base_/models/mask-rcnn_r50_fpn.py'

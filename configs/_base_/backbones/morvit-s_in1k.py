@@ -1,0 +1,21 @@
+# MoR-ViT-S as the COCO / ADE20K recipes use it: morvit-s.py, started where its paper starts, from its own ImageNet-1k
+# checkpoint: configs/cls/morvit-small_4xb256_in1k.py, from scratch, 300 epochs (its paper: 200 epochs from scratch).
+# The classifier's checkpoint is the start as it is (the backbone loads its backbone.* strictly, the head is dropped);
+# `made_by` is the command that makes it, said if the file is missing. The cheaper fair start, a feature-distilled
+# one: configs/distill/ (docs/pretraining.md). router_alpha: the class default 0.1, as the checkpoint was trained
+# (MoR's from-scratch gates), not the DeiT start's 1.0 (morvit-s_deit.py).
+_base_ = './morvit-s.py'
+backbone = dict(
+    init_cfg=dict(
+        type='Pretrained',
+        checkpoint='checkpoints/morvit-small_in1k.pth',
+        made_by='python tools/train.py configs/cls/morvit-small_4xb256_in1k.py --work-dir work_dirs/morvit-small_in1k'
+        ' && cp $(cat work_dirs/morvit-small_in1k/last_checkpoint) checkpoints/morvit-small_in1k.pth',
+    )
+)
+backbone_recipe = dict(
+    differs={'start*': 'its own ImageNet-1k checkpoint, where its paper starts: it cannot represent a plain ViT'},
+    intended={
+        'model.backbone.init_cfg.*': 'its own ImageNet-1k checkpoint, where its paper starts (docs/pretraining.md)'
+    },
+)

@@ -1,0 +1,3 @@
+# PlainViT-B as the COCO / ADE20K recipes use it: plainvit-s_deit.py at ViT-B width, from DeiT-B.
+_base_ = './plainvit-s_deit.py'
+backbone = dict(arch='base', init_cfg=dict(checkpoint='checkpoints/deit_base_patch16_224-b5f2ef4d.pth'))

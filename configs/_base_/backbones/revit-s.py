@@ -1,0 +1,18 @@
+# reViT-S (SPEC §2, docs/methods/revit.md): one shared DeiT-S block applied over the 12 layers of arch='small' with
+# num_experts=4 depth-programmed expert FFNs; outputs at the stage ends, layers (2, 5, 8, 11) (the default
+# out_indices: the same relative depths at any depth). From DeiT (timm_init='average', timm_gates='programmed'):
+# shared attention/norms <- the mean of DeiT's blocks, expert e <- the mean FFN of the e-th of 4 groups of blocks,
+# step t's gate picks its depth group's expert; from scratch the router starts uniform (its zero output layer).
+_base_ = './plainvit-s.py'
+backbone = dict(type='ReViT', num_experts=4, timm_init='average', timm_gates='programmed')
+backbone_recipe = dict(
+    differs={  # from PlainViT's, where a comparison table shows it (tools/analysis_tools/compare.py)
+        'params': 'one shared attention and 4 expert FFNs for the 12 layers (docs/methods/revit.md)',
+        'gflops': "each step's FFN merged from the experts: the merge's work (docs/methods/revit.md)",
+    },
+    intended={
+        'model.backbone.num_experts': "reViT's experts per block",
+        'model.backbone.timm_init': 'which DeiT blocks start the shared ones (docs/methods/revit.md)',
+        'model.backbone.timm_gates': 'how the gates start from a DeiT checkpoint (docs/methods/revit.md)',
+    },
+)

@@ -1,0 +1,21 @@
+# reViT-S as the COCO / ADE20K recipes use it: the dense recipes' reViT-S (revit-s_deit.py: step_drop_rate=0.0),
+# started where its paper starts, from its own ImageNet-1k checkpoint: configs/cls/revit-small_4xb256_in1k.py, from
+# scratch, 300 epochs (its paper trains from scratch with DeiT III's recipe). The classifier's checkpoint is the start
+# as it is (the backbone loads its backbone.* strictly, the head is dropped); `made_by` is the command that makes it,
+# said if the file is missing. The cheaper fair start, a feature-distilled one: configs/distill/
+# (docs/pretraining.md).
+_base_ = './revit-s_deit.py'
+backbone = dict(
+    init_cfg=dict(
+        type='Pretrained',
+        checkpoint='checkpoints/revit-small_in1k.pth',
+        made_by='python tools/train.py configs/cls/revit-small_4xb256_in1k.py --work-dir work_dirs/revit-small_in1k'
+        ' && cp $(cat work_dirs/revit-small_in1k/last_checkpoint) checkpoints/revit-small_in1k.pth',
+    )
+)
+backbone_recipe = dict(
+    differs={'start*': 'its own ImageNet-1k checkpoint, where its paper starts: it cannot represent a plain ViT'},
+    intended={
+        'model.backbone.init_cfg.*': 'its own ImageNet-1k checkpoint, where its paper starts (docs/pretraining.md)'
+    },
+)
