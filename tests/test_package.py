@@ -75,6 +75,7 @@ def test_each_method_file_opens_with_a_short_docstring_naming_its_note():
         assert Path(REPO, 'docs', 'methods', f'{note}.md').is_file(), note
 
 
-def test_the_package_cites_its_own_method_notes_never_the_spec_outside_the_repository():
-    cited = {str(p.relative_to(REPO)) for p in Path(REPO, 'mmrecvit').rglob('*.py') if 'SPEC §' in p.read_text()}
+def test_the_package_and_configs_cite_their_own_method_notes_never_the_spec_outside_the_repository():
+    files = [*Path(REPO, 'mmrecvit').rglob('*.py'), *Path(REPO, 'configs').rglob('*.py')]
+    cited = {str(p.relative_to(REPO)) for p in files if 'SPEC §' in p.read_text() or 'SPEC.md' in p.read_text()}
     assert not cited, cited

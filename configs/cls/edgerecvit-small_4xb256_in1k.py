@@ -1,4 +1,4 @@
-# Edge-RecViT (SPEC §3): DeiT-S head block, one shared block up to 10 times, tail block; the EARR ranker
+# Edge-RecViT (docs/methods/edge_recvit.md): DeiT-S head block, one shared block up to 10 times, tail block; the EARR ranker
 # gives each token its depth, trained with the STB and DU losses and, in classification, the paper's CCE loss
 # (below). Not the paper's recipe: the paper fine-tunes from DeiT
 # (edgerecvit-small_deit-pre_8xb256-300e_in1k.py); this trains from scratch with DeiT's recipe for

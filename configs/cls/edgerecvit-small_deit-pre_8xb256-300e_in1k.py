@@ -2,7 +2,7 @@
 # non-distilled DeiT checkpoints and are fine-tuned at 224 px for 300 epochs on 8 GPUs x 256 images, AdamW
 # with cosine decay), and, as the paper, WITHOUT label mixing (Mixup/CutMix: they disturb the token
 # ranker's supervision). The learning rate (not in our notes) follows this folder's fine-tune rule,
-# 2.5e-4 x batch/512. Init (SPEC §6, the authors' code): head <- DeiT block 0, shared <- block 6
+# 2.5e-4 x batch/512. Init (docs/methods/edge_recvit.md, the authors' code): head <- DeiT block 0, shared <- block 6
 # (shared_init_block), tail <- block 11; the ranker starts fresh.
 _base_ = ['./_base_/recvit-small_deit-pre_4xb256-100e_in1k.py', '../_base_/backbones/edgerecvit-s_deit.py']
 custom_hooks = [*_base_.custom_hooks, _base_.temperature_schedule]  # Edge-RecViT's tau annealed

@@ -1,6 +1,6 @@
 # reViT fine-tuned from DeiT-S. Init timm_init='average', timm_gates='programmed' (the defaults): shared
 # attention and norms <- the mean of DeiT's blocks, expert e <- the mean FFN of the e-th of 4 groups of
-# blocks, and the router programmed so that step t selects the expert of its own depth group (SPEC §6): the
+# blocks, and the router programmed so that step t selects the expert of its own depth group (docs/methods/revit.md): the
 # closest start to DeiT one shared attention allows.
 _base_ = ['./_base_/recvit-small_deit-pre_4xb256-100e_in1k.py', '../_base_/backbones/revit-s_deit.py']
 # the paper's elastic-depth training (step dropout 0.3, the class default; the dense recipes fix the depth)

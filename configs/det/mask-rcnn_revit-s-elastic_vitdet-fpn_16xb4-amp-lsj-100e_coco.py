@@ -1,4 +1,4 @@
-# reViT with the paper's elastic-depth training (SPEC §2): each step dropped with probability 0.3 per image in
+# reViT with the paper's elastic-depth training (docs/methods/revit.md): each step dropped with probability 0.3 per image in
 # training, so that the model can be tested at other depths (--cfg-options model.backbone.depth=8); otherwise
 # its fixed-depth twin mask-rcnn_revit-s_vitdet-fpn_16xb4-amp-lsj-100e_coco.py.
 _base_ = './mask-rcnn_revit-s_vitdet-fpn_16xb4-amp-lsj-100e_coco.py'

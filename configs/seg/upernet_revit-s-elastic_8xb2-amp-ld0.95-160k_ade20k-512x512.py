@@ -1,4 +1,4 @@
-# reViT with the paper's elastic-depth training (SPEC §2): each step dropped with probability 0.3 per image in
+# reViT with the paper's elastic-depth training (docs/methods/revit.md): each step dropped with probability 0.3 per image in
 # training, so that the model can be tested at other depths (--cfg-options model.backbone.depth=8); otherwise
 # its fixed-depth twin upernet_revit-s_8xb2-amp-ld0.95-160k_ade20k-512x512.py.
 _base_ = './upernet_revit-s_8xb2-amp-ld0.95-160k_ade20k-512x512.py'

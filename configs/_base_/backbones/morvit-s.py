@@ -1,4 +1,4 @@
-# MoR-ViT-S (SPEC §4, docs/methods/mor_vit.md): a DeiT-S first block, one shared block cycled num_recursions N_r=10
+# MoR-ViT-S (docs/methods/mor_vit.md): a DeiT-S first block, one shared block cycled num_recursions N_r=10
 # times with expert-choice routing (capacities (N_r - r)/N_r, gate scale router_alpha 0.1: MoR's from-scratch
 # recipe), a last block: 2 + 10 = 12 layers; outputs after layers 3/6/9/12 (the default out_indices).
 # Compute/accuracy knob at test time without retraining (one capacity per recursion, non-increasing):

@@ -1,4 +1,4 @@
-# NaiveRecursiveViT-S, the naive-recursion baseline (SPEC §0, docs/methods/baselines.md): num_blocks=3 unique DeiT-S
+# NaiveRecursiveViT-S, the naive-recursion baseline (docs/methods/baselines.md): num_blocks=3 unique DeiT-S
 # blocks applied cyclically over the 12 layers of arch='small'; outputs after layers 3/6/9/12 (the default
 # out_indices). From DeiT (timm_init='cycle'): unique block j <- the mean of the DeiT blocks of the layers it runs
 # (j, j+3, ...). The one file every recipe of it takes its backbone from (README.md here).

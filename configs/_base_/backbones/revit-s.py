@@ -1,4 +1,4 @@
-# reViT-S (SPEC §2, docs/methods/revit.md): one shared DeiT-S block applied over the 12 layers of arch='small' with
+# reViT-S (docs/methods/revit.md): one shared DeiT-S block applied over the 12 layers of arch='small' with
 # num_experts=4 depth-programmed expert FFNs; outputs at the stage ends, layers (2, 5, 8, 11) (the default
 # out_indices: the same relative depths at any depth). From DeiT (timm_init='average', timm_gates='programmed'):
 # shared attention/norms <- the mean of DeiT's blocks, expert e <- the mean FFN of the e-th of 4 groups of blocks,

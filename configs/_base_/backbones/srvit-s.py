@@ -1,4 +1,4 @@
-# SR-ViT-S (SoftMoR, SPEC §1, docs/methods/srvit.md): the 12 DeiT-S blocks in recursion units [4, 4, 2, 2], each unit
+# SR-ViT-S (SoftMoR, docs/methods/srvit.md): the 12 DeiT-S blocks in recursion units [4, 4, 2, 2], each unit
 # run num_recursions T=4 times, its recursions mixed per token (readout='soft'): 48 block applications over 12
 # layers. The 4 units' last layers (out_indices (3, 7, 9, 11), the default) are the multi-level features.
 # From DeiT (timm_init='function'): block i <- DeiT block i, the routers start on recursion 1 (weight 0.99), so

@@ -14,7 +14,7 @@ model = dict(
     backbone=dict(_delete_=True, type='PlainViT', arch='small', out_type='cls_token', drop_path_rate=0.1),
     head=dict(in_channels=embed_dim),
     # The backbones initialise themselves (timm's scheme, with the zero-initialised routers and step
-    # transforms their papers and SPEC.md ask for); mmpretrain's whole-model TruncNormal would overwrite
+    # transforms their papers and docs/methods/ ask for); mmpretrain's whole-model TruncNormal would overwrite
     # those. The head keeps its own init (zero, VisionTransformerClsHead's default).
     init_cfg=None,
 )

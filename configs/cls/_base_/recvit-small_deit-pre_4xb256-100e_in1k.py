@@ -1,5 +1,5 @@
 # ImageNet-1k fine-tuning of an mmrecvit backbone that starts from DeiT-S (the other way to a pretrained
-# recursive backbone, SPEC §6): the from-scratch recipe (./recvit-small_4xb256_in1k.py) for 100 epochs
+# recursive backbone, docs/methods/README.md): the from-scratch recipe (./recvit-small_4xb256_in1k.py) for 100 epochs
 # at half its learning rate (decision: shorter and gentler, since the backbone starts with DeiT's features).
 # The backbone loads DeiT through its own timm filter (strict; DeiT's classifier is dropped and logged, the
 # head starts at zero). Each method's default DeiT start is the function-preserving one where the method
