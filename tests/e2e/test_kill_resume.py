@@ -43,6 +43,7 @@ from helpers import (
     toy_cfg_options,
     two_rank_options,
 )
+from mmengine.config import Config
 
 sys.path.insert(0, osp.join(REPO, 'tools'))
 import train as train_tool  # noqa: E402  (tools/train.py)
@@ -63,6 +64,14 @@ def weights(path):
     return torch.load(path, map_location='cpu', weights_only=True)['state_dict']
 
 
+def tau_over(config, iters):
+    """--cfg-options that end Edge-RecViT's tau schedule at `iters`: the schedule is a function of the iteration and
+    of the run's length (max_iters), and the interrupted run stands for a run of N stopped at K, not a run of K."""
+    hooks = Config.fromfile(config).custom_hooks
+    index = next(i for i, hook in enumerate(hooks) if hook['type'] == 'TemperatureScheduleHook')
+    return [f'custom_hooks.{index}.stop={iters}']
+
+
 def write_config_without_rng_hook(config, tmp_path):
     path = tmp_path / 'no_rng_hook.py'
     path.write_text(f"_base_ = '{config}'\ncustom_hooks = [dict(type='RecursionHook')]\n")
@@ -73,12 +82,13 @@ def write_config_without_rng_hook(config, tmp_path):
 @pytest.mark.usefixtures('deterministic_torch')
 def test_interrupted_and_resumed_det_run_is_bit_identical_and_not_without_the_rng_hook(toy_root, tmp_path):
     # The uninterrupted run also validates at K: validation must not shift the training random streams.
-    full = train(EDGE_DET, 'det', toy_root, tmp_path / 'full', N, options=[f'train_cfg.val_interval={K}'])
-    interrupted = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', K)
+    tau = tau_over(EDGE_DET, N)
+    full = train(EDGE_DET, 'det', toy_root, tmp_path / 'full', N, options=[f'train_cfg.val_interval={K}', *tau])
+    interrupted = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', K, options=tau)
     assert interrupted['rng_states']['world_size'] == 1
     shutil.copytree(tmp_path / 'resumed', tmp_path / 'control')
     (tmp_path / 'control' / 'last_checkpoint').write_text(str(tmp_path / 'control' / f'iter_{K}.pth'))
-    resumed = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', N, '--resume')
+    resumed = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', N, '--resume', options=tau)
     assert resumed['meta']['iter'] == N
     for k, v in full['state_dict'].items():
         assert torch.equal(v, resumed['state_dict'][k]), k
