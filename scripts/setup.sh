@@ -345,6 +345,12 @@ if [[ ! -x "$PY" ]]; then
   step "creating virtual environment $VENV"
   "$PYTHON" -m venv "$VENV"
 fi
+# torch's CUDA build is 5.5 GB and the whole venv 6.3 GB: say so before pip fails midway with "No space left on device"
+NEED_GB=7
+if [[ $("$PY" -c 'import importlib.util as u; print(u.find_spec("torch") is not None)') != True ]]; then
+  free_gb=$(df -P -k "$VENV" | awk 'NR == 2 { print int($4 / 1048576) }')
+  ((free_gb >= NEED_GB)) || die "only $free_gb GB free on the disk of $VENV; the set-up needs about $NEED_GB GB (torch's CUDA build is 5.5 GB): free some space and run it again."
+fi
 PIP=("$PY" -m pip --disable-pip-version-check)
 PIP_INSTALL=("${PIP[@]}" install --progress-bar off -q --no-compile)  # .pyc are written at first import instead
 

@@ -135,3 +135,19 @@ def test_d2_source_is_the_given_one_else_the_shared_tarball(fake_root, tmp_path)
     assert Path(run(fake_root, '--d2-source', '|0|').stdout.strip()).resolve() == tarball.resolve()
     given = run(fake_root, '--d2-source', '|0|', MMRECVIT_D2_SOURCE=str(tmp_path / 'd2'))
     assert given.returncode == 0 and given.stdout.strip() == str(tmp_path / 'd2')
+
+
+def test_too_little_disk_for_torch_is_one_error_before_pip(fake_root):
+    """A new venv on a disk with 2 GB free (a faked df) stops before pip, naming the space it needs."""
+    root, bin_dir = fake_root
+    shutil.copy(Path(REPO) / 'requirements.txt', root / 'requirements.txt')
+    df = bin_dir / 'df'
+    df.write_text(
+        '#!/usr/bin/env bash\necho "Filesystem 1024-blocks Used Available Capacity Mounted on"\n'
+        'echo "/dev/vda 264241152 261000000 2097152 99% /"\n'
+    )
+    df.chmod(0o755)
+    res = run(fake_root, [], '|0|', mmcv='')
+    assert res.returncode != 0
+    (line,) = res.stderr.strip().splitlines()
+    assert 'only 2 GB free' in line and 'needs about 7 GB' in line and 'installing' not in res.stdout
