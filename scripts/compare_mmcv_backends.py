@@ -91,6 +91,7 @@ def main(argv=None) -> dict:
     parser.add_argument('--out', required=True, help='JSON lines file the run is appended to')
     parser.add_argument('--iters', type=int, help="training iterations (default: the toy recipe's 800)")
     parser.add_argument('--no-eval', action='store_true', help='train only: compare the losses of short runs')
+    parser.add_argument('--seed', type=int, help="the run's seed (default: the toy recipe's, 0); seeds give the noise")
     args = parser.parse_args(argv)
     use_backend(args.backend)
 
@@ -99,10 +100,13 @@ def main(argv=None) -> dict:
     from mmrecvit.datasets import make_toy_data
 
     make_toy_data(args.data_root, which=['coco'])
-    work_dir = osp.join(args.work_dir, f'{args.model}_{args.backend}_{time.strftime("%Y%m%d_%H%M%S")}')
+    seed = '' if args.seed is None else f'_seed{args.seed}'
+    work_dir = osp.join(args.work_dir, f'{args.model}_{args.backend}{seed}_{time.strftime("%Y%m%d_%H%M%S")}')
     cfg = toy_config(args.model, args.data_root, work_dir)
     if args.iters:
         cfg.merge_from_dict({'train_cfg.max_iters': args.iters, 'train_cfg.val_interval': args.iters})
+    if args.seed is not None:
+        cfg.randomness.seed = args.seed
     if args.no_eval:
         cfg.val_dataloader = cfg.val_cfg = cfg.val_evaluator = None
     runner = Runner.from_cfg(cfg)
@@ -115,6 +119,7 @@ def main(argv=None) -> dict:
         backend=args.backend,
         model=args.model,
         iters=runner.iter,
+        seed=cfg.randomness.seed,
         train_and_eval_s=round(seconds, 1),
         **{k: float(v) for k, v in metrics.items()},
         losses=[float(v) for v in losses],

@@ -42,12 +42,14 @@ def test_both_backends_train_with_the_same_losses(tmp_path):
     if compiled_mmcv_ext(tmp_path / 'probe') is None:
         pytest.skip('no compiled mmcv 2.1.0 wheel (MMRECVIT_WHEEL_DIR, the wheel cache or ../shared/wheels)')
     out = tmp_path / 'runs.jsonl'
-    for backend in ('table', 'compiled'):  # the script asserts that mmcv._ext is the backend asked for
+    # the script asserts that mmcv._ext is the backend asked for; the last run is another seed (the noise's unit)
+    for backend, seed in (('table', []), ('compiled', []), ('table', ['--seed', '1'])):
         res = run(
-            [sys.executable, SCRIPT, '--backend', backend, '--model', 'det', '--iters', '2', '--no-eval']
+            [sys.executable, SCRIPT, '--backend', backend, '--model', 'det', '--iters', '2', '--no-eval', *seed]
             + ['--data-root', str(tmp_path / 'data'), '--work-dir', str(tmp_path / 'work'), '--out', str(out)]
         )
         assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
-    table, compiled = (json.loads(line) for line in out.read_text().splitlines())
+    table, compiled, seed1 = (json.loads(line) for line in out.read_text().splitlines())
     assert (table['backend'], compiled['backend'], table['iters']) == ('table', 'compiled', 2)
     assert len(table['losses']) == 2 and table['losses'] == pytest.approx(compiled['losses'], rel=1e-4)
+    assert (table['seed'], seed1['seed']) == (0, 1) and seed1['losses'] != pytest.approx(table['losses'], rel=1e-4)
