@@ -75,7 +75,12 @@ def test_each_method_file_opens_with_a_short_docstring_naming_its_note():
         assert Path(REPO, 'docs', 'methods', f'{note}.md').is_file(), note
 
 
-def test_the_package_and_configs_cite_their_own_method_notes_never_the_spec_outside_the_repository():
-    files = [*Path(REPO, 'mmrecvit').rglob('*.py'), *Path(REPO, 'configs').rglob('*.py')]
+def test_the_package_configs_and_docs_cite_their_own_method_notes_never_the_spec_outside_the_repository():
+    files = [
+        *Path(REPO, 'mmrecvit').rglob('*.py'),
+        *Path(REPO, 'configs').rglob('*.py'),
+        *Path(REPO, 'docs').rglob('*.md'),
+    ]
+    files.append(Path(REPO, 'README.md'))
     cited = {str(p.relative_to(REPO)) for p in files if 'SPEC §' in p.read_text() or 'SPEC.md' in p.read_text()}
     assert not cited, cited
