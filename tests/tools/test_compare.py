@@ -13,10 +13,13 @@ import compare  # noqa: E402  (tools/analysis_tools/compare.py)
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 TOY = osp.join(REPO, 'configs', 'det', 'mask-rcnn_{}-ti_fpn_1xb2-800it_toy-coco.py')
-VITDET = [
-    osp.join(REPO, 'configs', 'det', f'mask-rcnn_{m}-s_vitdet-fpn_16xb4-amp-lsj-100e_coco.py')
-    for m in ('plainvit', 'naiverecvit', 'srvit', 'revit', 'edgerecvit', 'morvit')
-]
+METHODS = ('plainvit', 'naiverecvit', 'srvit', 'revit', 'edgerecvit', 'morvit')
+VITDET = [osp.join(REPO, 'configs', 'det', f'mask-rcnn_{m}-s_vitdet-fpn_16xb4-amp-lsj-100e_coco.py') for m in METHODS]
+
+ADE20K = {  # the two ADE20K families of docs/comparison.md
+    family: [osp.join(REPO, 'configs', 'seg', f'upernet_{m}-s_{family}.py') for m in METHODS]
+    for family in ('8xb2-160k_ade20k-512x512', '8xb2-amp-ld0.95-160k_ade20k-512x512')
+}
 
 
 def variant(tmp_path, name, *lines, base=None):
@@ -87,6 +90,15 @@ def test_the_vitdet_s_family_declares_every_difference_and_a_changed_layer_decay
         tmp_path, 'ld.py', 'optim_wrapper = dict(paramwise_cfg=dict(layer_decay_rate=0.8))', base=VITDET[3]
     )
     assert compare.main([*VITDET[:3], changed, *VITDET[4:], '--check']) == 1
+
+
+@pytest.mark.parametrize('family', sorted(ADE20K))
+def test_each_ade20k_family_declares_every_difference(family, capsys):
+    """The six UperNet recipes of each ADE20K family (docs/comparison.md): `--check` passes, and what differs is what
+    the methods are (parameters, start), not the recipe (layer decay, drop path, schedule, batch)."""
+    differing, undeclared, _ = compare.compare([compare.row_of(p, images=2) for p in ADE20K[family]])
+    assert not undeclared and {'params', 'start'} <= differing  # `--check` exits 1 on any undeclared cell
+    assert {'layer_decay', 'drop_path', 'schedule', 'batch'}.isdisjoint(differing)
 
 
 @pytest.mark.parametrize(
