@@ -117,3 +117,17 @@ def test_compute_per_call(method):
         assert torch.equal(model(x), half) and not torch.equal(full, half)
     with pytest.raises(RuntimeError, match=r'compute=0\.5 is a test-time knob'):
         model.train()(x, compute=0.5)
+
+
+@pytest.mark.parametrize('features_only', [False, True])
+def test_a_misspelt_argument_through_create_model_is_one_line_naming_the_closest(features_only):
+    """timm users meet the same one-line error as mm and detectron2 users (issue 41.2), also through timm's feature
+    wrapper."""
+    import timm
+
+    with pytest.raises(TypeError) as info:
+        timm.create_model('srvit_tiny_patch16_224', features_only=features_only, num_recursion=3)
+    assert (
+        str(info.value)
+        == "SRViT got an unknown argument 'num_recursion' (closest: 'num_recursions', 'eval_recursions')"
+    )
