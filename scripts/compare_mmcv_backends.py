@@ -100,13 +100,13 @@ def main(argv=None) -> dict:
     from mmrecvit.datasets import make_toy_data
 
     make_toy_data(args.data_root, which=['coco'])
-    seed = '' if args.seed is None else f'_seed{args.seed}'
-    work_dir = osp.join(args.work_dir, f'{args.model}_{args.backend}{seed}_{time.strftime("%Y%m%d_%H%M%S")}')
-    cfg = toy_config(args.model, args.data_root, work_dir)
-    if args.iters:
-        cfg.merge_from_dict({'train_cfg.max_iters': args.iters, 'train_cfg.val_interval': args.iters})
+    cfg = toy_config(args.model, args.data_root, args.work_dir)
     if args.seed is not None:
         cfg.randomness.seed = args.seed
+    run = f'{args.model}_{args.backend}_seed{cfg.randomness.seed}_{time.strftime("%Y%m%d_%H%M%S")}'
+    cfg.work_dir = work_dir = osp.join(args.work_dir, run)
+    if args.iters:
+        cfg.merge_from_dict({'train_cfg.max_iters': args.iters, 'train_cfg.val_interval': args.iters})
     if args.no_eval:
         cfg.val_dataloader = cfg.val_cfg = cfg.val_evaluator = None
     runner = Runner.from_cfg(cfg)

@@ -93,7 +93,7 @@ def test_the_vitdet_s_family_declares_every_difference_and_a_changed_layer_decay
 
 
 @pytest.mark.parametrize('family', sorted(ADE20K))
-def test_each_ade20k_family_declares_every_difference(family, capsys):
+def test_each_ade20k_family_declares_every_difference(family):
     """The six UperNet recipes of each ADE20K family (docs/comparison.md): `--check` passes, and what differs is what
     the methods are (parameters, start), not the recipe (layer decay, drop path, schedule, batch)."""
     differing, undeclared, _ = compare.compare([compare.row_of(p, images=2) for p in ADE20K[family]])
