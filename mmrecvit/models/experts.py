@@ -44,6 +44,11 @@ class MergedFfn(NamedTuple):
     def at(self, i: int) -> MergedFfn:
         return MergedFfn(*(w[i] for w in self))
 
+    def unbind(self) -> list[MergedFfn]:
+        """Merged FFNs (L, ...) -> L merged FFNs, one per step (autograd: one stack per weight in backward, where
+        indexing each step would add L full-size gradients)."""
+        return [MergedFfn(*step) for step in zip(*(w.unbind(0) for w in self))]
+
 
 class ExpertLinear(nn.Module):
     """E stacked linear layers, `weight` (E, out, in) and `bias` (E, out); only their mix is run."""
@@ -80,8 +85,9 @@ class ExpertMlp(nn.Module):
         return self.num_experts * sum(p[0].numel() for p in self.parameters())
 
     def forward(self, x: Tensor, ffn: MergedFfn | None = None, gate: Tensor | None = None) -> Tensor:
-        """Run one merged FFN, (B, N, D) -> (B, N, D): `ffn` merged beforehand (eval: cached), or merged here from
-        a `gate` row (E,) (training: inside a checkpointed block call, recomputed in backward)."""
+        """Run one merged FFN, (B, N, D) -> (B, N, D): `ffn` merged beforehand (eval: cached; training: all steps in
+        one product), or merged here from a `gate` row (E,) (training with `with_cp`: inside the checkpointed block
+        call, recomputed in backward)."""
         if ffn is None:
             ffn = self.merge(gate)
         return F.linear(self.act(F.linear(x, ffn.fc1_weight, ffn.fc1_bias)), ffn.fc2_weight, ffn.fc2_bias)

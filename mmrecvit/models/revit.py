@@ -163,9 +163,10 @@ class ReViT(ViTBackbone):
         reads, fwd.stop = fwd.reads(K, L)
         if K != L:  # a K-step reViT is windowed as one (global at its own stage ends)
             fwd.layouts = self.cached_plan(K, fwd.grid).layouts
-        if self.training:  # each step merges its FFN inside its (checkpointed) block call, from its gate row
+        if self.training:
             logits = fwd.finite('router logits', _labels(K), self.router_logits(depth_coordinates(K)), self.router)
-            gates, ffns, merges = self.gates_of(logits), None, fwd.stop + 1
+            gates, merges = self.gates_of(logits), fwd.stop + 1
+            ffns = self._training_ffns(gates[:merges])
         else:  # merged once and cached: checked when computed (only finite logits are cached)
             gates, logits, ffns, fresh = self._inference_ffns(K)
             if fresh:
@@ -192,11 +193,13 @@ class ReViT(ViTBackbone):
         coords, runs, reads, counts = image_groups(kept, layers)
         logits = fwd.finite('router logits', _labels(L, coords), self.router_logits(coords), self.router)
         gates = self.gates_of(logits)
+        ffns = self._training_ffns(gates)
         states = {i: x.new_zeros(x.shape) for i in layers}
         for t in range(L):
             for row, images in runs[t].items():
                 idx = image_index(images, x.device)
-                x = put_images(x, idx, self.run_block(self.block, take_images(x, idx), t, fwd, gate=gates[row]))
+                ffn = dict(gate=gates[row]) if ffns is None else dict(ffn=ffns[row])
+                x = put_images(x, idx, self.run_block(self.block, take_images(x, idx), t, fwd, **ffn))
             for j, images in reads[t].items():
                 idx = image_index(images, x.device)
                 states[layers[j]] = put_images(states[layers[j]], idx, take_images(x, idx))
@@ -244,6 +247,12 @@ class ReViT(ViTBackbone):
         gates, logits = self.route(depth_coordinates(self.depth if depth is None else check_int('depth', depth, 2)))
         return gates, logits, self.block.mlp.merge(gates)
 
+    def _training_ffns(self, gates: Tensor) -> list[MergedFfn] | None:
+        """Training: the merged FFN of every gate row (U, E) from one product, the experts read once rather than once
+        per row; None with `with_cp`: each application merges its own inside its checkpointed block call, so no
+        merged weights outlive it."""
+        return None if self.with_cp else self.block.mlp.merge(gates).unbind()
+
     def _cache_key(self, depth: int) -> tuple:
         params = (*self.router.parameters(), *self.block.mlp.parameters())
         return (
@@ -258,7 +267,7 @@ class ReViT(ViTBackbone):
         expert parameter's version and storage, dtype, device, depth) holds; the last value: computed now."""
         if torch.is_grad_enabled():
             gates, logits, ffn = self.merged_ffns(depth)
-            return gates, logits, [ffn.at(t) for t in range(depth)], True
+            return gates, logits, ffn.unbind(), True
         key, cache = self._cache_key(depth), self._ffn_cache  # one read: forwards may run in several threads
         if cache is not None and cache[0] == key:
             return (*cache[1], False)
@@ -266,7 +275,7 @@ class ReViT(ViTBackbone):
         # Plain tensors (not inference tensors) in the parameters' dtype, whatever the caller's mode.
         with torch.inference_mode(False), torch.no_grad(), torch.autocast(device_type, enabled=False):
             gates, logits, ffn = self.merged_ffns(depth)
-        value = (gates, logits, [ffn.at(t) for t in range(depth)])  # per step: no indexing in the forward
+        value = (gates, logits, ffn.unbind())  # per step: no indexing in the forward
         if torch.compiler.is_compiling() or bool(torch.isfinite(logits).all()):  # non-finite: reported, not cached
             self._ffn_cache = (key, value)
         return (*value, True)

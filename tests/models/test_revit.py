@@ -224,6 +224,22 @@ def test_fold_to_plainvit_gives_the_same_outputs(depth, extra):
             torch.testing.assert_close(b, a, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize('step_drop_rate', [0.0, 0.5])
+@pytest.mark.parametrize('with_cp', [False, True])
+def test_training_merges_all_steps_at_once_but_per_application_under_with_cp(with_cp, step_drop_rate):
+    """The experts are read once per training forward; with `with_cp` each checkpointed application merges its own
+    (no merged weights kept), with the same outputs and gradients (test_common.py's with_cp test)."""
+    torch.manual_seed(0)
+    model = program_router(tiny_revit(step_drop_rate=step_drop_rate, with_cp=with_cp)).train()
+    with (
+        mock.patch.object(model.block.mlp, 'merge', wraps=model.block.mlp.merge) as merge,
+        mock.patch.object(model, 'run_block', wraps=model.run_block) as run_block,
+    ):
+        model(torch.randn(4, 3, 32, 32))
+    assert run_block.call_count >= model.depth
+    assert merge.call_count == (run_block.call_count if with_cp else 1)
+
+
 # ---- eval weight cache -------------------------------------------------------------------------
 def test_eval_cache_merges_once_and_follows_parameter_changes():
     model = program_router(tiny_revit(step_drop_rate=0.0))
@@ -246,7 +262,7 @@ def test_eval_cache_merges_once_and_follows_parameter_changes():
         model.train()
         sum(o.square().mean() for o in model(x)).backward()
         trained_merges = merge.call_count
-        assert trained_merges == 2 + model.depth  # training merges per step, never cached
+        assert trained_merges == 2 + 1  # training merges every step in one product, never cached
         opt.step()
         model.eval()
         with torch.no_grad():
