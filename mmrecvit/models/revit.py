@@ -205,7 +205,7 @@ class ReViT(ViTBackbone):
                 states[layers[j]] = put_images(states[layers[j]], idx, take_images(x, idx))
         fwd.states.update(states)
         fwd.setting = tuple(sum(B if g is None else len(g) for g in runs[t].values()) / B for t in range(L))
-        merges = sum(len(r) for r in runs)  # one per (step, coordinate row) run
+        merges = len(coords) if ffns is not None else sum(map(len, runs))  # rows merged: each once, or once a run
         fwd.stats.tables['kept_steps'] = kept
         fwd.stats.scalars['revit_kept_steps'] = kept.sum(1).float().mean()
         self._statistics(fwd, gates, logits, L, counts, len(coords), merges, B)
