@@ -325,10 +325,13 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
         token, or on the `active` ones only (a `token_adaptive.TokenSubset`; `kw`: `run_subset`'s). Other `kw` go
         to `Block.forward` (an attention mask, reViT's merged FFN)."""
         layout, rate = fwd.layouts[step], self.drop_path_rates[step] if self.training else 0.0
-        fn = block if active is None else functools.partial(_run_subset, block, active)
+        if active is None:
+            fn, args = block, (x, rate, layout)
+        else:
+            fn, args, kw = token_adaptive.run_subset, (block, x, active), dict(kw, drop_path_rate=rate, windows=layout)
         if self.with_cp and self.training and torch.is_grad_enabled():
-            return checkpoint(fn, x, rate, layout, use_reentrant=False, **kw)
-        return fn(x, rate, layout, **kw)
+            return checkpoint(fn, *args, use_reentrant=False, **kw)
+        return fn(*args, **kw)
 
     def forward_layers(self, x: Tensor, fwd: Forward) -> Tensor:
         """The forward of one block per layer over every token (`layer_blocks`: PlainViT, NaiveRecursiveViT);
@@ -379,8 +382,3 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
     def grid_work(self, grid: tuple[int, int]) -> tuple[tuple[Windows | Global | None, ...], OpWork]:
         """What a forward on `grid` reads once (cached): every step's attention layout, the patch embedding's work."""
         return self.cached_plan(None, grid).layouts, self.embed_work(grid)
-
-
-def _run_subset(block: nn.Module, active: Any, x: Tensor, rate: float, layout: Any, **kw: Any) -> Tensor:
-    """`run_block` on a token subset: the engine's `run_subset` (token_adaptive.py), its new states."""
-    return token_adaptive.run_subset(block, x, active, drop_path_rate=rate, windows=layout, count=False, **kw)[0]

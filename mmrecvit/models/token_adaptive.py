@@ -28,7 +28,7 @@ Public pieces:
                      freeze or the weight set changes; counts projections and reuses.
     TokenRows        the (T, D) rows `Block.forward(x, rows=...)` runs on: attention among the
                      active tokens or over a `KVCache`, stochastic depth per image.
-    run_subset       one block application for a subset -> (new x, BlockWork).
+    run_subset       one block application for a subset -> new x (`subset_work`: what it computes).
 
 The block itself is the model's own `layers.Block` (one block path); this module only decides which
 rows it runs on and where their keys/values come from. Everything is differentiable (out-of-place
@@ -304,9 +304,9 @@ def run_subset(
     drop_path_rate: float = 0.0,
     inplace: bool = False,
     windows: Windows | Global | None = None,
-    count: bool = True,
-) -> tuple[Tensor, BlockWork | None]:
-    """One application of `block` to the `active` tokens of x (B, N, D); the others are untouched.
+) -> Tensor:
+    """One application of `block` to the `active` tokens of x (B, N, D); the others are untouched (what it
+    computes: `subset_work`).
 
     Args:
         block: the block (its `training` flag decides stochastic depth, as in `Block.forward`).
@@ -322,24 +322,21 @@ def run_subset(
             B*N rows per step; only without autograd). The caller must clone states it keeps.
             Use the returned tensor: when every token is active it is a new one.
         windows: the attention layout of this application (`windows.Windows`, `windows.Global`), or None.
-        count: also return the `BlockWork` of this call (`subset_work`); False: None (a backbone's forward: its
-            plan counts the work).
 
     Without autograd (`torch.no_grad()`), the fresh keys/values of the active rows are also written
     into `kv_cache` in place: those rows are not valid cache entries (their tokens are active), and
     `KVCache.update` projects them again when they freeze.
 
     Returns:
-        The new states (B, N, D) and the `BlockWork` of this call (`new_kv` left to the caller), or None.
+        The new states (B, N, D).
     """
-    work = subset_work(block, active, kv_cache is not None, windows) if count else None
     if active.total == 0:
-        return x, work
+        return x
     B, N, D = x.shape
     if active.is_full:  # every token runs: the plain block, keys are all tokens either way
         out = block(x, drop_path_rate, rows=windows)
         if gate is None:
-            return out, work
+            return out
         if active.in_order:  # the gate rows are already image-major, token-minor
             g = gate.view(B, N, 1)
         else:
@@ -347,10 +344,10 @@ def run_subset(
         # Not torch.lerp: its vectorised kernel rounds differently from its scalar tail, which made
         # results depend on the batch layout (1-process vs 2-process training drifted apart).
         if update == 'additive':
-            return x + g * out, work
+            return x + g * out
         if torch.is_grad_enabled():
-            return x + g * (out - x), work
-        return out.sub_(x).mul_(g).add_(x), work  # the same ops in `out`'s memory (a fresh tensor)
+            return x + g * (out - x)
+        return out.sub_(x).mul_(g).add_(x)  # the same ops in `out`'s memory (a fresh tensor)
 
     if kv_cache is not None and kv_cache.owner is not block:
         raise RuntimeError(
@@ -364,7 +361,7 @@ def run_subset(
         out = h + g * out if update == 'additive' else h + g * (out - h)
     if inplace and torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
         raise RuntimeError('run_subset(inplace=True) is only for inference (no autograd graph)')
-    return _write_rows(rows, active.index, out, inplace).view(B, N, D), work
+    return _write_rows(rows, active.index, out, inplace).view(B, N, D)
 
 
 def top_k(scores: Tensor, k: int) -> Tensor:

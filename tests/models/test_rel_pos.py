@@ -312,7 +312,9 @@ def test_token_subsets_use_their_rows_positions():
     frozen = engine.TokenSubset.from_mask(~mask)
     cache.update(block, x, frozen, frozen)
     with torch.no_grad():
-        out, work = engine.run_subset(block, x, engine.TokenSubset.from_mask(mask), kv_cache=cache, windows=layout)
+        active = engine.TokenSubset.from_mask(mask)
+        out = engine.run_subset(block, x, active, kv_cache=cache, windows=layout)
+        work = engine.subset_work(block, active, True, layout)
         dense = block(x, rows=layout)
     torch.testing.assert_close(out[mask], dense[mask], atol=1e-5, rtol=1e-5)
     assert torch.equal(out[~mask], x[~mask])

@@ -5,7 +5,7 @@ import torch
 from backbone_cases import masked_attention
 
 from mmrecvit.models.layers import Block
-from mmrecvit.models.token_adaptive import DepthSubsets, KVCache, TokenSubset, run_subset
+from mmrecvit.models.token_adaptive import DepthSubsets, KVCache, TokenSubset, run_subset, subset_work
 
 D, H = 32, 2
 
@@ -64,7 +64,11 @@ def test_subset_with_cached_keys_equals_dense_block_rows():
     block, mask = make_block(), varied_mask()
     x = torch.randn(*mask.shape, D)
     with torch.no_grad():
-        out, work = run_subset(block, x, TokenSubset.from_mask(mask), kv_cache=frozen_cache(block, x, mask))
+        active = TokenSubset.from_mask(mask)
+        out, work = (
+            run_subset(block, x, active, kv_cache=frozen_cache(block, x, mask)),
+            subset_work(block, active, True),
+        )
         ref = torch.where(mask[..., None], block(x), x)
     torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-6)
     counts = mask.sum(1).tolist()
@@ -80,7 +84,8 @@ def test_subset_attention_among_active_tokens_equals_masked_dense():
     block, mask = make_block(), varied_mask()
     x = torch.randn(*mask.shape, D)
     with torch.no_grad():
-        out, work = run_subset(block, x, TokenSubset.from_mask(mask))
+        active = TokenSubset.from_mask(mask)
+        out, work = run_subset(block, x, active), subset_work(block, active, False)
         ref = dense_masked_attention_block(block, x, mask)
         # and image by image: the block on just that image's active tokens
         for b in range(mask.shape[0]):
@@ -99,7 +104,7 @@ def test_residual_gate_per_token():
     sub = TokenSubset.from_mask(mask)
     gate = torch.rand(sub.total)
     with torch.no_grad():
-        out, _ = run_subset(block, x, sub, gate=gate)
+        out = run_subset(block, x, sub, gate=gate)
         full = dense_masked_attention_block(block, x, mask)
     g = torch.zeros(mask.shape).index_put_((mask.nonzero()[:, 0], mask.nonzero()[:, 1]), gate)[..., None]
     torch.testing.assert_close(out, x + g * (full - x), atol=1e-6, rtol=1e-6)
@@ -107,7 +112,7 @@ def test_residual_gate_per_token():
     everything = TokenSubset.everything(*mask.shape)
     gate = torch.rand(everything.total)
     with torch.no_grad():
-        out, _ = run_subset(block, x, everything, gate=gate)
+        out = run_subset(block, x, everything, gate=gate)
         torch.testing.assert_close(out, x + gate.view(*mask.shape, 1) * (block(x) - x), atol=1e-6, rtol=1e-6)
 
 
@@ -120,11 +125,11 @@ def test_varying_active_counts_equal_one_image_at_a_time(cached):
     depth = torch.tensor([[3] * 9 + [1] * 4, [3] * 4 + [1] * 9, [3] * 9 + [1] * 4])[:, torch.randperm(N)]
     mask = depth > 1
     with torch.no_grad():
-        batched, _ = run_subset(
+        batched = run_subset(
             block, x, TokenSubset.from_mask(mask), kv_cache=frozen_cache(block, x, mask) if cached else None
         )
         for b in range(3):
-            one, _ = run_subset(
+            one = run_subset(
                 block,
                 x[b : b + 1],
                 TokenSubset.from_mask(mask[b : b + 1]),
@@ -133,7 +138,7 @@ def test_varying_active_counts_equal_one_image_at_a_time(cached):
             torch.testing.assert_close(batched[b], one[0], atol=1e-6, rtol=1e-6)
         # images 0 and 2 have equal counts: the batched SDPA path
         pair = [0, 2]
-        both, _ = run_subset(
+        both = run_subset(
             block,
             x[pair],
             TokenSubset.from_mask(mask[pair]),
@@ -168,7 +173,7 @@ def test_kv_cache_projects_each_frozen_token_once_per_weight_set():
         for s, block in enumerate(schedule):
             new = cache.update(block, x, plan.exited(s), plan.frozen(s))
             assert new.total == int(((depth <= s) & ((depth == s) | (s in (1, L - 1)))).sum())
-            x, work = run_subset(block, x, plan.active(s), kv_cache=cache)
+            x = run_subset(block, x, plan.active(s), kv_cache=cache)
             ref = ref + (depth > s)[..., None] * (block(ref) - ref)
             torch.testing.assert_close(x, ref, atol=1e-5, rtol=1e-5)
         # the cache holds the tail's keys/values of the final frozen states
@@ -196,7 +201,7 @@ def test_gradients_match_the_masked_reference(cached):
         xi = x.clone().requires_grad_(True)
         gate = torch.linspace(0.1, 1.0, sub.total).requires_grad_(True)
         if engine:
-            out, _ = run_subset(block, xi, sub, kv_cache=frozen_cache(block, xi, mask) if cached else None, gate=gate)
+            out = run_subset(block, xi, sub, kv_cache=frozen_cache(block, xi, mask) if cached else None, gate=gate)
         else:
             full = block(xi) if cached else dense_masked_attention_block(block, xi, mask)
             g = torch.zeros(mask.shape).index_put((mask.nonzero()[:, 0], mask.nonzero()[:, 1]), gate)[..., None]
@@ -215,7 +220,7 @@ def test_drop_path_is_drawn_per_image():
     mask[:, 0] = True
     x = torch.randn(B, N, D)
     with torch.no_grad():
-        out, _ = run_subset(block, x, TokenSubset.from_mask(mask), drop_path_rate=0.7)
+        out = run_subset(block, x, TokenSubset.from_mask(mask), drop_path_rate=0.7)
     unchanged = (out == x).all(-1)  # (B, N): both residual branches dropped
     assert torch.equal(unchanged | mask, torch.ones_like(mask))  # inactive tokens untouched
     per_image = [bool(unchanged[b, mask[b]].all()) for b in range(B)]
@@ -228,9 +233,9 @@ def test_inplace_equals_out_of_place_and_refuses_autograd():
     x = torch.randn(*mask.shape, D)
     sub = TokenSubset.from_mask(mask)
     with torch.no_grad():
-        ref, _ = run_subset(block, x, sub, kv_cache=frozen_cache(block, x, mask))
+        ref = run_subset(block, x, sub, kv_cache=frozen_cache(block, x, mask))
         y = x.clone()
-        out, _ = run_subset(block, y, sub, kv_cache=frozen_cache(block, y, mask), inplace=True)
+        out = run_subset(block, y, sub, kv_cache=frozen_cache(block, y, mask), inplace=True)
     assert out.data_ptr() == y.data_ptr()
     torch.testing.assert_close(out, ref, atol=0, rtol=0)
     with pytest.raises(RuntimeError, match='only for inference'):
