@@ -279,7 +279,7 @@ class EdgeRecViT(ViTBackbone):
             elif not self.frozen_kv:  # attention among the active tokens (empty images do nothing)
                 x = self.run_block(block, x, s, fwd, active=active, inplace=inplace)
             elif active.total:
-                cache.update(block, x, subsets.exited(s), subsets.frozen(s))
+                cache.update(block, x, subsets, s)
                 x = self.run_block(block, x, s, fwd, active=active, kv_cache=cache, inplace=inplace)
             if s in fwd.layers:
                 fwd.keep((s,), x.clone() if inplace and s < fwd.stop else x)

@@ -133,6 +133,7 @@ class DepthSubsets:
         steps = torch.arange(num_steps, device=depth.device).view(-1, 1, 1)
         # alive[s][b]: tokens of image b with depth > s, i.e. still active at step s.
         self.alive: list[list[int]] = (depth.unsqueeze(0) > steps).sum(-1).tolist()
+        self.num_frozen = [N * sum(map(bool, a)) - sum(a) for a in self.alive]  # `frozen(s).total`
 
     def _slices(self, lo: Sequence[int], hi: Sequence[int]) -> TokenSubset:
         counts = tuple(map(operator.sub, hi, lo))
@@ -176,21 +177,20 @@ class KVCache:
         self.projected = 0
         self.reused = 0
 
-    def update(self, block: Block, x: Tensor, exited: TokenSubset, frozen: TokenSubset) -> TokenSubset:
-        """Make the cache valid for `block` and the current frozen tokens; return what was projected.
-
-        exited: tokens frozen since the last update (enough while `block` is the same module);
-        frozen: all frozen tokens (projected when the weight set changes).
+    def update(self, block: Block, x: Tensor, subsets: DepthSubsets, step: int) -> TokenSubset:
+        """Make the cache valid for `block` and the tokens frozen at `step` of `subsets`; return what was
+        projected: the tokens that exited since the last step while `block` is the same module, all frozen
+        tokens when the weight set changes (only that subset is made).
         """
         B, N, D = x.shape
         if self.kv is None or self.kv.shape != (B * N, 2 * D):
             self.kv, self.owner = x.new_zeros(B * N, 2 * D), None
-        new = exited if self.owner is block else frozen
+        new = subsets.exited(step) if self.owner is block else subsets.frozen(step)
         if new.total:
             self.kv = _write_rows(self.kv, new.index, block.project_kv(new.gather(x)), not torch.is_grad_enabled())
         self.owner = block
         self.projected += new.total
-        self.reused += frozen.total - new.total
+        self.reused += subsets.num_frozen[step] - new.total
         return new
 
 

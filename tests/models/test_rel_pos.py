@@ -309,8 +309,7 @@ def test_token_subsets_use_their_rows_positions():
     mask[:, 5] = True
     layout = Global(grid, P)
     cache = engine.KVCache()
-    frozen = engine.TokenSubset.from_mask(~mask)
-    cache.update(block, x, frozen, frozen)
+    cache.update(block, x, engine.DepthSubsets(mask.long() + 1, 2), 1)  # the tokens not in mask, frozen
     with torch.no_grad():
         active = engine.TokenSubset.from_mask(mask)
         out = engine.run_subset(block, x, active, kv_cache=cache, windows=layout)

@@ -36,9 +36,9 @@ def dense_masked_attention_block(block, x, mask):
 
 
 def frozen_cache(block, x, mask):
+    """A cache of the tokens not in `mask` (in images with a token in it): the frozen ones of step 1 of depths 1/2."""
     cache = KVCache()
-    frozen = TokenSubset.from_mask(~mask & mask.any(1, keepdim=True))
-    cache.update(block, x, frozen, frozen)
+    cache.update(block, x, DepthSubsets(mask.long() + 1, 2), 1)
     return cache
 
 
@@ -171,7 +171,7 @@ def test_kv_cache_projects_each_frozen_token_once_per_weight_set():
     plan, cache, x, ref = DepthSubsets(depth, L), KVCache(), x0, x0
     with torch.no_grad():
         for s, block in enumerate(schedule):
-            new = cache.update(block, x, plan.exited(s), plan.frozen(s))
+            new = cache.update(block, x, plan, s)
             assert new.total == int(((depth <= s) & ((depth == s) | (s in (1, L - 1)))).sum())
             x = run_subset(block, x, plan.active(s), kv_cache=cache)
             ref = ref + (depth > s)[..., None] * (block(ref) - ref)
