@@ -41,9 +41,6 @@ class MergedFfn(NamedTuple):
     fc2_weight: Tensor  # (..., D, H)
     fc2_bias: Tensor  # (..., D)
 
-    def at(self, i: int) -> MergedFfn:
-        return MergedFfn(*(w[i] for w in self))
-
     def unbind(self) -> list[MergedFfn]:
         """Merged FFNs (L, ...) -> L merged FFNs, one per step (autograd: one stack per weight in backward, where
         indexing each step would add L full-size gradients)."""

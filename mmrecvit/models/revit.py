@@ -174,10 +174,8 @@ class ReViT(ViTBackbone):
             merges = K if fresh else 0
         states = fwd.states
         for t in range(fwd.stop + 1):
-            if ffns is None:
-                x = self.run_block(self.block, x, t, fwd, gate=gates[t])
-            else:
-                x = self.run_block(self.block, x, t, fwd, ffn=ffns[t])
+            ffn = dict(gate=gates[t]) if ffns is None else dict(ffn=ffns[t])
+            x = self.run_block(self.block, x, t, fwd, **ffn)
             if t in reads:
                 for i in reads[t]:
                     states[i] = x

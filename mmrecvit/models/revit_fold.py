@@ -59,9 +59,9 @@ def fold_to_plainvit(revit: ReViT, depth: int | None = None) -> PlainViT:
     shared = {
         k[len('block.') :]: v for k, v in own.items() if k.startswith('block.') and not k.startswith('block.mlp.')
     }
-    for t in range(num_steps):
+    for t, step in enumerate(ffn.unbind()):
         sd.update({f'blocks.{t}.{k}': v for k, v in shared.items()})
-        sd.update({f'blocks.{t}.mlp.{name.replace("_", ".")}': w for name, w in ffn.at(t)._asdict().items()})
+        sd.update({f'blocks.{t}.mlp.{name.replace("_", ".")}': w for name, w in step._asdict().items()})
     ref = revit.pos_embed
     dense = PlainViT(**cfg).to(device=ref.device, dtype=ref.dtype)
     load_state_dict_strict(dense, sd, f'reViT folded at depth {num_steps}')

@@ -133,7 +133,6 @@ class DepthSubsets:
         steps = torch.arange(num_steps, device=depth.device).view(-1, 1, 1)
         # alive[s][b]: tokens of image b with depth > s, i.e. still active at step s.
         self.alive: list[list[int]] = (depth.unsqueeze(0) > steps).sum(-1).tolist()
-        self.num_frozen = [N * sum(map(bool, a)) - sum(a) for a in self.alive]  # `frozen(s).total`
 
     def _slices(self, lo: Sequence[int], hi: Sequence[int]) -> TokenSubset:
         counts = tuple(map(operator.sub, hi, lo))
@@ -189,8 +188,9 @@ class KVCache:
         if new.total:
             self.kv = _write_rows(self.kv, new.index, block.project_kv(new.gather(x)), not torch.is_grad_enabled())
         self.owner = block
+        alive = subsets.alive[step]  # frozen: every token of the images still attending but the active ones
         self.projected += new.total
-        self.reused += subsets.num_frozen[step] - new.total
+        self.reused += N * (len(alive) - alive.count(0)) - sum(alive) - new.total
         return new
 
 

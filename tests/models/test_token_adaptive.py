@@ -65,10 +65,8 @@ def test_subset_with_cached_keys_equals_dense_block_rows():
     x = torch.randn(*mask.shape, D)
     with torch.no_grad():
         active = TokenSubset.from_mask(mask)
-        out, work = (
-            run_subset(block, x, active, kv_cache=frozen_cache(block, x, mask)),
-            subset_work(block, active, True),
-        )
+        out = run_subset(block, x, active, kv_cache=frozen_cache(block, x, mask))
+        work = subset_work(block, active, True)
         ref = torch.where(mask[..., None], block(x), x)
     torch.testing.assert_close(out, ref, atol=1e-6, rtol=1e-6)
     counts = mask.sum(1).tolist()
@@ -85,7 +83,8 @@ def test_subset_attention_among_active_tokens_equals_masked_dense():
     x = torch.randn(*mask.shape, D)
     with torch.no_grad():
         active = TokenSubset.from_mask(mask)
-        out, work = run_subset(block, x, active), subset_work(block, active, False)
+        out = run_subset(block, x, active)
+        work = subset_work(block, active, False)
         ref = dense_masked_attention_block(block, x, mask)
         # and image by image: the block on just that image's active tokens
         for b in range(mask.shape[0]):
