@@ -9,6 +9,7 @@ test_recipe_diff_d2.py.
 
 import glob
 import os.path as osp
+import shutil
 import sys
 
 import pytest
@@ -159,3 +160,19 @@ def test_the_most_specific_listed_pattern_gives_the_reason(tmp_path, capsys):
     assert recipe_diff.main([str(ours), '--check']) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith('model.backbone.num_recursions')]
     assert line.endswith('# T, the recursions of every unit')
+
+
+def test_a_staged_vendor_tree_follows_the_installed_package(tmp_path, monkeypatch):
+    # CI failed (stop 43): a tree staged by a removed clone kept its link to that clone's venv, so every ViTDet anchor
+    # named a missing `configs/_base_` file. Each installed package now gets its own staged tree.
+    monkeypatch.setattr(recipe_diff, 'CACHE', tmp_path / 'cache')
+    for env in ('old', 'new'):
+        base = tmp_path / env / 'configs' / '_base_'
+        base.mkdir(parents=True)
+        (base / 'model.py').write_text(f'env = {env!r}\n')
+    anchor = 'vendor::mmdet-vitdet-394f758/configs/_base_/model.py'
+    monkeypatch.setattr(recipe_diff, '_package_configs', lambda package: tmp_path / 'old' / 'configs')
+    assert recipe_diff.load(anchor)['env'] == 'old'
+    shutil.rmtree(tmp_path / 'old')
+    monkeypatch.setattr(recipe_diff, '_package_configs', lambda package: tmp_path / 'new' / 'configs')
+    assert recipe_diff.load(anchor)['env'] == 'new'

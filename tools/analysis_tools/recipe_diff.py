@@ -35,6 +35,7 @@ import argparse
 import ast
 import contextlib
 import fnmatch
+import hashlib
 import importlib.util
 import os
 import re
@@ -96,7 +97,8 @@ def _publish(root: Path, fill: Callable[[Path], None]) -> None:
 
 def _vendor_file(rel: str) -> Path:
     """`vendor::` paths: `<tarball>.tar.gz/<path inside>` (its .py files extracted once into the cache) or
-    `<folder>/<path>` (a tree in VENDOR_BASES is staged with its package's configs as `configs/`)."""
+    `<folder>/<path>` (a tree in VENDOR_BASES is staged with its package's configs as `configs/`, one tree per
+    installed package)."""
     top, _, inner = rel.partition('/')
     source = vendor_dir() / top
     if top.endswith('.tar.gz'):
@@ -107,10 +109,12 @@ def _vendor_file(rel: str) -> Path:
                 _publish(root, lambda stage: tar.extractall(stage, members, filter='data'))
         return next(root.iterdir()) / inner  # the tarball's single top folder (git archive's prefix)
     if top in VENDOR_BASES:
-        root = CACHE / top
+        configs = _package_configs(VENDOR_BASES[top])
+        # one tree per installed package: a tree linked to another environment's (perhaps removed) configs is not ours
+        root = CACHE / f'{top}-{hashlib.sha256(str(configs).encode()).hexdigest()[:12]}'
 
         def stage_tree(stage: Path) -> None:
-            (stage / 'configs').symlink_to(_package_configs(VENDOR_BASES[top]))
+            (stage / 'configs').symlink_to(configs)
             for entry in source.iterdir():  # copied: `..` from inside a symlinked folder would leave the stage
                 shutil.copytree(entry, stage / entry.name)
 
