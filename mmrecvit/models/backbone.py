@@ -325,10 +325,8 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
         token, or on the `active` ones only (a `token_adaptive.TokenSubset`; `kw`: `run_subset`'s). Other `kw` go
         to `Block.forward` (an attention mask, reViT's merged FFN)."""
         layout, rate = fwd.layouts[step], self.drop_path_rates[step] if self.training else 0.0
-        if active is None:
-            fn, args = block, (x, rate, layout)
-        else:
-            fn, args, kw = token_adaptive.run_subset, (block, x, active), dict(kw, drop_path_rate=rate, windows=layout)
+        kw = dict(kw, drop_path_rate=rate, layout=layout)
+        fn, args = (block, (x,)) if active is None else (token_adaptive.run_subset, (block, x, active))
         if self.with_cp and self.training and torch.is_grad_enabled():
             return checkpoint(fn, *args, use_reentrant=False, **kw)
         return fn(*args, **kw)

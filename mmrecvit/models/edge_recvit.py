@@ -184,7 +184,7 @@ class EdgeRecViT(ViTBackbone):
             if cached:
                 new, owner = (before - active) if owner is block else (tokens - active), block
             step = subset_work(
-                block, TokenSubset(None, (active,), tokens), cached_keys=cached, windows=self.windows(s, grid)
+                block, TokenSubset(None, (active,), tokens), cached_keys=cached, layout=self.windows(s, grid)
             )
             work.append(dataclasses.replace(step, new_kv=float(new)))
             before = n

@@ -81,12 +81,12 @@ class ExpertMlp(nn.Module):
         """Multiply-accumulates of one merge (one gate row): E per FFN parameter."""
         return self.num_experts * sum(p[0].numel() for p in self.parameters())
 
-    def forward(self, x: Tensor, ffn: MergedFfn | None = None, gate: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, ffn: MergedFfn | None = None, expert_gates: Tensor | None = None) -> Tensor:
         """Run one merged FFN, (B, N, D) -> (B, N, D): `ffn` merged beforehand (eval: cached; training: all steps in
-        one product), or merged here from a `gate` row (E,) (training with `with_cp`: inside the checkpointed block
-        call, recomputed in backward)."""
+        one product), or merged here from a row of `expert_gates` (E,) (training with `with_cp`: inside the
+        checkpointed block call, recomputed in backward)."""
         if ffn is None:
-            ffn = self.merge(gate)
+            ffn = self.merge(expert_gates)
         return F.linear(self.act(F.linear(x, ffn.fc1_weight, ffn.fc1_bias)), ffn.fc2_weight, ffn.fc2_bias)
 
 

@@ -8,24 +8,28 @@
   recursive model applies one block at several depths with different rates (STYLE 3);
 * `Block` takes an `mlp_layer` (as timm and DINOv2 do): reViT's block is a `Block` whose MLP is a
   bank of experts merged per step, whose weights `forward` passes through (`**mlp_kwargs`);
-* `Block.forward` and `Attention.forward` also run on the rows (T, D) of a token subset
-  (`rows`, a `token_adaptive.TokenRows`): the token-adaptive engine runs this same block on the
-  active tokens only, with attention among them or over a key/value cache. `Attention` provides
-  the pieces that engine needs (`project_qkv`, `project_kv`, `attend_rows`).
+* `Block.forward(x, *, drop_path_rate, layout, attn_mask)` takes everything after x by keyword (timm's second
+  positional is `attn_mask`); `Attention` is timm's `Attention` whose other layouts (windows, the global grid of
+  relative positions, the rows (T, D) of a token subset: the token-adaptive engine runs this same block on the
+  active tokens only) go through the one dispatch `attention.attend`; `project_kv` gives the keys/values of a
+  key/value cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from timm.layers import LayerScale, Mlp, drop_path, trunc_normal_
+from timm.layers import Attention as TimmAttention
+from timm.layers import LayerScale, Mlp, trunc_normal_
+from timm.layers import drop_path as timm_drop_path
 from torch import Tensor, nn
 
+from .attention import attend
 from .flops import BlockWork
-from .rel_pos import merge_heads, with_key_mask
+from .token_adaptive import TokenRows, drop_rows
 
 
 def init_linear_norm(module: nn.Module) -> None:
@@ -39,8 +43,9 @@ def init_linear_norm(module: nn.Module) -> None:
         nn.init.zeros_(module.bias)
 
 
-class Attention(nn.Module):
-    """Multi-head self-attention with a fused `qkv` projection (timm layout).
+class Attention(TimmAttention):
+    """timm's multi-head self-attention (`timm.layers.Attention`: a fused `qkv`, `proj`, its dense forward) with
+    ViTDet's relative position tables and the other attention layouts (`attention.attend`).
 
     rel_pos_size: (Sh, Sw) for ViTDet's decomposed relative position biases (`rel_pos.py`): tables
     `rel_pos_h` (2*Sh - 1, head_dim) and `rel_pos_w` (2*Sw - 1, head_dim), zero-initialised, shared by
@@ -51,54 +56,35 @@ class Attention(nn.Module):
     def __init__(
         self, dim: int, num_heads: int, qkv_bias: bool = True, rel_pos_size: tuple[int, int] | None = None
     ) -> None:
-        super().__init__()
-        self.num_heads = num_heads
-        self.head_dim = dim // num_heads
-        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
-        self.proj = nn.Linear(dim, dim)
+        super().__init__(dim, num_heads, qkv_bias=qkv_bias)
         for name, size in zip(('rel_pos_h', 'rel_pos_w'), rel_pos_size or (None, None)):
             self.register_parameter(
                 name, None if size is None else nn.Parameter(torch.zeros(2 * size - 1, self.head_dim))
             )
+        self.needs_layout = rel_pos_size is not None  # the tables need every token's grid position
 
     @property
     def rel_pos(self) -> tuple[Tensor, Tensor] | None:
         """The (rel_pos_h, rel_pos_w) tables, or None without relative position biases."""
         return None if self.rel_pos_h is None else (self.rel_pos_h, self.rel_pos_w)
 
-    def forward(self, x: Tensor, rows: Any = None, attn_mask: Tensor | None = None) -> Tensor:
-        """(B, N, D) -> (B, N, D); with `rows`, another layout of the tokens: the (T, D) rows of a
-        token subset (`token_adaptive.TokenRows`), windows (`windows.Windows`) or the global grid
-        (`windows.Global`, needed with relative position biases).
-
-        attn_mask: (B, 1, N, N) bool, True where a query may attend to a key.
-        """
-        if rows is not None:
-            return rows.attend(self, x, attn_mask)
-        if self.rel_pos_h is not None:
+    def forward(self, x: Tensor, attn_mask: Tensor | None = None, *, layout: Any = None) -> Tensor:
+        """(B, N, D) -> (B, N, D): timm's dense attention (`attn_mask` (B, 1, N, N) bool, True where a query may
+        attend to a key); with a `layout` (windows, the global grid of the relative positions, the (T, D) rows of a
+        token subset: `attention.attend`), that layout's."""
+        if layout is not None:
+            q, k, v = self.qkv(x).chunk(3, dim=-1)  # token-major (..., D) each; the layout says where they are
+            return self.proj(attend(q, k, v, layout, self.num_heads, self.rel_pos, attn_mask))
+        if self.needs_layout:
             raise ValueError(
                 "this attention has relative position biases: pass the tokens' layout "
-                '(rows=windows.Global(grid, num_prefix) or windows.Windows(...))'
+                '(layout=windows.Global(grid, num_prefix) or windows.Windows(...))'
             )
-        B, N, D = x.shape
+        B, N, C = x.shape
         # (B, N, 3D) -> (3, B, heads, N, D/heads)
         q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-        return self.proj(x.transpose(1, 2).reshape(B, N, D))  # (B, heads, N, D/heads) -> (B, N, D)
-
-    def attend_dense(self, x: Tensor, attn_mask: Tensor | None, layout: Any) -> Tensor:
-        """Global attention of a dense (B, N, D) sequence with the relative position biases of `layout` (a
-        `windows.Global`) added to the logits (a float mask, with `attn_mask`'s False as -inf)."""
-        B, N, D = x.shape
-        # (B, N, 3D) -> (3, B, heads, N, D/heads)
-        q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        attn_mask = with_key_mask(layout.bias(self, q, torch.arange(N, device=x.device)[None]), attn_mask)
-        x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-        return self.proj(merge_heads(x, True))  # (B, heads, N, D/heads) -> (B, N, D)
-
-    def project_qkv(self, x: Tensor) -> Tensor:
-        """(..., D) -> (..., 3D): queries, keys and values, token-major."""
-        return self.qkv(x)
+        return self.proj(x.transpose(1, 2).reshape(B, N, C))  # (B, heads, N, D/heads) -> (B, N, D)
 
     def project_kv(self, x: Tensor) -> Tensor:
         """(..., D) -> (..., 2D): keys then values only (the last 2/3 of `qkv`), for tokens that are
@@ -107,55 +93,13 @@ class Attention(nn.Module):
         bias = self.qkv.bias[dim:] if self.qkv.bias is not None else None
         return F.linear(x, self.qkv.weight[dim:], bias)
 
-    def attend_rows(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        q_counts: Sequence[int],
-        k_counts: Sequence[int],
-        layout: Any = None,
-        q_tokens: Tensor | None = None,
-        k_tokens: Tensor | None = None,
-    ) -> Tensor:
-        """Per-image attention of query rows q (Tq, D) over key/value rows k, v (Tk, D), both
-        grouped by image (`q_counts`/`k_counts` rows each, every count > 0), then `proj` -> (Tq, D).
 
-        layout: a `windows.Global` for the relative position biases, with the token index of every query
-        row `q_tokens` (Tq,) and of every key row `k_tokens` (Tk,) (None: each image's keys are all its
-        tokens in order).
-
-        One batched call when all images have the same counts (always at batch 1), else one call
-        per image: exact and wasting nothing (a key-padding mask would leave the fused kernel).
-        """
-        H, d = self.num_heads, self.head_dim
-
-        def bias(qh: Tensor, qs: slice, ks: slice, M: int) -> Tensor | None:
-            kt = None if k_tokens is None else k_tokens[ks].view(M, -1)
-            return layout.bias(self, qh, q_tokens[qs].view(M, -1), kt)
-
-        if q_counts.count(q_counts[0]) == len(q_counts) and k_counts.count(k_counts[0]) == len(k_counts):
-            B, nq, nk = len(q_counts), q_counts[0], k_counts[0]
-            # (B*n, D) -> (B, heads, n, D/heads)
-            qh = q.view(B, nq, H, d).transpose(1, 2)
-            out = F.scaled_dot_product_attention(
-                qh,
-                k.reshape(B, nk, H, d).transpose(1, 2),
-                v.reshape(B, nk, H, d).transpose(1, 2),
-                attn_mask=None if layout is None else bias(qh, slice(None), slice(None), B),
-            )
-            return self.proj(merge_heads(out, layout is not None).reshape(B * nq, H * d))
-        outs, qo, ko = [], 0, 0
-        for nq, nk in zip(q_counts, k_counts):
-            # (n, D) -> (1, heads, n, D/heads)
-            qb, kb, vb = (
-                t.reshape(1, -1, H, d).transpose(1, 2) for t in (q[qo : qo + nq], k[ko : ko + nk], v[ko : ko + nk])
-            )
-            mask = None if layout is None else bias(qb, slice(qo, qo + nq), slice(ko, ko + nk), 1)
-            out = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask)
-            outs.append(out[0].transpose(0, 1).reshape(nq, H * d))
-            qo, ko = qo + nq, ko + nk
-        return self.proj(torch.cat(outs))
+def drop_path(delta: Tensor, rate: float, block: nn.Module, layout: Any) -> Tensor:
+    """timm's stochastic depth of a residual branch in `block`'s mode, per image (per image of the rows of a token
+    subset)."""
+    if isinstance(layout, TokenRows):
+        return drop_rows(delta, rate, block.training, layout)
+    return timm_drop_path(delta, rate, block.training)
 
 
 class Block(nn.Module):
@@ -194,19 +138,22 @@ class Block(nn.Module):
     def forward(
         self,
         x: Tensor,
+        *,
         drop_path_rate: float = 0.0,
-        rows: Any = None,
+        layout: Any = None,
         attn_mask: Tensor | None = None,
         **mlp_kwargs: Any,
     ) -> Tensor:
-        """x: tokens (B, N, D), or with `rows` the (T, D) rows of a token subset (stochastic depth
-        then per image of the rows). `attn_mask`: see `Attention.forward`. `mlp_kwargs` go to the
-        MLP (reViT: the merged expert weights)."""
-        if drop_path_rate:  # stochastic depth of this application (`run_block` gives 0 in eval)
-            drop = drop_path if rows is None else rows.drop_path  # the same signature (x, rate, training)
-            x = x + drop(self.ls1(self.attn(self.norm1(x), rows, attn_mask)), drop_path_rate, self.training)
-            return x + drop(self.ls2(self.mlp(self.norm2(x), **mlp_kwargs)), drop_path_rate, self.training)
-        x = x + self.ls1(self.attn(self.norm1(x), rows, attn_mask))
+        """x: tokens (B, N, D), or the (T, D) rows of a token subset with a `token_adaptive.TokenRows` layout
+        (stochastic depth then per image of the rows). `layout` and `attn_mask`: see `Attention.forward`.
+        `drop_path_rate`: the stochastic depth of this application (0 in eval). `mlp_kwargs` go to the MLP
+        (reViT: the merged expert weights)."""
+        if drop_path_rate:
+            x = x + drop_path(
+                self.ls1(self.attn(self.norm1(x), attn_mask, layout=layout)), drop_path_rate, self, layout
+            )
+            return x + drop_path(self.ls2(self.mlp(self.norm2(x), **mlp_kwargs)), drop_path_rate, self, layout)
+        x = x + self.ls1(self.attn(self.norm1(x), attn_mask, layout=layout))
         return x + self.ls2(self.mlp(self.norm2(x), **mlp_kwargs))
 
     def project_kv(self, x: Tensor) -> Tensor:

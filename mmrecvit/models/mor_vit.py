@@ -245,7 +245,14 @@ class MoRViT(ViTBackbone):
                 s = 1 + r * u + j
                 in_place = inplace and not active.is_full
                 x = self.run_block(
-                    self.blocks[1 + j], x, s, fwd, active=active, gate=gate, update=self.update, inplace=in_place
+                    self.blocks[1 + j],
+                    x,
+                    s,
+                    fwd,
+                    active=active,
+                    residual_gate=gate,
+                    update=self.update,
+                    inplace=in_place,
                 )
                 if s in fwd.layers:
                     fwd.keep((s,), x.clone() if inplace and s < fwd.stop else x)
@@ -275,7 +282,7 @@ class MoRViT(ViTBackbone):
                 active = TokenSubset(None, (tokens,) if setting is None else tuple(setting[r]), tokens)
             for j in range(u):
                 s = 1 + r * u + j
-                work = subset_work(self.blocks[1 + j], active, cached_keys=False, windows=(w := self.windows(s, grid)))
+                work = subset_work(self.blocks[1 + j], active, cached_keys=False, layout=(w := self.windows(s, grid)))
                 steps.append(Step(s, s, 1 + j, work, w, before if j == 0 else ()))
         s = self.depth - 1
         steps.append(Step(s, s, u + 1, step_work(self.blocks[u + 1], tokens, w := self.windows(s, grid)), w))

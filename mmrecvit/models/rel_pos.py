@@ -67,6 +67,24 @@ def query_terms(q: Tensor, coords: Tensor, tables: tuple[Tensor, Tensor], extent
     return bias.masked_fill(no_position, 0.0)
 
 
+def position_bias(
+    q: Tensor,
+    q_tokens: Tensor,
+    grid: tuple[int, int],
+    num_prefix: int,
+    tables: tuple[Tensor, Tensor],
+    k_tokens: Tensor | None = None,
+) -> Tensor:
+    """The logit bias (M, heads, nq, nk) of queries q (M, heads, nq, d) that are the tokens `q_tokens` (G, nq)
+    (indices into `num_prefix` prefix tokens then the row-major `grid`; G = 1 or M) over the keys `k_tokens`
+    (G, nk), or over all the tokens in order when None (prefix keys first, without bias)."""
+    coords = token_coords(q_tokens, grid, num_prefix)
+    bias = F.pad(query_terms(q, coords, tables, grid), (num_prefix, 0)).to(q.dtype)
+    if k_tokens is None:
+        return bias  # (M, heads, nq, N)
+    return bias.gather(-1, k_tokens[:, None, None, :].expand(*bias.shape[:-1], -1))
+
+
 def with_key_mask(bias: Tensor, mask: Tensor | None) -> Tensor:
     """A float logit bias and a bool mask (True = may attend, broadcastable) -> one float mask for SDPA."""
     return bias if mask is None else bias.masked_fill(~mask, float('-inf'))

@@ -174,7 +174,7 @@ class ReViT(ViTBackbone):
             merges = K if fresh else 0
         states = fwd.states
         for t in range(fwd.stop + 1):
-            ffn = dict(gate=gates[t]) if ffns is None else dict(ffn=ffns[t])
+            ffn = dict(expert_gates=gates[t]) if ffns is None else dict(ffn=ffns[t])
             x = self.run_block(self.block, x, t, fwd, **ffn)
             if t in reads:
                 for i in reads[t]:
@@ -196,7 +196,7 @@ class ReViT(ViTBackbone):
         for t in range(L):
             for row, images in runs[t].items():
                 idx = image_index(images, x.device)
-                ffn = dict(gate=gates[row]) if ffns is None else dict(ffn=ffns[row])
+                ffn = dict(expert_gates=gates[row]) if ffns is None else dict(ffn=ffns[row])
                 x = put_images(x, idx, self.run_block(self.block, take_images(x, idx), t, fwd, **ffn))
             for j, images in reads[t].items():
                 idx = image_index(images, x.device)

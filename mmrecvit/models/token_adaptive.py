@@ -13,7 +13,7 @@ does the same arithmetic only where it is needed, so skipped tokens become real 
 Data layout (decision): position-wise work runs on the active tokens of the *whole batch*
 flattened to (T, D) rows, so images with different numbers of active tokens cost exactly their
 tokens. Attention runs as one batched call when every image has the same number of active tokens
-(always at batch 1) and otherwise as one call per image (`Attention.attend_rows`), which is exact
+(always at batch 1) and otherwise as one call per image (`attention.image_attention`), which is exact
 and wastes nothing; padding to a common count with a key mask would pay for the padded queries and
 leave the fused SDPA kernel. The frozen keys/values are stored
 token-major (B*N, 2D), so "fresh keys for the active tokens, cached keys for the rest" is a single
@@ -26,8 +26,8 @@ Public pieces:
                      with one device sync: active(s), exited(s), frozen(s).
     KVCache          frozen tokens' keys/values for one weight set, refreshed only when tokens
                      freeze or the weight set changes; counts projections and reuses.
-    TokenRows        the (T, D) rows `Block.forward(x, rows=...)` runs on: attention among the
-                     active tokens or over a `KVCache`, stochastic depth per image.
+    TokenRows        the layout of the (T, D) rows `Block.forward(rows, layout=TokenRows(...))` runs on:
+                     attention among the active tokens or over a `KVCache` (`attention.rows_attention`).
     run_subset       one block application for a subset -> new x (`subset_work`: what it computes).
 
 The block itself is the model's own `layers.Block` (one block path); this module only decides which
@@ -40,14 +40,17 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from .flops import BlockWork
-from .layers import Attention, Block
 from .numerics import tracing
-from .windows import Global, Windows, window_attention
+from .windows import Global, Windows
+
+if TYPE_CHECKING:  # the block is the model's own `layers.Block`, which imports this module for `TokenRows`
+    from .layers import Block
 
 
 class TokenSubset:
@@ -63,13 +66,14 @@ class TokenSubset:
     them at every step).
     """
 
-    __slots__ = ('index', 'counts', 'num_tokens', 'in_order', 'batch_size', 'total', 'is_full', 'mean_count')
+    __slots__ = ('index', 'counts', 'num_tokens', 'in_order', 'batch_size', 'total', 'is_full', 'mean_count', '_images')
 
     def __init__(self, index: Tensor, counts: tuple[int, ...], num_tokens: int, in_order: bool = False) -> None:
         self.index, self.counts, self.num_tokens, self.in_order = index, tuple(counts), num_tokens, in_order
         self.batch_size, self.total = len(self.counts), sum(self.counts)
         self.is_full = self.total == self.batch_size * num_tokens
         self.mean_count = self.total / self.batch_size
+        self._images: Tensor | None = None
 
     @classmethod
     def from_mask(cls, mask: Tensor) -> TokenSubset:
@@ -95,8 +99,10 @@ class TokenSubset:
         )
 
     def image_of_rows(self) -> Tensor:
-        """(T,) image index of every row."""
-        return torch.div(self.index, self.num_tokens, rounding_mode='floor')
+        """(T,) image index of every row (computed once)."""
+        if self._images is None:
+            self._images = torch.div(self.index, self.num_tokens, rounding_mode='floor')
+        return self._images
 
     def mask(self) -> Tensor:
         """(B, N) bool, True for the tokens of the subset."""
@@ -186,7 +192,7 @@ class KVCache:
             self.kv, self.owner = x.new_zeros(B * N, 2 * D), None
         new = subsets.exited(step) if self.owner is block else subsets.frozen(step)
         if new.total:
-            self.kv = _write_rows(self.kv, new.index, block.project_kv(new.gather(x)), not torch.is_grad_enabled())
+            self.kv = write_rows(self.kv, new.index, block.project_kv(new.gather(x)), not torch.is_grad_enabled())
         self.owner = block
         alive = subsets.alive[step]  # frozen: every token of the images still attending but the active ones
         self.projected += new.total
@@ -194,99 +200,53 @@ class KVCache:
         return new
 
 
-def _write_rows(target: Tensor, index: Tensor, rows: Tensor, inplace: bool) -> Tensor:
+def write_rows(target: Tensor, index: Tensor, rows: Tensor, inplace: bool) -> Tensor:
     """`target` (M, ...) with `rows` at `index`: in place (no copy of `target`) or out of place (autograd)."""
     rows = rows.to(target.dtype)  # autocast: projections may be in lower precision than the states
     return target.index_copy_(0, index, rows) if inplace else target.index_copy(0, index, rows)
 
 
 class TokenRows:
-    """The rows (T, D) of the `active` tokens that one block application runs on (`Block.forward`).
+    """The layout of a block application on the (T, D) rows of the `active` tokens (`Block.forward(rows,
+    layout=TokenRows(...))`; its attention: `attention.rows_attention`). Plain data.
 
-    kv_cache: keys/values of every other token, already `update`d for this block: attention is
-        then over all N tokens of each image (docs/methods/edge_recvit.md). None: attention among the active tokens
-        only (docs/methods/mor_vit.md, MoR).
-    windows: the application's layout: `windows.Windows`, `windows.Global` (relative position biases
-        at the active tokens' grid positions) or None.
+    kv_cache: keys/values of every other token, already `update`d for this block: attention is then over all N
+        tokens of each image (docs/methods/edge_recvit.md). None: attention among the active tokens only
+        (docs/methods/mor_vit.md, MoR).
+    layout: the application's own layout: `windows.Windows`, `windows.Global` (relative position biases at the
+        active tokens' grid positions) or None.
     """
 
-    def __init__(
-        self, active: TokenSubset, kv_cache: KVCache | None = None, windows: Windows | Global | None = None
-    ) -> None:
-        self.active, self.kv_cache, self.windows = active, kv_cache, windows
-        self._images: Tensor | None = None
+    __slots__ = ('active', 'kv_cache', 'layout')
 
-    def attend(self, attn: Attention, x: Tensor, attn_mask: Tensor | None = None) -> Tensor:
-        """Attention of the active rows x (T, D), already normalised -> (T, D)."""
-        if attn_mask is not None:
-            raise ValueError('a token subset attends as its kv_cache says: attn_mask is not supported')
-        active, D = self.active, x.shape[-1]
-        qkv = attn.project_qkv(x)  # (T, 3D)
-        if isinstance(self.windows, Windows):
-            return attn.proj(self._attend_windows(attn, qkv))
-        q_counts = tuple(filter(None, active.counts))  # images without active tokens do not attend
-        # Relative positions: the rows' token indices (keys: the same rows, or each image's tokens in order).
-        tokens = None if self.windows is None else active.index % active.num_tokens
-        positions = dict(layout=self.windows, q_tokens=tokens, k_tokens=tokens if self.kv_cache is None else None)
-        if self.kv_cache is None:
-            return attn.attend_rows(qkv[:, :D], qkv[:, D : 2 * D], qkv[:, 2 * D :], q_counts, q_counts, **positions)
-        # Fresh keys/values for the active rows, cached ones for the frozen rows.
-        kv = _write_rows(self.kv_cache.kv, active.index, qkv[:, D:], not torch.is_grad_enabled())  # (B*N, 2D)
-        N = active.num_tokens
-        if len(q_counts) < active.batch_size:  # keep the keys of the images that attend
-            keep = torch.cat(
-                [torch.arange(b * N, (b + 1) * N, device=x.device) for b, n in enumerate(active.counts) if n]
-            )
-            kv = kv.index_select(0, keep)
-        k, v = kv[:, :D].to(qkv.dtype), kv[:, D:].to(qkv.dtype)
-        return attn.attend_rows(qkv[:, :D], k, v, q_counts, (N,) * len(q_counts), **positions)
+    def __init__(self, active: TokenSubset, kv_cache: KVCache | None = None, layout: Windows | Global | None = None):
+        self.active, self.kv_cache, self.layout = active, kv_cache, layout
 
-    def _attend_windows(self, attn: Attention, qkv: Tensor) -> Tensor:
-        """Windowed attention of the active rows: their queries scattered onto the dense grid, the
-        keys of every token (cached) or of the active ones, `window_attention`, the active rows back.
-        The attention then costs what the dense windowed block's does; qkv, MLP and norms still run
-        for the active rows only."""
-        active, w = self.active, self.windows
-        B, N, D = active.batch_size, active.num_tokens, qkv.shape[-1] // 3
-        q = qkv.new_zeros(B * N, D).index_copy(0, active.index, qkv[:, :D]).view(B, N, D)
-        if self.kv_cache is None:
-            kv = qkv.new_zeros(B * N, 2 * D).index_copy(0, active.index, qkv[:, D:])
-            key_valid = active.mask()
-        else:
-            kv = _write_rows(self.kv_cache.kv, active.index, qkv[:, D:], not torch.is_grad_enabled()).to(qkv.dtype)
-            key_valid = None
-        kv = kv.view(B, N, 2 * D)
-        out = window_attention(
-            q, kv[..., :D], kv[..., D:], w.grid, w.size, w.num_prefix, attn.num_heads, key_valid, attn.rel_pos
-        )
-        return out.reshape(B * N, D).index_select(0, active.index)
 
-    def drop_path(self, delta: Tensor, rate: float, training: bool) -> Tensor:
-        """Stochastic depth per image (timm's `drop_path`) on rows (T, D)."""
-        if rate == 0.0 or not training:
-            return delta
-        if self._images is None:
-            self._images = self.active.image_of_rows()
-        keep = 1.0 - rate
-        scale = delta.new_empty(self.active.batch_size).bernoulli_(keep).div_(keep)
-        return delta * scale[self._images].unsqueeze(-1)
+def drop_rows(delta: Tensor, rate: float, training: bool, rows: TokenRows) -> Tensor:
+    """Stochastic depth per image (timm's `drop_path`) on the (T, D) rows of a token subset."""
+    if rate == 0.0 or not training:
+        return delta
+    keep = 1.0 - rate
+    scale = delta.new_empty(rows.active.batch_size).bernoulli_(keep).div_(keep)
+    return delta * scale[rows.active.image_of_rows()].unsqueeze(-1)
 
 
 def subset_work(
-    block: Block, active: TokenSubset, cached_keys: bool, windows: Windows | Global | None = None
+    block: Block, active: TokenSubset, cached_keys: bool, layout: Windows | Global | None = None
 ) -> BlockWork:
     """What `run_subset` computes, per image (means over the batch); `new_kv` is the caller's."""
     N = active.num_tokens
-    if isinstance(windows, Windows):  # attention as the dense windowed block's (`TokenRows._attend_windows`)
+    if isinstance(layout, Windows):  # attention as the dense windowed block's (`attention.rows_in_windows`)
         return block.work(
             active.mean_count,
-            windows.size**2 + windows.num_prefix,
-            attn_pairs=windows.pairs(),
-            rel_pos=windows.rel_pos_work(),
+            layout.size**2 + layout.num_prefix,
+            attn_pairs=layout.pairs(),
+            rel_pos=layout.rel_pos_work(),
         )
     keys = [N if cached_keys and n else n for n in active.counts]
     pairs = sum(n * k for n, k in zip(active.counts, keys)) / active.batch_size
-    rel_pos = (0.0, 0.0) if windows is None else windows.rel_pos_work(active.mean_count)  # the active queries
+    rel_pos = (0.0, 0.0) if layout is None else layout.rel_pos_work(active.mean_count)  # the active queries
     return block.work(active.mean_count, sum(keys) / active.batch_size, attn_pairs=pairs, rel_pos=rel_pos)
 
 
@@ -299,11 +259,11 @@ def run_subset(
     active: TokenSubset,
     *,
     kv_cache: KVCache | None = None,
-    gate: Tensor | None = None,
+    residual_gate: Tensor | None = None,
     update: str = 'interpolate',
     drop_path_rate: float = 0.0,
     inplace: bool = False,
-    windows: Windows | Global | None = None,
+    layout: Windows | Global | None = None,
 ) -> Tensor:
     """One application of `block` to the `active` tokens of x (B, N, D); the others are untouched (what it
     computes: `subset_work`).
@@ -313,15 +273,15 @@ def run_subset(
         x: token states (B, N, D).
         active: the tokens whose queries, norms and MLP run.
         kv_cache: see `TokenRows` (None: attention among the active tokens).
-        gate: (T,) per-active-token residual gate in `active`'s row order. None means the
-            block's output.
+        residual_gate: (T,) per-active-token gate of the residual update in `active`'s row order (MoR-ViT's
+            router weights). None means the block's output.
         update: how the gate applies: 'interpolate' `h <- h + g * (Block(h) - h)` (g = 1: the
             block's output) or 'additive' `h <- h + g * Block(h)` (MoR's code).
         drop_path_rate: stochastic depth of this application (per image).
         inplace: write the active rows into `x` itself instead of a copy (saves a copy of all
             B*N rows per step; only without autograd). The caller must clone states it keeps.
             Use the returned tensor: when every token is active it is a new one.
-        windows: the attention layout of this application (`windows.Windows`, `windows.Global`), or None.
+        layout: the attention layout of this application (`windows.Windows`, `windows.Global`), or None.
 
     Without autograd (`torch.no_grad()`), the fresh keys/values of the active rows are also written
     into `kv_cache` in place: those rows are not valid cache entries (their tokens are active), and
@@ -334,13 +294,13 @@ def run_subset(
         return x
     B, N, D = x.shape
     if active.is_full:  # every token runs: the plain block, keys are all tokens either way
-        out = block(x, drop_path_rate, rows=windows)
-        if gate is None:
+        out = block(x, drop_path_rate=drop_path_rate, layout=layout)
+        if residual_gate is None:
             return out
         if active.in_order:  # the gate rows are already image-major, token-minor
-            g = gate.view(B, N, 1)
+            g = residual_gate.view(B, N, 1)
         else:
-            g = x.new_zeros(B * N).index_copy(0, active.index, gate).view(B, N, 1)
+            g = x.new_zeros(B * N).index_copy(0, active.index, residual_gate).view(B, N, 1)
         # Not torch.lerp: its vectorised kernel rounds differently from its scalar tail, which made
         # results depend on the batch layout (1-process vs 2-process training drifted apart).
         if update == 'additive':
@@ -355,13 +315,13 @@ def run_subset(
         )
     rows = x.reshape(B * N, D)
     h = rows.index_select(0, active.index)  # (T, D)
-    out = block(h, drop_path_rate, rows=TokenRows(active, kv_cache, windows))
-    if gate is not None:
-        g = gate.unsqueeze(-1)
+    out = block(h, drop_path_rate=drop_path_rate, layout=TokenRows(active, kv_cache, layout))
+    if residual_gate is not None:
+        g = residual_gate.unsqueeze(-1)
         out = h + g * out if update == 'additive' else h + g * (out - h)
     if inplace and torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
         raise RuntimeError('run_subset(inplace=True) is only for inference (no autograd graph)')
-    return _write_rows(rows, active.index, out, inplace).view(B, N, D)
+    return write_rows(rows, active.index, out, inplace).view(B, N, D)
 
 
 def top_k(scores: Tensor, k: int) -> Tensor:

@@ -183,7 +183,7 @@ def engine_work(module, monkeypatch):
     calls, run_subset = [], module.run_subset
 
     def recording(block, x, active, **kwargs):
-        calls.append(module.subset_work(block, active, kwargs.get('kv_cache') is not None, kwargs.get('windows')))
+        calls.append(module.subset_work(block, active, kwargs.get('kv_cache') is not None, kwargs.get('layout')))
         return run_subset(block, x, active, **kwargs)
 
     monkeypatch.setattr(module, 'run_subset', recording)

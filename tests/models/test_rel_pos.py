@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from backbone_cases import BACKBONE_CASES, distance_to_deit, tiny_backbone, traced_with_stats
 
 from mmrecvit.benchmark import force_mean_depth
-from mmrecvit.models import BACKBONES
+from mmrecvit.models import BACKBONES, attention
 from mmrecvit.models import token_adaptive as engine
 from mmrecvit.models.checkpoint import CheckpointError, is_timm_state_dict, load_state_dict_into
 from mmrecvit.models.layers import Attention, Block
@@ -94,40 +94,39 @@ def reference_dense(q, k, v, grid, num_prefix, num_heads, tables, size=None, key
     return torch.stack(out)
 
 
-def reference_windows_attend(self, attn, x, attn_mask=None):
-    q, k, v = attn.project_qkv(x).chunk(3, dim=-1)
+def reference_layout(attn, x, layout, attn_mask=None):
+    """`attn(x, attn_mask, layout=layout)` for a dense sequence, from the formula."""
+    q, k, v = attn.qkv(x).chunk(3, dim=-1)
     valid = None if attn_mask is None else attn_mask[:, 0, 0, :]
+    size = layout.size if isinstance(layout, Windows) else None
     return attn.proj(
-        reference_dense(q, k, v, self.grid, self.num_prefix, attn.num_heads, attn.rel_pos, self.size, valid)
+        reference_dense(q, k, v, layout.grid, layout.num_prefix, attn.num_heads, attn.rel_pos, size, valid)
     )
 
 
-def reference_global_attend(self, attn, x, attn_mask=None):
-    q, k, v = attn.project_qkv(x).chunk(3, dim=-1)
+def reference_global_attention(q, k, v, layout, num_heads, rel_pos, attn_mask=None):
     valid = None if attn_mask is None else attn_mask[:, 0, 0, :]
-    return attn.proj(
-        reference_dense(q, k, v, self.grid, self.num_prefix, attn.num_heads, attn.rel_pos, key_valid=valid)
-    )
+    return reference_dense(q, k, v, layout.grid, layout.num_prefix, num_heads, rel_pos, key_valid=valid)
 
 
 def reference_window_attention(q, k, v, grid, size, num_prefix, num_heads, key_valid=None, rel_pos=None):
     return reference_dense(q, k, v, grid, num_prefix, num_heads, rel_pos, size, key_valid)
 
 
-def reference_attend_rows(self, q, k, v, q_counts, k_counts, layout=None, q_tokens=None, k_tokens=None):
+def reference_image_attention(
+    q, k, v, q_counts, k_counts, num_heads, layout=None, rel_pos=None, q_tokens=None, k_tokens=None
+):
     """Image by image, explicit logits with the formula's bias at the rows' token positions."""
     outs, qo, ko = [], 0, 0
     for nq, nk in zip(q_counts, k_counts):
         qt = q_tokens[qo : qo + nq]
         kt = torch.arange(nk) if k_tokens is None else k_tokens[ko : ko + nk]
-        qh = q[qo : qo + nq].reshape(nq, self.num_heads, -1).transpose(0, 1)
-        bias = reference_bias(qh, qt, kt, layout.grid, layout.num_prefix, self.rel_pos, layout.grid)
+        qh = q[qo : qo + nq].reshape(nq, num_heads, -1).transpose(0, 1)
+        bias = reference_bias(qh, qt, kt, layout.grid, layout.num_prefix, rel_pos, layout.grid)
         allowed = torch.ones(nq, nk, dtype=torch.bool)
-        outs.append(
-            reference_attention(q[qo : qo + nq], k[ko : ko + nk], v[ko : ko + nk], self.num_heads, bias, allowed)
-        )
+        outs.append(reference_attention(q[qo : qo + nq], k[ko : ko + nk], v[ko : ko + nk], num_heads, bias, allowed))
         qo, ko = qo + nq, ko + nk
-    return self.proj(torch.cat(outs))
+    return torch.cat(outs)
 
 
 # ---- parity with detectron2's ViTDet attention ---------------------------------------------------------
@@ -155,7 +154,7 @@ def test_global_attention_equals_detectron2_vitdet(table, grid):
     x = torch.randn(2, *grid, 32)
     with torch.no_grad():
         expected = ref(x).reshape(2, -1, 32)
-        got = Global(grid, 0).attend(ours, x.reshape(2, -1, 32))
+        got = ours(x.reshape(2, -1, 32), layout=Global(grid, 0))
         plain = Attention(32, 2).eval()
         plain.load_state_dict({k: v for k, v in ref.state_dict().items() if 'rel_pos' not in k})
         without = plain(x.reshape(2, -1, 32))
@@ -173,7 +172,7 @@ def test_window_attention_equals_detectron2_vitdet(table):
     with torch.no_grad():
         windows, pad_hw = d2_utils.window_partition(x, 3)
         expected = d2_utils.window_unpartition(ref(windows), 3, pad_hw, (6, 9)).reshape(2, -1, 32)
-        got = Windows((6, 9), 3, 0).attend(ours, x.reshape(2, -1, 32))
+        got = ours(x.reshape(2, -1, 32), layout=Windows((6, 9), 3, 0))
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
@@ -189,10 +188,9 @@ def test_layouts_equal_the_formula_with_prefix_padding_and_masks(layout, mask):
     valid[:, 0] = True
     attn_mask = valid[:, None, None, :] if mask else None
     fast = Global(grid, P) if layout == 'global' else Windows(grid, 2, P)
-    reference = reference_global_attend if layout == 'global' else reference_windows_attend
     with torch.no_grad():
         torch.testing.assert_close(
-            fast.attend(attn, x, attn_mask), reference(fast, attn, x, attn_mask), atol=1e-5, rtol=1e-5
+            attn(x, attn_mask, layout=fast), reference_layout(attn, x, fast, attn_mask), atol=1e-5, rtol=1e-5
         )
 
 
@@ -288,10 +286,9 @@ def test_every_path_equals_the_formula_reference(name, kwargs, windowed, monkeyp
     x = torch.randn(2, 3, 80, 48)
     with torch.no_grad():
         fast = model(x)
-        monkeypatch.setattr(Windows, 'attend', reference_windows_attend)
-        monkeypatch.setattr(Global, 'attend', reference_global_attend)
-        monkeypatch.setattr(engine, 'window_attention', reference_window_attention)
-        monkeypatch.setattr(Attention, 'attend_rows', reference_attend_rows)
+        monkeypatch.setattr(attention, 'window_attention', reference_window_attention)
+        monkeypatch.setattr(attention, 'global_attention', reference_global_attention)
+        monkeypatch.setattr(attention, 'image_attention', reference_image_attention)
         ref = model(x)
     for a, b in zip(fast, ref):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
@@ -312,9 +309,9 @@ def test_token_subsets_use_their_rows_positions():
     cache.update(block, x, engine.DepthSubsets(mask.long() + 1, 2), 1)  # the tokens not in mask, frozen
     with torch.no_grad():
         active = engine.TokenSubset.from_mask(mask)
-        out = engine.run_subset(block, x, active, kv_cache=cache, windows=layout)
+        out = engine.run_subset(block, x, active, kv_cache=cache, layout=layout)
         work = engine.subset_work(block, active, True, layout)
-        dense = block(x, rows=layout)
+        dense = block(x, layout=layout)
     torch.testing.assert_close(out[mask], dense[mask], atol=1e-5, rtol=1e-5)
     assert torch.equal(out[~mask], x[~mask])
     assert work.rel_pos_queries == mask.sum() / 2 and work.rel_pos_keys == 3 + 4

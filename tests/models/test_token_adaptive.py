@@ -103,7 +103,7 @@ def test_residual_gate_per_token():
     sub = TokenSubset.from_mask(mask)
     gate = torch.rand(sub.total)
     with torch.no_grad():
-        out = run_subset(block, x, sub, gate=gate)
+        out = run_subset(block, x, sub, residual_gate=gate)
         full = dense_masked_attention_block(block, x, mask)
     g = torch.zeros(mask.shape).index_put_((mask.nonzero()[:, 0], mask.nonzero()[:, 1]), gate)[..., None]
     torch.testing.assert_close(out, x + g * (full - x), atol=1e-6, rtol=1e-6)
@@ -111,7 +111,7 @@ def test_residual_gate_per_token():
     everything = TokenSubset.everything(*mask.shape)
     gate = torch.rand(everything.total)
     with torch.no_grad():
-        out = run_subset(block, x, everything, gate=gate)
+        out = run_subset(block, x, everything, residual_gate=gate)
         torch.testing.assert_close(out, x + gate.view(*mask.shape, 1) * (block(x) - x), atol=1e-6, rtol=1e-6)
 
 
@@ -200,7 +200,9 @@ def test_gradients_match_the_masked_reference(cached):
         xi = x.clone().requires_grad_(True)
         gate = torch.linspace(0.1, 1.0, sub.total).requires_grad_(True)
         if engine:
-            out = run_subset(block, xi, sub, kv_cache=frozen_cache(block, xi, mask) if cached else None, gate=gate)
+            out = run_subset(
+                block, xi, sub, kv_cache=frozen_cache(block, xi, mask) if cached else None, residual_gate=gate
+            )
         else:
             full = block(xi) if cached else dense_masked_attention_block(block, xi, mask)
             g = torch.zeros(mask.shape).index_put((mask.nonzero()[:, 0], mask.nonzero()[:, 1]), gate)[..., None]

@@ -6,10 +6,7 @@ import torch.nn.functional as F
 from backbone_cases import BACKBONE_CASES, traced_with_stats
 
 from mmrecvit.benchmark import force_mean_depth
-from mmrecvit.models import BACKBONES
-from mmrecvit.models import token_adaptive as engine
-from mmrecvit.models import windows as windows_module
-from mmrecvit.models.windows import Windows
+from mmrecvit.models import BACKBONES, attention
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -32,12 +29,6 @@ def reference_window_attention(q, k, v, grid, size, num_prefix, num_heads, key_v
     H, d = num_heads, D // num_heads
     heads = [t.view(B, N, H, d).transpose(1, 2) for t in (q, k, v)]
     return F.scaled_dot_product_attention(*heads, attn_mask=mask).transpose(1, 2).reshape(B, N, D)
-
-
-def reference_attend(self, attn, x, attn_mask=None):
-    q, k, v = attn.project_qkv(x).chunk(3, dim=-1)
-    valid = None if attn_mask is None else attn_mask[:, 0, 0, :]
-    return attn.proj(reference_window_attention(q, k, v, self.grid, self.size, self.num_prefix, attn.num_heads, valid))
 
 
 # Every backbone with windows of 2 on a 5 x 3 grid (padded windows) and one global step; token-adaptive
@@ -69,8 +60,7 @@ def test_window_attention_equals_the_masked_dense_reference(name, kwargs, train,
     x = torch.randn(2, 3, 80, 48)  # 5 x 3 patches: windows of 2 need padding
     torch.manual_seed(1)
     fast = model(x)
-    monkeypatch.setattr(Windows, 'attend', reference_attend)
-    monkeypatch.setattr(engine, 'window_attention', reference_window_attention)
+    monkeypatch.setattr(attention, 'window_attention', reference_window_attention)  # dense and token-subset paths
     torch.manual_seed(1)
     ref = model(x)
     for a, b in zip(fast, ref):
@@ -111,5 +101,5 @@ def test_windowed_flops_equal_mmengine_and_drop(name):
 def test_padding_does_not_change_the_result():
     """A windowed model gives the same output for a grid that needs padding whatever it is padded with."""
     q, k, v = (torch.randn(1, 1 + 15, 8) for _ in range(3))
-    out = windows_module.window_attention(q, k, v, (5, 3), 2, 1, 2)
+    out = attention.window_attention(q, k, v, (5, 3), 2, 1, 2)
     torch.testing.assert_close(out, reference_window_attention(q, k, v, (5, 3), 2, 1, 2), atol=1e-6, rtol=1e-6)
