@@ -58,7 +58,7 @@ def test_windowed_onnx_parity_dynamic_and_one_compiled_graph(name, extra, rel_po
     in windows of 3: padded; 6 x 8) and compiles without a graph break; so do ViTDet's relative position
     biases (issue 28), resized to the windows and to each input's global grid."""
     model = randomise_tables(build(name, window_size=3, use_rel_pos=rel_pos, **extra))
-    assert any(isinstance(s.windows, Windows) for s in model.plan(None, (4, 4)).steps), 'no windowed application'
+    assert any(isinstance(s.layout, Windows) for s in model.steps(None, (4, 4))), 'no windowed application'
     path = deploy.export_onnx(model, torch.randn(1, 3, *SIZES[0]), tmp_path / f'{name}.onnx', PATCH, dynamic=True)
     rows = deploy.onnx_parity(model, path, SIZES[:2])
     assert deploy.parity_ok(rows), deploy.format_parity(rows)

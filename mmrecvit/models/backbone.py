@@ -1,16 +1,18 @@
 """`ViTBackbone`: what every backbone shares, and the contract a method fulfils (docs/methods/README.md).
 
-Data flow: image -> `embedding.embed` -> the method's loop over its own structure (`forward_layers`, each block
-application through `run_block`) -> the states of the requested layers -> `forward_intermediates` (timm's
-formats) -> maps for a neck, or the pooled final state for a classifier. Beside the loop, cached, the method's
-`plan`: what a forward at a setting computes, which the FLOP model and the compute knob read.
+Data flow: image -> `embedding.embed` -> the method's generator over its own structure (`iter_layers`, yielding
+each layer's state) -> the states of the requested layers (`forward_states`, the one forward) -> timm's formats
+(`forward_intermediates`) or maps for a neck, the pooled final state for a classifier (`forward`). Beside it,
+cached, the schedule of the forward (`schedule.py`): its steps, from which the FLOP count is derived when read.
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
 import functools
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -18,21 +20,19 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from . import arguments as args
-from . import embedding, token_adaptive
+from . import embedding
 from . import layer_decay as decay
 from .checks import check_bool, check_choice, check_float, check_int, checked_keywords
-from .compute import check_compute, largest_within
+from .compute import check_compute
 from .features import TimmFeatures
-from .flops import OpWork, conv_work, total_flops
 from .layers import Block, Mlp
-from .numerics import NONFINITE_MODES, tracing
-from .plan import Forward, Plan, PlanCache, Step, step_work
+from .numerics import NONFINITE_MODES, FiniteGuard, active_guard, finite, tracing
+from .schedule import ScheduleCache, Schedules, Step
 from .start import load_start
 from .stats import ForwardStats
-from .windows import Global, Windows
 
 
-class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
+class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
     """Base class of every backbone: embeddings, the forward path, checkpointing, pretrained loading, and timm's
     feature API with the framework `forward` on top (`features.TimmFeatures`).
 
@@ -42,20 +42,20 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
     **recursion** is one more pass of a recursion unit's blocks.
 
     **The subclass contract.** `__init__` calls `super().__init__(embed_dim=..., num_heads=..., depth=L, **kwargs)`
-    and builds `blocks` (an `nn.ModuleList` of its unique blocks, `make_block`) and its other modules; a missing
-    `blocks` is an error when the model is built. A subclass overrides at most three methods:
+    and builds `blocks` (an `nn.ModuleList` of its unique blocks, `make_block`), `layer_blocks` (the block of each
+    layer) and its other modules; a missing one is an error when the model is built. A subclass overrides:
 
     1. `convert_timm_state_dict(state_dict)`: a timm/DeiT state dict -> its keys (every method);
-    2. `forward_layers(x, fwd)`: the forward, a plain loop over the method's own structure calling `run_block`
-       for every block application; it picks its setting (the compute knob: `within`), keeps the requested
-       layers' states (`fwd.keep`) and reports its setting and statistics in `fwd`;
-    3. `plan(setting, grid)`: the `plan.Plan` of a forward at `setting` (None: full depth) on a `grid` input,
-       which the FLOP model and the compute knob read (cached: `cached_plan`).
+    2. `iter_layers(x, steps, setting, stats)`: its forward, a generator over its own structure that runs the
+       given `steps` and yields (layer, state) after each layer, adding its own numbers to `stats`;
+    3. `work(steps, setting, grid)`: what a forward that ran those steps computed (the FLOP model).
 
-    The base class's own forward and plan are those of a model that runs one block per layer over every token,
-    `layer_blocks[t]` at layer t (PlainViT and NaiveRecursiveViT set `layer_blocks` and override only 1); the
-    other methods override all three. Everything else is data the subclass sets in `__init__` (`global_layers`,
-    a default `out_indices` passed up) or is read from the full plan (`num_steps`, `schedule`, layer positions).
+    This class alone picks the setting (the compute knob), ends the steps after the last layer needed, reads the
+    requested layers and finishes the statistics (`forward_states`). Its own `iter_layers` and `work` are those of a
+    model that runs one block per layer over every token (PlainViT, NaiveRecursiveViT: only 1). A method whose
+    settings are not the first K layers says which they are (`own_setting`, `compute_settings`, `step_layers`:
+    `schedule.Schedules`). Everything else is data the subclass sets in `__init__` (`global_layers`, a default
+    `out_indices` passed up) or is read from the full schedule (`num_steps`, `schedule`, layer positions).
 
     Args:
         embed_dim, num_heads, mlp_ratio, qkv_bias, init_values: block sizes (see `layers.Block`).
@@ -94,6 +94,7 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
 
     # An argument that acts only in some modes of another is refused in the others (checks.check_modes).
     mode_arguments = {'global_steps': ('window_size', (0,))}  # window_size 0: every step attends globally
+    in_place_reads = False  # True: without autograd the method writes later states into earlier ones' memory
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Wrap each subclass's `__init__` so that the contract is checked once the whole model is built (when
@@ -146,7 +147,7 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
         compute: float | None = None,
     ) -> None:
         super().__init__()
-        self._plans = PlanCache()  # plans, layouts, FLOPs by (setting, grid): cleared when a public attribute is set
+        self._schedules = ScheduleCache()  # steps, reads, FLOP plans by key (`schedule.py`)
         sizes = args.check_sizes(embed_dim, num_heads, mlp_ratio, patch_size, img_size)
         self.embed_dim, self.num_heads, self.mlp_ratio, self.patch_size, self.pretrain_grid = sizes
         self.qkv_bias = check_bool('qkv_bias', qkv_bias)
@@ -168,7 +169,6 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
         self.window_size = check_int('window_size', window_size, 0)
         self.use_rel_pos = check_bool('use_rel_pos', use_rel_pos)
         self.global_layers = args.stage_ends(self._depth)  # ViTDet's global blocks (SR-ViT sets its own)
-        self.layer_blocks: tuple[int, ...] | None = None  # the base's own method: block of each layer
 
         self.patch_embed = embedding.patch_embed(in_channels, self.embed_dim, self.patch_size, self.pretrain_grid)
         self.cls_token, self.pos_embed = embedding.init_tokens(
@@ -183,18 +183,17 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
                 f'{type(self).__name__} must set `blocks` (its unique blocks, an nn.ModuleList) in __init__ '
                 '(the ViTBackbone contract)'
             )
+        if len(getattr(self, 'layer_blocks', None) or ()) != self.depth:
+            raise TypeError(
+                f'{type(self).__name__} must set `layer_blocks` (the block of each of its {self.depth} layers) in '
+                '__init__ (the ViTBackbone contract)'
+            )
         default = args.stage_ends(self.depth)
         out = default if self._out_indices is None else self._out_indices
         self.out_indices = args.check_out_indices(out, self.depth)
         self.global_steps = None  # the full schedule counted first, then the steps checked against it
         self.global_steps = args.check_global_steps(self._global_steps, self.num_steps)
         self.drop_path_rates = torch.linspace(0, self.drop_path_rate, self.num_steps, device='cpu').tolist()
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        """nn.Module's; a public attribute set (a knob, the training mode) also clears the cached plans."""
-        super().__setattr__(name, value)
-        if not name.startswith('_') and '_plans' in self.__dict__:
-            self._plans.clear()
 
     # ---- structure ----------------------------------------------------------------------------
     @property
@@ -204,8 +203,8 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
 
     @property
     def num_steps(self) -> int:
-        """Block applications of the full forward (= `depth` but in SR-ViT), read from its plan."""
-        return len(self.cached_plan(None, self.pretrain_grid).steps)
+        """Block applications of the full forward (= `depth` but in SR-ViT)."""
+        return len(self.step_layers(None))
 
     @property
     def num_blocks(self) -> int:
@@ -222,71 +221,26 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
 
     @property
     def schedule(self) -> list[int]:
-        """The block of every step of the full forward (a view of its plan)."""
-        return [step.block for step in self.cached_plan(None, self.pretrain_grid).steps]
+        """The block of every step of the full forward (a view of its steps)."""
+        index = {id(block): i for i, block in enumerate(self.blocks)}
+        return [index[id(step.block)] for step in self.steps(None, self.pretrain_grid)]
 
-    def block_name(self, index: int) -> str:
-        """The module name of unique block `index` (for the layer-decay positions)."""
-        return next(name for name, m in self.named_modules() if m is self.blocks[index])
+    @property
+    def prunable(self) -> bool:
+        """Whether the layers after a requested one can be cut (`prune_intermediate_layers`): a model that runs one
+        block per layer over every token (the base class's own `iter_layers`), whose later layers compute nothing
+        the earlier ones need."""
+        return type(self).iter_layers is ViTBackbone.iter_layers
 
-    def windows(
-        self, step: int, grid: tuple[int, int], layer: int | None = None, global_layers: Sequence[int] | None = None
-    ) -> Windows | Global | None:
-        """The attention layout of application `step` (running `layer`, default `step`) on a `grid` input: its
-        windows, or for global attention a `Global` with relative position biases and None without. Global:
-        the `global_steps` when set, else the steps whose layer is one of `global_layers` (default the model's)."""
-        if self.global_steps is not None:
-            windowed = step not in self.global_steps
-        else:
-            layers = self.global_layers if global_layers is None else global_layers
-            windowed = (step if layer is None else layer) not in layers
-        if self.window_size and windowed:
-            return Windows(grid, self.window_size, self.num_prefix_tokens)
-        return Global(grid, self.num_prefix_tokens) if self.use_rel_pos else None
-
-    # ---- the plan and the compute knob ----------------------------------------------------------
-    def plan(self, setting: int | None, grid: tuple[int, int]) -> Plan:
-        """The first `setting` layers (None: all), layer t running block `layer_blocks[t]` on every token."""
-        if self.layer_blocks is None:
-            raise NotImplementedError(f'{type(self).__name__} must define plan() (the ViTBackbone contract)')
-        tokens = grid[0] * grid[1] + self.num_prefix_tokens
-        blocks = self.layer_blocks[: self.depth if setting is None else setting]
-        return Plan(
-            tuple(
-                Step(t, t, b, step_work(self.blocks[b], tokens, w := self.windows(t, grid)), w)
-                for t, b in enumerate(blocks)
-            )
-        )
-
-    def cached_plan(self, setting: Any, grid: tuple[int, int], through: int | None = None) -> Plan:
-        """`plan(setting, grid)` (up to the last application of layer `through`), built once and kept until a
-        public attribute of the model changes (`_cached`)."""
-        if through is None:
-            return self._plans.get(('plan', setting, grid), lambda: self.plan(setting, grid))
-        return self._plans.get(
-            ('plan', setting, grid, through), lambda: self.cached_plan(setting, grid).through(through)
-        )
-
-    def plan_flops(self, setting: Any, grid: tuple[int, int]) -> float:
-        """FLOPs per image of the forward at `setting` (None: full depth): its plan and the patch embedding."""
-        return self._plans.get(
-            ('flops', setting, grid),
-            lambda: self.embed_work(grid).flops + total_flops(self.cached_plan(setting, grid).work()),
-        )
-
-    def embed_work(self, grid: tuple[int, int]) -> OpWork:
-        """The patch embedding's work on a `grid` input (cached)."""
-        return self._plans.get(('embed', grid), lambda: conv_work('patch_embed', self.patch_embed.proj, grid))
-
-    def within(self, fraction: float, grid: tuple[int, int], candidates: Sequence[Any]) -> Any:
-        """The compute knob: the largest of `candidates` (smallest first) whose plan's FLOPs are <= `fraction` x the
-        full-depth plan's, or the smallest (`compute.py`)."""
-        flops = lambda i: self.plan_flops(candidates[i], grid)  # noqa: E731
-        return candidates[largest_within(fraction, self.plan_flops(None, grid), flops, len(candidates))]
+    def block_name(self, block: int | nn.Module) -> str:
+        """The module name of a unique block (its index in `blocks`, or the module; for the layer-decay positions)."""
+        block = self.blocks[block] if isinstance(block, int) else block
+        return next(name for name, m in self.named_modules() if m is block)
 
     def layer_positions(self) -> dict[str, list[int]]:
-        """Module name -> the layer position (1-based) of every step of the full plan that runs it (`layer_decay`)."""
-        steps = self.cached_plan(None, self.pretrain_grid).steps
+        """Module name -> the layer position (1-based) of every step of the full forward that runs it
+        (`layer_decay`)."""
+        steps = self.steps(None, self.pretrain_grid)
         return decay.positions([(self.block_name(s.block), s.layer) for s in steps])
 
     @property
@@ -319,64 +273,72 @@ class ViTBackbone(TimmFeatures, nn.Module, metaclass=abc.ABCMeta):
         grid = self.patch_grid(x) if grid is None else grid
         return embedding.embed(x, grid, self.patch_embed, self.cls_token, self.pos_embed, self.pretrain_grid)
 
-    def run_block(self, block: nn.Module, x: Tensor, step: int, fwd: Forward, active: Any = None, **kw: Any) -> Tensor:
-        """The one block execution: `block` applied as step `step` of this forward, with the step's attention
-        layout on the forward's grid and stochastic-depth rate, checkpointed in training with `with_cp`; on every
-        token, or on the `active` ones only (a `token_adaptive.TokenSubset`; `kw`: `run_subset`'s). Other `kw` go
-        to `Block.forward` (an attention mask, reViT's merged FFN)."""
-        layout, rate = fwd.layouts[step], self.drop_path_rates[step] if self.training else 0.0
-        kw = dict(kw, drop_path_rate=rate, layout=layout)
-        fn, args = (block, (x,)) if active is None else (token_adaptive.run_subset, (block, x, active))
+    def block_runner(self) -> Callable[..., Tensor]:
+        """`run(fn, *args, **kwargs)` for every block application of a forward: `fn(*args, **kwargs)`, or with
+        `with_cp` in training its activation checkpoint (the same outputs, less memory), as timm's loop does."""
         if self.with_cp and self.training and torch.is_grad_enabled():
-            return checkpoint(fn, *args, use_reentrant=False, **kw)
-        return fn(*args, **kw)
+            return functools.partial(checkpoint, use_reentrant=False)
+        return _call if torch.compiler.is_compiling() else call  # dynamo traces Python calls, not operator.call
 
-    def forward_layers(self, x: Tensor, fwd: Forward) -> Tensor:
-        """The forward of one block per layer over every token (`layer_blocks`: PlainViT, NaiveRecursiveViT);
-        the compute knob runs the first K layers, whose outputs are read at the rescaled layers. Tokens (B, N, D)
-        -> the final state; the requested layers' states go to `fwd.keep`."""
-        L = self.depth
-        K = L if fwd.compute is None else self.within(fwd.compute, fwd.grid, range(1, L + 1))
-        reads, fwd.stop = fwd.reads(K, L)
-        blocks, layer_blocks, states = self.blocks, self.layer_blocks, fwd.states
-        for t in range(fwd.stop + 1):
-            x = self.run_block(blocks[layer_blocks[t]], x, t, fwd)
-            if t in reads:
-                for i in reads[t]:
-                    states[i] = x
-        fwd.setting = K
-        return x
+    def iter_layers(self, x: Tensor, steps: tuple[Step, ...], setting: Any, stats: ForwardStats) -> Iterator:
+        """The forward of one block per layer over every token, `layer_blocks[t]` at layer t (PlainViT,
+        NaiveRecursiveViT): tokens (B, N, D) -> yields (layer, state) after every step of `steps`."""
+        run = self.block_runner()
+        for step in steps:
+            x = run(step.block, x, drop_path_rate=step.drop_path_rate, layout=step.layout)
+            yield step.layer, x
 
-    def _intermediate_states(
-        self, x: Tensor, layers: Sequence[int], compute: float | None
+    def forward_states(
+        self, x: Tensor, layers: tuple[int, ...], compute: float | None = None
     ) -> tuple[list[Tensor], Tensor, ForwardStats]:
-        """Image -> (states (B, N, D) of `layers`, the final state, this forward's statistics)."""
-        fraction = None if compute is None and self.compute is None else check_compute(compute or self.compute)
-        if fraction is not None and self.training:
-            raise RuntimeError(
-                f'compute={fraction} is a test-time knob (eval mode only); call model.eval() or set compute=None '
-                'to train'
-            )
-        if self.nonfinite not in NONFINITE_MODES:  # a plain attribute: may be set later
+        """Image (B, C, H, W) -> (the states (B, N, D) of `layers` (sorted), the final state, this forward's
+        statistics): the forward every feature API runs (`features.py`). It alone picks the setting (the compute
+        knob), hands the method's `iter_layers` the steps up to the last layer it reads, reads the requested
+        layers from what it yields, and finishes the statistics (finiteness, maps on the grid, the FLOP count)."""
+        if compute is not None or self.compute is not None:
+            compute = check_compute(self.compute if compute is None else compute)
+            if self.training:
+                raise RuntimeError(
+                    f'compute={compute} is a test-time knob (eval mode only); call model.eval() or set compute=None '
+                    'to train'
+                )
+        if self.nonfinite not in NONFINITE_MODES or self.amp_dtype not in args.AMP_DTYPES:  # plain attributes
             check_choice('nonfinite', self.nonfinite, NONFINITE_MODES)
+            check_choice('amp_dtype', self.amp_dtype, list(args.AMP_DTYPES))
         grid = self.patch_grid(x)
+        setting = self.own_setting if compute is None else self.setting_within(compute, grid)
+        steps, reads = self.layer_reads(setting, grid, layers)
+        stats = ForwardStats({}, {}, {}, {}, grid, setting, [])  # not default factories: torch.compile traces this
+        states, last, dtype = {}, steps[-1].layer, args.AMP_DTYPES[self.amp_dtype]
+        copy = self.in_place_reads and not torch.is_grad_enabled()  # later steps would write into a read state
         # One sync at the end resolves every router/aux-loss check (none while tracing: it would be baked in).
-        fwd = Forward(grid, layers, fraction, None if tracing() else (type(self).__name__, self.nonfinite))
-        fwd.layouts, embed_work = self._plans.get(('grid', grid), lambda: self.grid_work(grid))
-        final = self.forward_layers(self.embed(x, grid), fwd)  # no local name keeps the tokens alive (as timm)
-        stats = fwd.stats
-        if stats.aux_losses:
-            where = 'the end of the forward'
-            stats.aux_losses = {k: fwd.finite(f'auxiliary loss {k}', where, v) for k, v in stats.aux_losses.items()}
-        if fwd.guard is not None:
-            fwd.guard.finish()
+        guard = None if tracing() else FiniteGuard(type(self).__name__, self.nonfinite)
+        token = None if guard is None else active_guard.set(guard)  # the routers' `numerics.finite` reads it
+        try:
+            with torch.autocast(x.device.type, dtype=dtype) if dtype else contextlib.nullcontext():
+                for layer, state in self.iter_layers(self.embed(x, grid), steps, setting, stats):
+                    for i in reads.get(layer, ()):
+                        states[i] = state.clone() if copy and layer != last else state
+            if stats.aux_losses:
+                where = 'the end of the forward'
+                stats.aux_losses = {k: finite(f'auxiliary loss {k}', where, v) for k, v in stats.aux_losses.items()}
+        finally:
+            if token is not None:
+                active_guard.reset(token)
+        if guard is not None:
+            guard.finish()
         if not torch.compiler.is_compiling():  # the FLOP model's objects stay out of a compiled graph's outputs
-            stats.plan = self.cached_plan(fwd.setting, grid, fwd.stop)
-            stats.extra.insert(0, embed_work)
+            stats.count = functools.partial(self.counted, steps, stats.setting, grid)
         if stats.token_maps:
             stats.token_maps = {k: m.reshape(*m.shape[:-1], *grid) for k, m in stats.token_maps.items()}
-        return list(map(fwd.states.__getitem__, layers)), final, stats
+        if dtype:
+            return [states[i].float() for i in layers], state.float(), stats
+        return [states[i] for i in layers], state, stats
 
-    def grid_work(self, grid: tuple[int, int]) -> tuple[tuple[Windows | Global | None, ...], OpWork]:
-        """What a forward on `grid` reads once (cached): every step's attention layout, the patch embedding's work."""
-        return self.cached_plan(None, grid).layouts, self.embed_work(grid)
+
+def _call(fn: Callable[..., Tensor], /, *args: Any, **kwargs: Any) -> Tensor:
+    return fn(*args, **kwargs)
+
+
+# `fn(*args, **kwargs)`: operator.call (Python 3.11+) adds no Python frame between a forward's loop and its blocks.
+call = getattr(operator, 'call', _call)

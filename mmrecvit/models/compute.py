@@ -4,8 +4,9 @@ Every backbone takes `compute: float | None = None`, as a default (constructor a
 call (`forward(x, compute=...)`). None is the default forward, unchanged. A fraction c asks for at most c x
 the backbone's *full-depth* FLOPs at the size of the input at hand (every block application of the full
 schedule over every token: the dense upper bound of the method, as `flops.py` counts it, patch embedding and
-routers included). Each method maps c onto its own mechanism through its plan (`ViTBackbone.settings`,
-`ViTBackbone.within`; each class docstring says how):
+routers included). Each method maps c onto its own mechanism through its settings, each counted by the FLOP plan
+derived from its schedule (`ViTBackbone.compute_settings`, `ViTBackbone.within`, `schedule.py`; each class
+docstring says how):
 
 * it lists its achievable settings from the smallest to its own current setting (the forward that
   `compute=None` runs, so `compute=1.0` is always exactly that forward),

@@ -9,15 +9,15 @@ Two executions of the same function (`execution`): 'masked', the authors' refere
 step and the still-active gate keeps exited tokens frozen; training always runs it, the Gumbel-softmax
 straight-through gradient reaches the ranker through the gate), and 'adaptive' (default in eval), the
 token-adaptive engine (`token_adaptive.py`): queries, norms and MLP only for the active tokens, exited ones
-kept as keys/values projected once per weight set. The depths decided, the plan holds each step's token
-counts. Decisions and measurements: docs/methods/edge_recvit.md.
+kept as keys/values projected once per weight set. The depths decided, the forward's statistics hold each step's
+token counts, from which its FLOPs are counted (`work`). Decisions and measurements: docs/methods/edge_recvit.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -25,15 +25,17 @@ import torch.nn.functional as F
 from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
+from . import token_adaptive
 from .arguments import resolve_arch
 from .backbone import ViTBackbone
 from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
 from .checks import check_bool, check_choice, check_float, check_int
 from .compute import largest_within
-from .flops import BlockWork, linear_work
-from .numerics import full_precision
-from .plan import Forward, Plan, Step, step_work
+from .flops import BlockWork, Work, linear_work
+from .numerics import finite, full_precision
 from .registry import register_backbone
+from .schedule import Step, step_work
+from .stats import ForwardStats
 from .token_adaptive import DepthSubsets, KVCache, TokenSubset, subset_work
 
 EXECUTIONS = ('adaptive', 'masked')
@@ -133,7 +135,7 @@ class EdgeRecViT(ViTBackbone):
         self.depth_pattern: Callable[[Tensor], Tensor] | None = None
         self.check_knobs()
         self.blocks = nn.ModuleList(self.make_block() for _ in (HEAD, SHARED, TAIL))
-        self.layer_of = (HEAD,) + (SHARED,) * (self.depth - 2) + (TAIL,)  # the block each layer runs
+        self.layer_blocks = (HEAD,) + (SHARED,) * (self.depth - 2) + (TAIL,)  # the block each layer runs
         self.ranker = EarrRanker(self.embed_dim, self.depth)
 
     def check_knobs(self) -> None:
@@ -156,37 +158,58 @@ class EdgeRecViT(ViTBackbone):
             chosen = self.depth_pattern(chosen)
         return (chosen + self.depth_shift).clamp(1, self.cls_depth)
 
-    # ---- the plan -----------------------------------------------------------------------------
-    def plan(self, setting: tuple[tuple[int, ...], ...] | None, grid: tuple[int, int]) -> Plan:
-        """`setting`: alive[s][b], the tokens of image b still running step s, for the 'adaptive' execution
-        (its keys/values cache included); None: every token at every step (training, 'masked', full depth)."""
+    # ---- settings and the FLOP model ------------------------------------------------------------------
+    static_schedule = True  # head, shared x (L - 2), tail at every setting; the depths decide the tokens
+
+    @property
+    def in_place_reads(self) -> bool:
+        """The engine writes later layers into the rows of earlier ones in inference."""
+        return self.execution == 'adaptive' and not self.training
+
+    def setting_within(self, fraction: float, grid: tuple[int, int]) -> float:
+        """The knob acts per image on the ranker's depths (`depths_within`): its setting is the fraction itself."""
+        return fraction
+
+    def counts(self, alive: Sequence[Sequence[int]]) -> tuple:
+        """The setting the engine ran: alive[s][b], the tokens of image b still running step s, with the knobs that
+        change what it computes for them (`frozen_kv`, `tail_on_all`)."""
+        return tuple(map(tuple, alive)), self.frozen_kv, self.tail_on_all
+
+    def work(self, steps: tuple[Step, ...], setting: tuple | None, grid: tuple[int, int]) -> list[Work]:
+        """The ranker on the patch tokens, then each step: over every token (`setting` None: training, 'masked', full
+        depth), or the engine's active tokens (`counts`) with its keys/values cache."""
         tokens, P = grid[0] * grid[1] + self.num_prefix_tokens, self.num_prefix_tokens
-        head = tuple(
+        head = [
             linear_work(f'ranker.{name}', tokens - P, fc.in_features, fc.out_features)
             for name, fc in (('fc1', self.ranker.fc1), ('fc2', self.ranker.fc2))
-        )
+        ]
         if setting is None:
-            works = [step_work(self.blocks[b], tokens, self.windows(s, grid)) for s, b in enumerate(self.layer_of)]
-        else:
-            per_image = [self._steps_of_image([a[b] for a in setting], tokens, grid) for b in range(len(setting[0]))]
-            works = [BlockWork.mean(step) for step in zip(*per_image)]
-        steps = tuple(Step(s, s, b, w, self.windows(s, grid)) for s, (b, w) in enumerate(zip(self.layer_of, works)))
-        return Plan(steps, head=head)
+            return head + [step_work(step.block, tokens, step.layout) for step in steps]
+        alive, frozen_kv, tail_on_all = setting
+        per_image = [
+            self._steps_of_image(steps, [a[b] for a in alive], tokens, frozen_kv, tail_on_all)
+            for b in range(len(alive[0]))
+        ]
+        return head + [BlockWork.mean(step) for step in zip(*per_image)]
 
-    def _steps_of_image(self, alive: Sequence[int], tokens: int, grid: tuple[int, int]) -> list[BlockWork]:
+    def _steps_of_image(
+        self, steps: tuple[Step, ...], alive: Sequence[int], tokens: int, frozen_kv: bool, tail_on_all: bool
+    ) -> list[BlockWork]:
         """What the engine computes for one image whose step s runs `alive[s]` tokens (`run_subset`'s counts,
         `frozen_kv`'s cache included: what froze since the last step, or all frozen for a new weight set)."""
         work, owner, before = [], None, tokens
-        for s, n in enumerate(alive):
-            block = self.blocks[HEAD if s == 0 else TAIL if s == self.depth - 1 else SHARED]
-            active = tokens if self.tail_on_all and s == self.depth - 1 else n
-            cached, new = self.frozen_kv and 0 < active < tokens, 0
+        for step, n in zip(steps, alive):
+            block = step.block
+            active = tokens if tail_on_all and step.index == self.depth - 1 else n
+            cached, new = frozen_kv and 0 < active < tokens, 0
             if cached:
                 new, owner = (before - active) if owner is block else (tokens - active), block
-            step = subset_work(
-                block, TokenSubset(None, (active,), tokens), cached_keys=cached, layout=self.windows(s, grid)
+            work.append(
+                dataclasses.replace(
+                    subset_work(block, TokenSubset(None, (active,), tokens), cached_keys=cached, layout=step.layout),
+                    new_kv=float(new),
+                )
             )
-            work.append(dataclasses.replace(step, new_kv=float(new)))
             before = n
         return work
 
@@ -200,7 +223,10 @@ class EdgeRecViT(ViTBackbone):
         full = self.plan_flops(None, grid)
         chosen = [
             largest_within(
-                fraction, full, lambda i, b=b: self.plan_flops(tuple((n,) for n in alive[i][b]), grid), len(shifts)
+                fraction,
+                full,
+                lambda i, b=b: self.plan_flops(self.counts([(n,) for n in alive[i][b]]), grid),
+                len(shifts),
             )
             for b in range(depth.shape[0])
         ]
@@ -209,27 +235,36 @@ class EdgeRecViT(ViTBackbone):
         return candidates[torch.tensor(chosen, device=depth.device), torch.arange(depth.shape[0], device=depth.device)]
 
     # ---- forward ------------------------------------------------------------------------------
-    def forward_layers(self, x: Tensor, fwd: Forward) -> Tensor:
-        """The ranker's depth per patch token (and the knobs'), then layer after layer, head, shared x (L - 2),
-        tail, each token until its depth: the masked reference in training and with execution='masked', the
-        token-adaptive engine otherwise (the module docstring)."""
+    def iter_layers(
+        self, x: Tensor, steps: tuple[Step, ...], fraction: float | None, stats: ForwardStats
+    ) -> Iterator[tuple[int, Tensor]]:
+        """The ranker's depth per patch token (and the knobs', the compute knob's `fraction` per image), then layer
+        after layer, head, shared x (L - 2), tail, each token until its depth: the masked reference in training and
+        with execution='masked', the token-adaptive engine otherwise (the module docstring)."""
         self.check_knobs()
         B, N, _ = x.shape
         P, L = self.num_prefix_tokens, self.depth
-        logits = fwd.finite(
-            'ranker logits', 'the depth assignment (before step 0)', full_precision(self.ranker, x[:, P:]), self.ranker
-        )
+        where = 'the depth assignment (before step 0)'
+        logits = finite('ranker logits', where, full_precision(self.ranker, x[:, P:]), self.ranker)
         probs = logits.softmax(-1)  # fp32, as the logits and the Gumbel noise (see full_precision)
         confidence, choice = probs.max(-1)  # confidence keeps its graph: CCE trains the ranker through it (mm/cce.py)
         eval_depth = self.assign_depths(choice + 1)  # (B, Np) int64 in 1..L: what eval runs
-        if fwd.compute is not None and not self.training:
-            eval_depth = self.depths_within(eval_depth, fwd.compute, fwd.grid)
+        if fraction is not None:  # the compute knob (eval only)
+            eval_depth = self.depths_within(eval_depth, fraction, stats.grid)
         depth = eval_depth
         if self.training:  # Gumbel-softmax straight-through: the forward uses the sampled one-hot
             gumbels = -torch.empty_like(logits).exponential_().log()
             y_soft = (logits / self.gumbel_tau + gumbels).softmax(-1)  # tau anneals the draw toward argmax (docs)
             depth = self.assign_depths(y_soft.detach().argmax(-1) + 1)
         depths = torch.cat([depth.new_full((B, P), self.cls_depth), depth], 1)  # (B, N)
+        stats.aux_losses = self._aux_losses(logits, probs, eval_depth)
+        stats.scalars.update(self._scalars(depth, 'depth/'))
+        stats.scalars.update(self._scalars(eval_depth, 'depth/argmax_'))
+        stats.scalars['depth/conf'] = confidence.detach().mean()
+        stats.scalars['depth/train_is_test'] = (depth == eval_depth).float().mean()  # share run at its test depth
+        stats.token_maps.update({'depth': depth, 'confidence': confidence})
+        stats.setting = None
+        run = self.block_runner()
         if self.training or self.execution == 'masked':
             y = F.one_hot(depths - 1, L).to(x.dtype)  # (B, N, L)
             if self.training:
@@ -237,54 +272,35 @@ class EdgeRecViT(ViTBackbone):
             gates = still_active_gates(y)
             if self.tail_on_all:
                 gates = torch.cat([gates[..., :-1], torch.ones_like(gates[..., -1:])], -1)
-            x = self._run_masked(x, gates, fwd)
-        else:
-            x = self._run_adaptive(x, DepthSubsets(depths, fwd.stop + 1), fwd)  # the layers this forward runs
-        scalars = self._scalars(depth, 'depth/')
-        scalars.update(self._scalars(eval_depth, 'depth/argmax_'))
-        scalars['depth/conf'] = confidence.detach().mean()
-        scalars['depth/train_is_test'] = (depth == eval_depth).float().mean()  # share run at its test depth
-        fwd.stats.aux_losses = self._aux_losses(logits, probs, eval_depth)
-        fwd.stats.scalars.update(scalars)
-        fwd.stats.token_maps.update({'depth': depth, 'confidence': confidence})
-        return x
-
-    def _run_masked(self, x: Tensor, gates: Tensor, fwd: Forward) -> Tensor:
-        """The reference: every token through every layer, `h <- h + a_s (Block_s(h) - h)`; without `frozen_kv`
-        the keys are the tokens still active at s."""
-        for s in range(fwd.stop + 1):
-            a = gates[..., s : s + 1]  # (B, N, 1)
-            kwargs = {}
-            if not self.frozen_kv:
-                keys = a[..., 0].detach() > 0.5  # (B, N) the active tokens
-                keys = keys | ~keys.any(1, keepdim=True)  # an image with none attends to all (outputs unused)
-                kwargs['attn_mask'] = keys[:, None, None, :]  # (B, 1, 1, N): the same keys for every query
-            x = x + a * (self.run_block(self.blocks[self.layer_of[s]], x, s, fwd, **kwargs) - x)
-            if s in fwd.layers:
-                fwd.keep((s,), x)
-        fwd.setting = None
-        return x
-
-    def _run_adaptive(self, x: Tensor, subsets: DepthSubsets, fwd: Forward) -> Tensor:
-        """The engine: layer s runs only the tokens with depth > s; frozen keys/values are cached."""
-        cache = KVCache()
-        inplace = not torch.is_grad_enabled()  # inference: update the rows in place, clone what is kept
-        B, N, _ = x.shape
-        for s in range(fwd.stop + 1):
-            block, active = self.blocks[self.layer_of[s]], subsets.active(s)
-            if self.tail_on_all and s == self.depth - 1:
+            # The reference: every token through every layer, `h <- h + a_s (Block_s(h) - h)`; without `frozen_kv`
+            # the keys are the tokens still active at s.
+            for step in steps:
+                a, kw = gates[..., step.index : step.index + 1], {}  # (B, N, 1)
+                if not self.frozen_kv:
+                    keys = a[..., 0].detach() > 0.5  # (B, N) the active tokens
+                    keys = keys | ~keys.any(1, keepdim=True)  # an image with none attends to all (outputs unused)
+                    kw['attn_mask'] = keys[:, None, None, :]  # (B, 1, 1, N): the same keys for every query
+                block = step.block
+                x = x + a * (run(block, x, drop_path_rate=step.drop_path_rate, layout=step.layout, **kw) - x)
+                yield step.layer, x
+            return
+        # The engine: layer s runs only the tokens with depth > s; frozen keys/values are cached.
+        subsets = DepthSubsets(depths, len(steps))  # the layers this forward runs
+        stats.setting = self.counts(subsets.alive)
+        cache, inplace = KVCache(), not torch.is_grad_enabled()  # inference: update the rows in place
+        for step in steps:
+            block, active = step.block, subsets.active(step.index)
+            if self.tail_on_all and step.index == L - 1:
                 active = TokenSubset.everything(B, N, x.device)
+            kw = dict(drop_path_rate=step.drop_path_rate, layout=step.layout)
             if active.is_full:  # no token has exited yet: the plain block, no key/value cache to fill
-                x = self.run_block(block, x, s, fwd, active=active)
+                x = run(token_adaptive.run_subset, block, x, active, **kw)
             elif not self.frozen_kv:  # attention among the active tokens (empty images do nothing)
-                x = self.run_block(block, x, s, fwd, active=active, inplace=inplace)
+                x = run(token_adaptive.run_subset, block, x, active, inplace=inplace, **kw)
             elif active.total:
-                cache.update(block, x, subsets, s)
-                x = self.run_block(block, x, s, fwd, active=active, kv_cache=cache, inplace=inplace)
-            if s in fwd.layers:
-                fwd.keep((s,), x.clone() if inplace and s < fwd.stop else x)
-        fwd.setting = tuple(map(tuple, subsets.alive))
-        return x
+                cache.update(block, x, subsets, step.index)
+                x = run(token_adaptive.run_subset, block, x, active, kv_cache=cache, inplace=inplace, **kw)
+            yield step.layer, x
 
     # ---- statistics ---------------------------------------------------------------------------
     def _aux_losses(self, logits: Tensor, probs: Tensor, token_depth: Tensor) -> dict[str, Tensor]:

@@ -1,8 +1,8 @@
 """timm's feature API, which every backbone has (`ViTBackbone` derives from `TimmFeatures`): `forward_intermediates`
 and `prune_intermediate_layers` with the semantics of timm's `VisionTransformer`, and the framework `forward` (mmdet,
-mmseg, mmpretrain, detectron2) built on them; which layers `indices` names and the formats the intermediates come
+mmseg, mmpretrain, detectron2) beside them; which layers `indices` names and the formats the intermediates come
 in. The forward itself (image -> the states of some layers and this forward's statistics) is the backbone's
-`_intermediate_states`."""
+`forward_states`, which both call."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import torch
 from timm.models._features import feature_take_indices
 from torch import Tensor, nn
 
-from . import arguments as args
 from .checks import check_choice, check_int
 from .embedding import to_maps
 from .stats import FeatureMaps
@@ -67,11 +66,11 @@ def timm_format(
 
 def prune(model: Any, indices: int | Sequence[int], prune_norm: bool) -> list[int]:
     """timm's `prune_intermediate_layers` for a `ViTBackbone` (its docstring): the layers after the last of `indices`
-    cut where the model runs one block per layer (`layer_blocks`), else refused."""
+    cut where the model runs one block per layer (`prunable`), else refused."""
     take = list(take_indices(indices, model.depth, type(model).__name__))
     depth = take[-1] + 1
     if depth < model.depth:
-        if model.layer_blocks is None:
+        if not model.prunable:
             raise ValueError(
                 f'{type(model).__name__} cannot be cut to its first {depth} of {model.depth} layers: later layers '
                 'are part of what earlier ones compute; use forward_intermediates(indices=...)'
@@ -80,6 +79,7 @@ def prune(model: Any, indices: int | Sequence[int], prune_norm: bool) -> list[in
         model._depth, model.layer_blocks = depth, model.layer_blocks[:depth]
         model.drop_path_rates = model.drop_path_rates[:depth]
         model.out_indices = tuple(take)
+        model._schedules.clear()  # its steps hold the blocks cut (a forward's statistics keep theirs)
     if prune_norm:
         model.norm = nn.Identity()
     return list(take)
@@ -113,17 +113,10 @@ class TimmFeatures:
         """
         L = self.depth
         take = take_indices(indices, L, type(self).__name__)
-        if output_fmt not in OUTPUT_FORMATS or self.amp_dtype not in args.AMP_DTYPES:  # plain attributes: checked
+        if output_fmt not in OUTPUT_FORMATS:
             check_choice('output_fmt', output_fmt, OUTPUT_FORMATS)
-            check_choice('amp_dtype', self.amp_dtype, list(args.AMP_DTYPES))
-        dtype = args.AMP_DTYPES[self.amp_dtype]
         layers = take if stop_early or take[-1] == L - 1 else (*take, L - 1)
-        if dtype is None:
-            states, final, stats = self._intermediate_states(x, layers, compute)
-        else:
-            with torch.autocast(x.device.type, dtype=dtype):
-                states, final, stats = self._intermediate_states(x, layers, compute)
-            states, final = [s.float() for s in states], final.float()
+        states, final, stats = self.forward_states(x, layers, compute)
         states = states[: len(take)]
         intermediates = timm_format(
             [self.norm(s) for s in states] if norm else states,
@@ -139,19 +132,19 @@ class TimmFeatures:
         """(B, C, H, W) -> `out_type`'s outputs (what mmdet/mmseg/mmpretrain and `mmrecvit.d2` call): maps (B, D,
         ceil(H/p), ceil(W/p)) of `out_indices` (the final norm, if any, on the last layer's, as mmpretrain's ViT)
         or a 1-tuple with the (B, D) classification feature, as a `FeatureMaps` tuple carrying this forward's
-        statistics in `.stats` (a plain tuple while `torch.export` traces). `compute`: the knob for this call."""
+        statistics in `.stats` (a plain tuple while `torch.export` traces). `compute`: the knob for this call.
+        What `forward_intermediates` returns, in the frameworks' form (no layer after the last one taken runs)."""
+        L = self.depth
         if self.out_type == 'featmap':
-            layers, L = self.out_indices, self.depth
-            (final, maps), stats = self.forward_intermediates(
-                x, layers, stop_early=True, compute=compute, return_stats=True
-            )
-            by_layer = dict(zip(sorted(set(layers)), maps))
-            if L - 1 in by_layer and not isinstance(self.norm, nn.Identity):
-                by_layer[L - 1] = to_maps([final], stats.grid, self.num_prefix_tokens)[0]
-            outputs = tuple(map(by_layer.__getitem__, layers))
+            layers = take_indices(self.out_indices, L, type(self).__name__)
+            states, final, stats = self.forward_states(x, layers, compute)  # no layer after the last one taken
+            if layers[-1] == L - 1 and not isinstance(self.norm, nn.Identity):
+                states[-1] = self.norm(final)
+            by_layer = dict(zip(layers, to_maps(states, stats.grid, self.num_prefix_tokens)))
+            outputs = tuple(map(by_layer.__getitem__, self.out_indices))
         else:
-            (final, _), stats = self.forward_intermediates(x, 1, output_fmt='NLC', compute=compute, return_stats=True)
-            outputs = (self.pool(final),)
+            _, final, stats = self.forward_states(x, (L - 1,), compute)
+            outputs = (self.pool(self.norm(final)),)
         # torch.export takes plain containers only (pytrees): a plain tuple there, the statistics stay eager.
         return outputs if torch.compiler.is_exporting() else FeatureMaps(outputs, stats)
 

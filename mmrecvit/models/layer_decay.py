@@ -3,7 +3,7 @@
 As detectron2's `get_vit_lr_decay_rate`, a parameter's learning-rate factor is `rate ** (num_layers + 1 - depth)`
 from its layer depth, `num_layers` the L layers as detectron2 and mmpretrain count them (depths run 0..L + 1);
 what recursion adds is how a depth is found. A backbone says only where its modules
-run (`ViTBackbone.layer_positions`, by default read from its full plan: module -> the layer position of
+run (`ViTBackbone.layer_positions`, by default read from its full schedule: module -> the layer position of
 every block application that runs it, 1-based); these functions do the rest, for the mm and the d2
 adapter alike.
 

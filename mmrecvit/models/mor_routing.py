@@ -1,7 +1,7 @@
 """MoR-ViT's routing (docs/methods/mor_vit.md), one forward's state each: expert choice (per-recursion routers
 keep the top `ceil(cap_r * Np)` of the tokens chosen at r-1, CLS always) and token choice (one router gives each
 token its number of recursions up front). `select(r, x, k)` gives the tokens that run recursion r and their gates;
-`finish()` the routers' losses and statistics. Built complete where the forward makes them (`MoRViT.forward_layers`).
+`finish()` the routers' losses and statistics. Built complete where the forward makes them (`MoRViT.iter_layers`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .numerics import full_precision
+from .numerics import finite, full_precision
 from .token_adaptive import DepthSubsets, TokenSubset, top_k
 
 
@@ -20,10 +20,10 @@ class ExpertChoice:
     """One forward's expert-choice routing state (docs/methods/mor_vit.md): hierarchical top-k per recursion.
     `candidates` (B, k) holds the patch positions chosen at the previous recursion (all before recursion 0), sorted."""
 
-    def __init__(self, model: Any, x: Tensor, fwd: Any) -> None:
+    def __init__(self, model: Any, x: Tensor) -> None:
         B, N, _ = x.shape
         P = model.num_prefix_tokens
-        self.model, self.fwd, self.B, self.N, self.P, self.num_patches = model, fwd, B, N, P, N - P
+        self.model, self.B, self.N, self.P, self.num_patches = model, B, N, P, N - P
         self.prefix = torch.arange(P, device=x.device).expand(B, P)
         self.candidates = torch.arange(P, N, device=x.device).expand(B, N - P)
         self.recursions = torch.zeros(B, N - P, dtype=torch.long, device=x.device)  # recursions run, patch tokens
@@ -43,7 +43,7 @@ class ExpertChoice:
             h = h.view(B, P + k_prev, D)  # (B*(P+k), D) -> (B, P+k, D)
         router = self.model.routers[r]
         logits = full_precision(router, h).squeeze(-1)  # (B, P + k_prev), CLS first
-        logits = self.fwd.finite(f'routers.{r} logits', f'recursion {r} (token selection)', logits, router)
+        logits = finite(f'routers.{r} logits', f'recursion {r} (token selection)', logits, router)
         patch_logits = logits[:, P:]
         if k < k_prev:
             top = top_k(patch_logits, k).sort(1).values  # (B, k), in token order
@@ -93,11 +93,11 @@ class TokenRoute(NamedTuple):
     token_recursions: Tensor
 
 
-def token_choice(model: Any, x: Tensor, fwd: Any) -> TokenRoute:
+def token_choice(model: Any, x: Tensor) -> TokenRoute:
     """Token choice's router on the states entering recursion 0: each token's number of recursions
     (docs/methods/mor_vit.md)."""
     P, R, B = model.num_prefix_tokens, model.num_recursions, x.shape[0]
-    logits = fwd.finite(
+    logits = finite(
         'router logits', 'the depth assignment (before recursion 0)', full_precision(model.router, x), model.router
     )  # (B, N, N_r)
     probs = logits.softmax(-1)

@@ -16,21 +16,23 @@ recursion-wise KV caching. Decisions and measurements: docs/methods/mor_vit.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
+from . import token_adaptive
 from .arguments import resolve_arch
 from .backbone import ViTBackbone
 from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_sequence
-from .flops import linear_work
+from .flops import Work, linear_work
 from .mor_routing import ExpertChoice, TokenChoice, token_choice
-from .plan import Forward, Plan, Step, step_work
 from .registry import register_backbone
+from .schedule import Step, step_work
+from .stats import ForwardStats
 from .token_adaptive import UPDATES, DepthSubsets, TokenSubset, capacity_tokens, subset_work
 
 ROUTINGS = ('expert_choice', 'token_choice')
@@ -145,6 +147,7 @@ class MoRViT(ViTBackbone):
         self.check_knobs()
         self.blocks = nn.ModuleList(self.make_block() for _ in range(u + 2))
         self.recursion_of_step: list[int | None] = [None] + [r for r in range(R) for _ in range(u)] + [None]
+        self.layer_blocks = (0, *[1 + j for _ in range(R) for j in range(u)], u + 1)  # the block each layer runs
         if routing == 'expert_choice':
             self.routers = nn.ModuleList(_make_router(self.embed_dim, 1) for _ in range(R))
         else:
@@ -208,85 +211,89 @@ class MoRViT(ViTBackbone):
             return default_capacities(self.num_recursions)
         return tuple(float(c) for c in self.capacities)
 
-    # ---- the plan -----------------------------------------------------------------------------
+    # ---- settings and the forward ---------------------------------------------------------------
+    static_schedule = True  # first, N_r x the unit, last at every setting; the routers decide the tokens
+    in_place_reads = True  # inference updates the chosen rows in place
+
+    @property
+    def own_setting(self) -> tuple[float, ...] | None:
+        """Expert choice: the capacities in force (checked: a plain attribute); token choice: its router decides."""
+        self.check_knobs()
+        return self.capacity_schedule if self.routing == 'expert_choice' else None
+
     def capacity_settings(self, grid: tuple[int, int]) -> list[tuple[float, ...]]:
         """The compute knob's candidates (expert choice), smallest first: every capacity in force times j / Np,
         j = 1..Np (Np patch tokens)."""
         num_patches, caps = grid[0] * grid[1], self.capacity_schedule
         return [tuple(c * ((i + 1) / num_patches) for c in caps) for i in range(num_patches)]
 
-    # ---- the forward ----------------------------------------------------------------------------
-    def forward_layers(self, x: Tensor, fwd: Forward) -> Tensor:
+    def compute_settings(self, grid: tuple[int, int]) -> list[tuple[float, ...]]:
+        return self.capacity_settings(grid)
+
+    def setting_within(self, fraction: float, grid: tuple[int, int]) -> tuple[float, ...]:
+        self.check_knobs(fraction)  # token choice takes no compute
+        return super().setting_within(fraction, grid)
+
+    def iter_layers(
+        self, x: Tensor, steps: tuple[Step, ...], capacities: Sequence[float] | None, stats: ForwardStats
+    ) -> Iterator[tuple[int, Tensor]]:
         """The first block on every token; N_r recursions of the shared unit, each on the tokens routed to it
         (the gated update `update`, attention among them: `token_adaptive.run_subset`); the last block on every
-        token. Expert choice picks the tokens of each recursion among those of the one before (the capacities
-        in force, or the compute knob's); token choice gives every token its recursions after the first block."""
-        self.check_knobs(fwd.compute)
-        u, R, L, P = self.unit_size, self.num_recursions, self.depth, self.num_prefix_tokens
-        inplace = not torch.is_grad_enabled()  # inference: update rows in place, clone what is kept
-        x = self.run_block(self.blocks[0], x, 0, fwd)
-        if 0 in fwd.layers:
-            fwd.keep((0,), x.clone() if inplace and fwd.stop > 0 else x)
-        ks: list[int | None] = [None] * R
+        token. Expert choice picks the tokens of each recursion among those of the one before (`capacities`: in
+        force, or the compute knob's); token choice gives every token its recursions after the first block."""
+        run, inplace, steps = self.block_runner(), not torch.is_grad_enabled(), iter(steps)  # inference: in place
+        first = next(steps)  # the first block, on every token
+        x = run(first.block, x, drop_path_rate=first.drop_path_rate, layout=first.layout)
+        yield first.layer, x
+        P, R = self.num_prefix_tokens, self.num_recursions  # the routers read the states entering recursion 0
         if self.routing == 'expert_choice':
-            caps = self.capacity_schedule
-            if fwd.compute is not None:
-                caps = self.within(fwd.compute, fwd.grid, self.capacity_settings(fwd.grid))
-            routing, fwd.setting = ExpertChoice(self, x, fwd), caps
-            ks = self._plans.get(('kept', caps, x.shape[1] - P), lambda: kept_tokens(caps, x.shape[1] - P))
+            routing, num_patches = ExpertChoice(self, x), x.shape[1] - P
+            kept = self._schedules.get(('kept', capacities, num_patches), lambda: kept_tokens(capacities, num_patches))
         else:
-            route = token_choice(self, x, fwd)
+            route = token_choice(self, x)
             # In this frame, not in a callee: torch.compile resumes right after the host read of the counts.
-            routing = TokenChoice(self, route, DepthSubsets(route.token_recursions, R))
-            fwd.setting = tuple(map(tuple, routing.subsets.alive))
-        for r in range(min(R, (fwd.stop + u - 1) // u)):  # the recursions up to the last layer needed
-            active, gate = routing.select(r, x, ks[r])
-            for j in range(min(u, fwd.stop - r * u)):
-                s = 1 + r * u + j
-                in_place = inplace and not active.is_full
-                x = self.run_block(
-                    self.blocks[1 + j],
-                    x,
-                    s,
-                    fwd,
-                    active=active,
-                    residual_gate=gate,
-                    update=self.update,
-                    inplace=in_place,
-                )
-                if s in fwd.layers:
-                    fwd.keep((s,), x.clone() if inplace and s < fwd.stop else x)
-        if fwd.stop == L - 1:
-            x = self.run_block(self.blocks[u + 1], x, L - 1, fwd)
-            fwd.keep((L - 1,), x)
-        losses, scalars = routing.finish()
-        fwd.stats.aux_losses, fwd.stats.token_maps['recursions'] = losses, routing.recursions
-        fwd.stats.scalars.update(scalars)
-        return x
-
-    def plan(self, setting: Sequence | None, grid: tuple[int, int]) -> Plan:
-        """First block, the unit N_r times on the tokens chosen, last block. `setting`: expert choice's
-        capacities (None: all 1); token choice's alive[r][b], the tokens of image b running recursion r (None:
-        all)."""
-        P, D, u = self.num_prefix_tokens, self.embed_dim, self.unit_size
-        tokens = grid[0] * grid[1] + P
-        steps = [Step(0, 0, 0, step_work(self.blocks[0], tokens, w := self.windows(0, grid)), w)]
-        k_prev = tokens - P
-        for r in range(self.num_recursions):
-            if self.routing == 'expert_choice':
-                kept = min(k_prev, capacity_tokens(1.0 if setting is None else setting[r], tokens - P))
-                before = (linear_work(f'routers.{r}', P + k_prev, D, 1),)
-                active, k_prev = TokenSubset(None, (P + kept,), tokens), kept
+            routing, kept = TokenChoice(self, route, DepthSubsets(route.token_recursions, R)), [None] * R
+            stats.setting = tuple(map(tuple, routing.subsets.alive))
+        unit_start = self.blocks[1]  # the shared unit's first block: a recursion starts
+        for step in steps:
+            block, r = step.block, self.recursion_of_step[step.index]
+            kw = dict(drop_path_rate=step.drop_path_rate, layout=step.layout)
+            if r is None:  # the last block, on every token
+                x = run(block, x, **kw)
             else:
-                before = (linear_work('router', tokens, D, self.num_recursions),) if r == 0 else ()
+                if block is unit_start:  # recursion r starts: the tokens routed to it and their gates
+                    active, gate = routing.select(r, x, kept[r])
+                in_place = inplace and not active.is_full
+                subset = dict(residual_gate=gate, update=self.update, inplace=in_place)
+                x = run(token_adaptive.run_subset, block, x, active, **subset, **kw)
+            yield step.layer, x
+        losses, scalars = routing.finish()
+        stats.aux_losses, stats.token_maps['recursions'] = losses, routing.recursions
+        stats.scalars.update(scalars)
+
+    def work(self, steps: tuple[Step, ...], setting: Sequence | None, grid: tuple[int, int]) -> list[Work]:
+        """The first block, the unit on the tokens chosen for each recursion (attention among them) after its router,
+        the last block. `setting`: expert choice's capacities (None: all 1); token choice's alive[r][b], the tokens
+        of image b running recursion r (None: all)."""
+        P, D = self.num_prefix_tokens, self.embed_dim
+        tokens = grid[0] * grid[1] + P
+        work: list[Work] = []
+        k_prev, unit_start = tokens - P, self.blocks[1]
+        for step in steps:
+            r = self.recursion_of_step[step.index]
+            if r is None:
+                work.append(step_work(step.block, tokens, step.layout))
+                continue
+            if step.block is unit_start and self.routing == 'expert_choice':  # recursion r starts: router, tokens
+                kept = min(k_prev, capacity_tokens(1.0 if setting is None else setting[r], tokens - P))
+                work.append(linear_work(f'routers.{r}', P + k_prev, D, 1))
+                active, k_prev = TokenSubset(None, (P + kept,), tokens), kept
+            elif step.block is unit_start:
+                if r == 0:
+                    work.append(linear_work('router', tokens, D, self.num_recursions))
                 active = TokenSubset(None, (tokens,) if setting is None else tuple(setting[r]), tokens)
-            for j in range(u):
-                s = 1 + r * u + j
-                work = subset_work(self.blocks[1 + j], active, cached_keys=False, layout=(w := self.windows(s, grid)))
-                steps.append(Step(s, s, 1 + j, work, w, before if j == 0 else ()))
-        s = self.depth - 1
-        steps.append(Step(s, s, u + 1, step_work(self.blocks[u + 1], tokens, w := self.windows(s, grid)), w))
-        return Plan(tuple(steps))
+            work.append(subset_work(step.block, active, cached_keys=False, layout=step.layout))
+        return work
 
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """first <- timm block 0, last <- the last block, shared unit <- the mean of the tied middle layers or a

@@ -23,8 +23,10 @@ output and each auxiliary loss through `FiniteGuard`, which
   to cut needs the flag at once, so 'warn' costs one device sync per check ('raise' one per
   forward).
 
-Checks run on the public forward path (`forward` / `forward_intermediates`). While `torch.jit` traces (FLOP
-counting) nothing is checked, as the flag would become a traced constant. A caller names where the forward
+Checks run on the public forward path (`forward` / `forward_intermediates`): the backbone's forward makes one
+guard per forward and makes it the context's (`active_guard`), and the methods pass each router output through
+`finite`. While `torch.jit` traces (FLOP counting) or torch.compile/export traces nothing is checked, as the flag
+would become a traced constant (`finite` then only sanitises). A caller names where the forward
 runs (`forward_label`, a context variable: the training hook sets 'training iteration 17'), and the error
 says it.
 """
@@ -43,6 +45,8 @@ logger = logging.getLogger('mmrecvit')
 NONFINITE_MODES = ('raise', 'warn')
 # Where the forwards of this context run ('training iteration 17'), appended to a NonFiniteError or warning.
 forward_label: contextvars.ContextVar[str | None] = contextvars.ContextVar('mmrecvit_forward_label', default=None)
+# The checks of the backbone forward running in this context (`ViTBackbone.forward_states` sets it; None: none).
+active_guard: contextvars.ContextVar[FiniteGuard | None] = contextvars.ContextVar('mmrecvit_guard', default=None)
 
 
 class NonFiniteError(FloatingPointError):
@@ -103,6 +107,14 @@ class FiniteGuard:
                 message + " (the backbone's nonfinite='warn' would replace them by 0 with a warning and go on)" + at
             )
         logger.warning(message + " (nonfinite='warn': replaced by 0 in this forward)" + at)
+
+
+def finite(name: str, where: str | Sequence[str], value: Tensor, source: nn.Module | None = None) -> Tensor:
+    """Router logits (or another tensor that must stay finite) -> the tensor to use, checked by the running forward's
+    guard (`FiniteGuard.__call__`): NaN/inf are replaced by 0 and reported at the end of the forward, naming `name`
+    and `where`. Outside a checked forward (tracing, or a module called on its own) only sanitised."""
+    guard = active_guard.get()
+    return sanitize(value) if guard is None else guard(name, where, value, source)
 
 
 def tracing() -> bool:

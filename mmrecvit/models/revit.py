@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -29,9 +29,10 @@ from .checkpoint import average_blocks, fresh_parameters, logger, split_timm_blo
 from .checks import check_choice, check_float, check_int, check_sequence
 from .experts import DepthRouter, ExpertMlp, MergedFfn, depth_coordinates, out_depth_to_step, programmed_router
 from .flops import OpWork
-from .numerics import full_precision, sanitize
-from .plan import Forward, Plan, Step, step_work
+from .numerics import finite, full_precision, sanitize
 from .registry import register_backbone
+from .schedule import Step, step_work
+from .stats import ForwardStats
 from .step_dropout import image_groups, image_index, put_images, sample_kept_steps, take_images
 
 PROGRAMMED_GATE = 0.97  # `timm_gates='programmed'`: each step's gate on the expert of its own depth
@@ -152,79 +153,90 @@ class ReViT(ViTBackbone):
         return [self.block]
 
     # ---- the forward ----------------------------------------------------------------------------
-    def forward_layers(self, x: Tensor, fwd: Forward) -> Tensor:
+    @property
+    def layer_blocks(self) -> tuple[int, ...]:
+        """The one block at every layer."""
+        return (0,) * self._depth
+
+    def compute_settings(self, grid: tuple[int, int]) -> range:
+        """K-step reViTs, K = 2..L (coordinates re-spread over K)."""
+        return range(2, self._depth + 1)
+
+    def global_layers_at(self, setting: int | None) -> tuple[int, ...]:
+        """A K-step reViT is windowed as one: global at its own stage ends."""
+        return self.global_layers if setting is None else stage_ends(setting)
+
+    def iter_layers(
+        self, x: Tensor, steps: tuple[Step, ...], setting: int | None, stats: ForwardStats
+    ) -> Iterator[tuple[int, Tensor]]:
         """K applications of the one block, step t with the FFN merged for its depth coordinate s_t = t/(K-1):
-        K = L, or a shallower reViT with the compute knob. In training with step dropout each image runs its
-        kept steps as a shorter reViT (`_forward_dropped`)."""
+        K = L, or a shallower reViT with the compute knob (`setting`). In training with step dropout each image
+        runs its kept steps as a shorter reViT (`_iter_dropped`)."""
         if self.training and self.step_drop_rate > 0:
-            return self._forward_dropped(x, fwd)
-        L = self._depth
-        K = L if fwd.compute is None else self.within(fwd.compute, fwd.grid, range(2, L + 1))
-        reads, fwd.stop = fwd.reads(K, L)
-        if K != L:  # a K-step reViT is windowed as one (global at its own stage ends)
-            fwd.layouts = self.cached_plan(K, fwd.grid).layouts
+            yield from self._iter_dropped(x, steps, stats)
+            return
+        K, run = self._depth if setting is None else setting, self.block_runner()
         if self.training:
-            logits = fwd.finite('router logits', _labels(K), self.router_logits(depth_coordinates(K)), self.router)
-            gates, merges = self.gates_of(logits), fwd.stop + 1
+            logits = finite('router logits', _labels(K), self.router_logits(depth_coordinates(K)), self.router)
+            gates, merges = self.gates_of(logits), len(steps)
             ffns = self._training_ffns(gates[:merges])
         else:  # merged once and cached: checked when computed (only finite logits are cached)
             gates, logits, ffns, fresh = self._inference_ffns(K)
             if fresh:
-                logits = fwd.finite('router logits', _labels(K), logits)
+                logits = finite('router logits', _labels(K), logits)
             merges = K if fresh else 0
-        states = fwd.states
-        for t in range(fwd.stop + 1):
-            ffn = dict(expert_gates=gates[t]) if ffns is None else dict(ffn=ffns[t])
-            x = self.run_block(self.block, x, t, fwd, **ffn)
-            if t in reads:
-                for i in reads[t]:
-                    states[i] = x
-        fwd.setting = K
-        B = x.shape[0]
-        self._statistics(fwd, gates, logits, K, [B] * (fwd.stop + 1) + [0] * (K - fwd.stop - 1), K, merges, B)
-        return x
+        for step in steps:
+            ffn = dict(expert_gates=gates[step.index]) if ffns is None else dict(ffn=ffns[step.index])
+            x = run(self.block, x, drop_path_rate=step.drop_path_rate, layout=step.layout, **ffn)
+            yield step.layer, x
+        B, ran = x.shape[0], len(steps)
+        self._statistics(stats, gates, logits, K, [B] * ran + [0] * (K - ran), K, merges, B)
 
-    def _forward_dropped(self, x: Tensor, fwd: Forward) -> Tensor:
-        """Training with step dropout (`step_dropout.py`): step t once per group of images sharing a coordinate."""
-        (B, L), layers = (x.shape[0], self.depth), sorted(fwd.layers)
+    def _iter_dropped(self, x: Tensor, steps: tuple[Step, ...], stats: ForwardStats) -> Iterator[tuple[int, Tensor]]:
+        """Training with step dropout (`step_dropout.py`): step t once per group of images sharing a coordinate.
+        Image b reads layer i at its own kept step (`image_groups`), so layer i is yielded once its last image has
+        passed that step; up to the last layer of `steps`, whose images may read it at a later step."""
+        (B, L), last = (x.shape[0], self._depth), steps[-1].layer
         kept = self.sample_kept_steps(B)
-        coords, runs, reads, counts = image_groups(kept, layers)
-        logits = fwd.finite('router logits', _labels(L, coords), self.router_logits(coords), self.router)
+        coords, runs, reads, counts = image_groups(kept, range(last + 1))
+        logits = finite('router logits', _labels(L, coords), self.router_logits(coords), self.router)
         gates = self.gates_of(logits)
         ffns = self._training_ffns(gates)
-        states = {i: x.new_zeros(x.shape) for i in layers}
-        for t in range(L):
+        run, schedule = self.block_runner(), self.steps(None, stats.grid)
+        read_last = {i: t for t, layers in enumerate(reads) for i in layers}  # the step after which layer i is whole
+        states: dict[int, Tensor] = {}
+        for step in schedule[: max(read_last.values()) + 1]:
+            t = step.index
             for row, images in runs[t].items():
                 idx = image_index(images, x.device)
                 ffn = dict(expert_gates=gates[row]) if ffns is None else dict(ffn=ffns[row])
-                x = put_images(x, idx, self.run_block(self.block, take_images(x, idx), t, fwd, **ffn))
-            for j, images in reads[t].items():
+                out = run(
+                    self.block, take_images(x, idx), drop_path_rate=step.drop_path_rate, layout=step.layout, **ffn
+                )
+                x = put_images(x, idx, out)
+            for i, images in reads[t].items():
                 idx = image_index(images, x.device)
-                states[layers[j]] = put_images(states[layers[j]], idx, take_images(x, idx))
-        fwd.states.update(states)
-        fwd.setting = tuple(sum(B if g is None else len(g) for g in runs[t].values()) / B for t in range(L))
+                states[i] = put_images(states[i] if i in states else x.new_zeros(x.shape), idx, take_images(x, idx))
+                if read_last[i] == t:
+                    yield i, states.pop(i)
+        stats.setting = tuple(sum(B if g is None else len(g) for g in runs[t].values()) / B for t in range(L))
         merges = len(coords) if ffns is not None else sum(map(len, runs))  # rows merged: each once, or once a run
-        fwd.stats.tables['kept_steps'] = kept
-        fwd.stats.scalars['revit_kept_steps'] = kept.sum(1).float().mean()
-        self._statistics(fwd, gates, logits, L, counts, len(coords), merges, B)
-        return x
+        stats.tables['kept_steps'] = kept
+        stats.scalars['revit_kept_steps'] = kept.sum(1).float().mean()
+        self._statistics(stats, gates, logits, L, counts, len(coords), merges, B)
 
     def sample_kept_steps(self, batch: int) -> Tensor:
         """(B, L) bool: per image, the steps that survive step dropout (at least 2, `step_dropout.py`)."""
         return sample_kept_steps(batch, self.depth, self.step_drop_rate)
 
-    def plan(self, setting: int | tuple[float, ...] | None, grid: tuple[int, int]) -> Plan:
-        """`setting`: K applications of the one block, every image (None: L); or, with step dropout, the share
-        of the images that run each of the L steps (the trailing steps no image runs left out)."""
+    def work(self, steps: tuple[Step, ...], setting: int | tuple[float, ...] | None, grid: tuple[int, int]) -> list:
+        """Each step over every token of every image; with step dropout (`setting`: the share of the images that
+        ran each of the L steps) of that share, the trailing steps no image ran left out."""
         tokens = grid[0] * grid[1] + self.num_prefix_tokens
-        shares = (1.0,) * (self.depth if setting is None else setting) if not isinstance(setting, tuple) else setting
-        K = len(shares)
-        shares = shares[: max(t for t, share in enumerate(shares) if share > 0) + 1]
-        steps = []
-        for t, share in enumerate(shares):
-            windows = self.windows(t, grid, global_layers=stage_ends(K))  # a K-step reViT is windowed as one
-            steps.append(Step(t, t, 0, step_work(self.block, tokens, windows, share), windows))
-        return Plan(tuple(steps))
+        if not isinstance(setting, tuple):
+            return [step_work(self.block, tokens, step.layout) for step in steps]
+        ran = max(t for t, share in enumerate(setting) if share > 0)
+        return [step_work(self.block, tokens, s.layout, setting[s.index]) for s in steps if s.index <= ran]
 
     # ---- router and merged FFNs -------------------------------------------------------------
     def route(self, coords: Sequence[float]) -> tuple[Tensor, Tensor]:
@@ -290,14 +302,13 @@ class ReViT(ViTBackbone):
 
     # ---- statistics and auxiliary losses ----------------------------------------------------
     def _statistics(
-        self, fwd: Forward, gates: Tensor, logits: Tensor, K: int, counts: list, routed: int, merges: int, B: int
+        self, stats: ForwardStats, gates: Tensor, logits: Tensor, K: int, counts: list, routed: int, merges: int, B: int
     ) -> None:
-        """Gates and usage into `fwd.stats`, the aux losses in training, and the work outside the plan: the router
+        """Gates and usage into `stats`, the aux losses in training, and the work outside the schedule: the router
         on `routed` coordinates and `merges` expert merges, done once for the batch (counted per image)."""
         weights = torch.tensor(counts, dtype=gates.dtype, device=gates.device)
         weights = weights / weights.sum()  # share of the (image, step) applications per coordinate
         usage = (weights.unsqueeze(1) * gates).sum(0).detach()  # mean_t g_t, for the log (not a model product)
-        stats = fwd.stats
         stats.tables['gates'] = gates[:K].detach()
         stats.scalars.update({f'revit_gate_e{e}': usage[e] for e in range(self.num_experts)})
         if self.training and self.num_experts > 1:

@@ -12,9 +12,10 @@ docs/methods/srvit.md.
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -25,11 +26,12 @@ from .arguments import check_out_indices, deprecated, resolve_arch, stage_ends
 from .backbone import ViTBackbone
 from .checkpoint import fresh_parameters, split_timm_blocks
 from .checks import check_choice, check_int, check_renamed, check_sequence
-from .flops import linear_work
-from .numerics import full_precision
-from .plan import Forward, Plan, Step, step_work
+from .flops import Work, linear_work
+from .numerics import finite, full_precision
 from .registry import register_backbone
+from .schedule import Step, step_work
 from .srvit_layers import STEP_TRANSFORMS, RecursionMixture, SoftRouter
+from .stats import ForwardStats
 
 READOUTS = ('soft', 'final', 'hard')
 ROUTER_INPUTS = ('unit_input', 'recursion_states')
@@ -152,7 +154,12 @@ class SRViT(ViTBackbone):
         )
         starts = [sum(units[:u]) for u in range(len(units))]
         self.unit_blocks = tuple(tuple(range(s, s + n)) for s, n in zip(starts, units))
+        self.layer_blocks = tuple(range(self.depth))  # layer i runs block i (in every recursion of its unit)
         self.unit_first_step = tuple(sum(n * t for n, t in zip(units[:u], recursions[:u])) for u in range(len(units)))
+        # (unit, recursion, position in the unit) of every step of the full schedule (the FLOP model's)
+        self.step_position = tuple(
+            (u, t, j) for u, n in enumerate(units) for t in range(recursions[u]) for j in range(n)
+        )
         # Under windows, every recursion of a unit attends globally at the unit's global layers: ViTDet's stage
         # ends of the depth (a windowed PlainViT's), or the unit's last layer when it holds none (issue 37).
         ends = set(stage_ends(self.depth))
@@ -208,72 +215,87 @@ class SRViT(ViTBackbone):
             chain.append(tuple(t))
         return chain[::-1]
 
-    # ---- the forward ----------------------------------------------------------------------------
-    def forward_layers(self, x: Tensor, fwd: Forward) -> Tensor:
+    # ---- settings and the forward ----------------------------------------------------------------
+    @property
+    def own_setting(self) -> tuple[int, ...]:
+        """The recursions of each unit without the compute knob: `unit_recursions` in training, `eval_recursions` in
+        eval."""
+        return self.unit_recursions if self.training else self.eval_recursions
+
+    def compute_settings(self, grid: tuple[int, int]) -> list[tuple[int, ...]]:
+        return self.recursion_settings()
+
+    def step_layers(self, recursions: Sequence[int] | None) -> list[tuple[int, int]]:
+        """Unit after unit, recursion after recursion (`recursions` of each unit; None: all T), the unit's layers in
+        order: step `unit_first_step[u] + t * n_u + j` applies layer j of unit u."""
+        T = self.unit_recursions if recursions is None else recursions
+        return [
+            (self.unit_first_step[u] + t * len(blocks) + j, b)
+            for u, blocks in enumerate(self.unit_blocks)
+            for t in range(T[u])
+            for j, b in enumerate(blocks)
+        ]
+
+    def iter_layers(
+        self, x: Tensor, steps: tuple[Step, ...], recursions: Sequence[int], stats: ForwardStats
+    ) -> Iterator[tuple[int, Tensor]]:
         """Unit after unit: T_u recursions of the unit's blocks (a step transform before each but the first), then
-        the per-token mixture of the recursions (`RecursionMixture`), the next unit's input and the unit's output.
-        T_u: `unit_recursions` in training, `eval_recursions` in eval, fewer with the compute knob."""
-        T = self.unit_recursions if self.training else self.eval_recursions
-        if fwd.compute is not None:
-            T = self.within(fwd.compute, fwd.grid, self.recursion_settings())
-        fwd.setting, maps = T, {}
+        the per-token mixture of the recursions (`RecursionMixture`), the next unit's input and the unit's output,
+        yielded as its last layer (its other layers from its last recursion). `recursions`: T_u of each unit;
+        the forward ends where `steps` do."""
+        run, steps = self.block_runner(), iter(steps)
         for u, blocks in enumerate(self.unit_blocks):
+            T, n = recursions[u], len(blocks)
+            unit = tuple(itertools.islice(steps, T * n))  # its applications, recursion by recursion
+            if not unit:
+                return
             router = self.routers[str(u)] if str(u) in self.routers else None
             unit_logits = None
             if router is not None and self.router_input == 'unit_input':  # all T' logits at once, checked at once
-                where = [f'unit {u}, recursion {t + 1}' for t in range(T[u])]
-                z = full_precision(router, x)[..., : T[u]].movedim(-1, 0)  # (B, N, T) -> (T', B, N)
-                unit_logits = fwd.finite(f'routers.{u} logits', where, z, router).movedim(0, -1)  # (B, N, T')
+                where = [f'unit {u}, recursion {t + 1}' for t in range(T)]
+                z = full_precision(router, x)[..., :T].movedim(-1, 0)  # (B, N, T) -> (T', B, N)
+                unit_logits = finite(f'routers.{u} logits', where, z, router).movedim(0, -1)  # (B, N, T')
             mixture, logits, h = RecursionMixture(self.readout), [], x
-            for t in range(T[u]):
+            for t in range(T):
                 h = self.step_transforms[u][t](h)  # S_{u,t}; the identity before recursion 0
-                for j, b in enumerate(blocks):
-                    h = self.run_block(self.blocks[b], h, self.unit_first_step[u] + t * len(blocks) + j, fwd)
-                    if t == T[u] - 1 and b != blocks[-1] and b in fwd.layers:  # inside the unit: its last recursion
-                        fwd.keep((b,), h)
-                        if b == fwd.stop:
-                            return self._statistics(maps, fwd, h)
+                for step in unit[t * n : (t + 1) * n]:
+                    h = run(step.block, h, drop_path_rate=step.drop_path_rate, layout=step.layout)
+                    if t == T - 1 and step.layer != blocks[-1]:  # inside the unit: its last recursion
+                        yield step.layer, h
+                if len(unit) < (t + 1) * n:  # the forward ends inside this recursion
+                    return
                 z = None
                 if unit_logits is not None:
                     z = unit_logits[..., t : t + 1]
                     logits.append(z.detach())
                 elif router is not None:  # 'recursion_states': recursion t scored from its own state
-                    z = router.recursion_logit(h, t)
-                    z = fwd.finite(f'routers.{u} logits', f'unit {u}, recursion {t + 1}', z, router)
+                    z = finite(
+                        f'routers.{u} logits', f'unit {u}, recursion {t + 1}', router.recursion_logit(h, t), router
+                    )
                     logits.append(z.detach())
                 mixture.add(h, z)
             x = mixture.result()  # y_u: the next unit's input
-            weights = self._readout_weights(logits, T[u], x)  # (B, N, T')
-            maps[f'mixture/unit{u}'] = weights[:, self.num_prefix_tokens :].transpose(1, 2)  # (B, T', h*w)
-            if blocks[-1] in fwd.layers:
-                fwd.keep((blocks[-1],), x)
-            if blocks[-1] >= fwd.stop:
-                break
-        return self._statistics(maps, fwd, x)
+            weights = self._readout_weights(logits, T, x)[:, self.num_prefix_tokens :].transpose(1, 2)  # (B, T', h*w)
+            stats.token_maps[f'mixture/unit{u}'] = weights
+            stats.scalars.update(self._scalars(u, weights))
+            yield blocks[-1], x
 
-    def plan(self, setting: Sequence[int] | None, grid: tuple[int, int]) -> Plan:
-        """Unit after unit, recursion after recursion (`setting`: the recursions of each unit; None: all T), the
-        unit's blocks in order; a step transform before each recursion t >= 1, the router before or after
-        (`router_input`)."""
-        T = self.unit_recursions if setting is None else setting
+    def work(self, steps: tuple[Step, ...], recursions: Any, grid: tuple[int, int]) -> list[Work]:
+        """Each step's block over every token; a step transform before each recursion t >= 1, the router before the
+        unit (`router_input='unit_input'`) or after each recursion."""
         tokens, D = grid[0] * grid[1] + self.num_prefix_tokens, self.embed_dim
-        steps = []
-        for u, blocks in enumerate(self.unit_blocks):
-            router = self.routers[str(u)] if str(u) in self.routers else None
-            for t in range(T[u]):
-                for j, b in enumerate(blocks):
-                    index = self.unit_first_step[u] + t * len(blocks) + j
-                    before, after = [], []
-                    if j == 0 and t == 0 and router is not None and self.router_input == 'unit_input':
-                        before.append(linear_work(f'routers.{u}', tokens, D, router.proj.out_features))
-                    if j == 0 and t and self.step_transform == 'linear':
-                        before.append(linear_work(f'step_transforms.{u}.{t}', tokens, D, D))
-                    if j == len(blocks) - 1 and router is not None and self.router_input != 'unit_input':
-                        after.append(linear_work(f'routers.{u}', tokens, D, 1))
-                    windows = self.windows(index, grid, layer=b)
-                    work = step_work(self.blocks[b], tokens, windows)
-                    steps.append(Step(index, b, b, work, windows, tuple(before), tuple(after)))
-        return Plan(tuple(steps))
+        work: list[Work] = []
+        for step in steps:
+            u, t, j = self.step_position[step.index]
+            router, last = self.routers[str(u)] if str(u) in self.routers else None, j == len(self.unit_blocks[u]) - 1
+            if j == 0 and t == 0 and router is not None and self.router_input == 'unit_input':
+                work.append(linear_work(f'routers.{u}', tokens, D, router.proj.out_features))
+            if j == 0 and t and self.step_transform == 'linear':
+                work.append(linear_work(f'step_transforms.{u}.{t}', tokens, D, D))
+            work.append(step_work(step.block, tokens, step.layout))
+            if last and router is not None and self.router_input != 'unit_input':
+                work.append(linear_work(f'routers.{u}', tokens, D, 1))
+        return work
 
     def _readout_weights(self, logits: list[Tensor], num_recursions: int, x: Tensor) -> Tensor:
         """The per-token weights the readout applied: (B, N, T')."""
@@ -286,20 +308,14 @@ class SRViT(ViTBackbone):
             return F.one_hot(z.argmax(-1), num_recursions).to(z.dtype)
         return z.softmax(-1)
 
-    def _statistics(self, maps: dict[str, Tensor], fwd: Forward, x: Tensor) -> Tensor:
-        """The readout weights of the units run and their means into `fwd.stats`; returns `x`."""
-        fwd.stats.token_maps.update(maps)
-        fwd.stats.scalars.update(self._scalars(maps))
-        return x
-
-    def _scalars(self, maps: dict[str, Tensor]) -> dict[str, Tensor]:
-        scalars = {}
-        for u in range(len(maps)):
-            w = maps[f'mixture/unit{u}']  # (B, T', h*w)
-            mean = w.mean(dim=(0, 2))
-            for t, m in enumerate(mean.unbind(), start=1):
-                scalars[f'w/u{u}r{t}'] = m
-            scalars[f'recursions/u{u}'] = (mean * torch.arange(1, w.shape[1] + 1, dtype=w.dtype, device=w.device)).sum()
+    @staticmethod
+    def _scalars(u: int, weights: Tensor) -> dict[str, Tensor]:
+        """The means of unit u's readout weights (B, T', h*w) per recursion and its mean expected recursion."""
+        mean = weights.mean(dim=(0, 2))
+        scalars = {f'w/u{u}r{t}': m for t, m in enumerate(mean.unbind(), start=1)}
+        scalars[f'recursions/u{u}'] = (
+            mean * torch.arange(1, weights.shape[1] + 1, dtype=weights.dtype, device=weights.device)
+        ).sum()
         return scalars
 
     # ---- weights ------------------------------------------------------------------------------

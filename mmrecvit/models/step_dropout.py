@@ -3,7 +3,7 @@
 
 Per image each whole step is dropped with probability p (at least 2 kept); the K kept steps are renumbered and
 their depth coordinates re-spread, s_k = k/(K-1), so image b computes exactly reViT at depth K_b. The forward
-(`ReViT.forward_layers`) runs each step once per group of images that share a coordinate row (`image_groups`).
+(`ReViT.iter_layers`) runs each step once per group of images that share a coordinate row (`image_groups`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The two baselines: PlainViT, L distinct blocks, and NaiveRecursiveViT, k blocks applied cyclically
 (docs/methods/baselines.md).
 
-Both run one block per layer over every token, the base class's own forward and plan (`ViTBackbone.forward_layers`,
-`layer_blocks`); the compute knob runs the first K of the L layers. Design notes and measured figures:
-docs/methods/baselines.md.
+Both run one block per layer over every token, the base class's own generator and FLOP model
+(`ViTBackbone.iter_layers`, `layer_blocks`); the compute knob runs the first K of the L layers. Design notes and
+measured figures: docs/methods/baselines.md.
 """
 
 from __future__ import annotations

@@ -160,7 +160,7 @@ class RecViTClassifier(nn.Module):
         timm's feature wrapper passes for `features_only=True` without `out_indices`)."""
         indices = list(self.backbone.out_indices) if indices is None else indices
         take = take_indices(indices, self.backbone.depth, type(self.backbone).__name__)
-        if self.backbone.layer_blocks is not None:  # one block per layer: the later layers can go (`features.prune`)
+        if self.backbone.prunable:  # one block per layer: the later layers can go (`features.prune`)
             self.backbone.prune_intermediate_layers(take, prune_norm=prune_norm)
         else:
             self.stops_early = self.stops_early or take[-1] < self.backbone.depth - 1

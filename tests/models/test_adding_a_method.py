@@ -12,7 +12,7 @@ import pytest
 from helpers import REPO, run
 
 # The whole method, as a user writes it (README "Adding a method"): its blocks, the block of each layer (the base
-# class's one-block-per-layer forward and plan) and its timm key map.
+# class's one-block-per-layer generator and FLOP model) and its timm key map.
 METHOD = '''
 from torch import nn
 

@@ -7,7 +7,7 @@ from backbone_cases import BACKBONE_CASES
 from mmrecvit.models import BACKBONES, edge_recvit, token_adaptive
 from mmrecvit.models.compute import check_compute, largest_within
 from mmrecvit.models.flops import BlockWork
-from mmrecvit.models.plan import rescaled_layers
+from mmrecvit.models.schedule import rescaled_layers
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -244,8 +244,8 @@ def test_largest_within_rounds_down_and_falls_back_to_the_smallest():
 
 @pytest.mark.parametrize('name', NAMES)
 def test_two_threads_at_different_compute_on_one_model_each_get_their_own_result(name):
-    """`compute` travels with the forward (`plan.Forward`), not on the module: two threads that run one model at
-    the same time with different fractions each get exactly what that fraction gives alone."""
+    """`compute` travels with the forward (an argument of `forward_states`), not on the module: two threads that run
+    one model at the same time with different fractions each get exactly what that fraction gives alone."""
     import threading
 
     model = build(name)

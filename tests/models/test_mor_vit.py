@@ -401,11 +401,10 @@ def test_mor_additive_update():
 
 def chosen(model, x):
     from mmrecvit.models.mor_routing import ExpertChoice
-    from mmrecvit.models.plan import Forward
     from mmrecvit.models.token_adaptive import capacity_tokens
 
     k = capacity_tokens(model.capacity_schedule[0], x.shape[1] - 1)
-    active, _ = ExpertChoice(model, x, Forward((1, x.shape[1] - 1), [model.depth - 1])).select(0, x, k)
+    active, _ = ExpertChoice(model, x).select(0, x, k)
     return active.index
 
 

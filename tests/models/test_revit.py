@@ -231,13 +231,14 @@ def test_training_merges_all_steps_at_once_but_per_application_under_with_cp(wit
     (no merged weights kept), with the same outputs and gradients (test_common.py's with_cp test)."""
     torch.manual_seed(0)
     model = program_router(tiny_revit(step_drop_rate=step_drop_rate, with_cp=with_cp)).train()
+    run = mock.Mock(wraps=model.block_runner())  # every block application of a forward goes through it
     with (
         mock.patch.object(model.block.mlp, 'merge', wraps=model.block.mlp.merge) as merge,
-        mock.patch.object(model, 'run_block', wraps=model.run_block) as run_block,
+        mock.patch.object(model, 'block_runner', return_value=run),
     ):
         y = model(torch.randn(4, 3, 32, 32))
-    assert run_block.call_count >= model.depth
-    assert merge.call_count == (run_block.call_count if with_cp else 1)
+    assert run.call_count >= model.depth
+    assert merge.call_count == (run.call_count if with_cp else 1)
     rows = sum(c.args[0].shape[0] if c.args[0].ndim == 2 else 1 for c in merge.call_args_list)
     counted = next(w.macs for w in y.stats.extra if w.name == 'block.mlp (expert merge)')
     assert counted == pytest.approx(rows * model.block.mlp.merge_macs() / 4)  # what ran, per image

@@ -261,15 +261,16 @@ def test_applications_are_scheduled_and_indexed_by_step(monkeypatch):
     assert model.depth == 6  # the layers: each unit runs its layers in place
     assert model.schedule[:6] == [0, 1, 0, 1, 2, 3]  # unit 0 (blocks 0, 1) twice, then unit 1 (blocks 2, 3)
     calls = []
-    run_block = model.run_block  # the one block execution every step goes through
+    run = model.block_runner()  # every block application of a forward goes through it
 
-    def spy(block, x, step, fwd, **kwargs):
-        calls.append((step, next(i for i, b in enumerate(model.blocks) if b is block)))
-        return run_block(block, x, step, fwd, **kwargs)
+    def spy(block, x, **kwargs):  # the application's block and its step's stochastic-depth rate
+        calls.append((kwargs['drop_path_rate'], next(i for i, b in enumerate(model.blocks) if b is block)))
+        return run(block, x, **kwargs)
 
-    monkeypatch.setattr(model, 'run_block', spy)
+    monkeypatch.setattr(model, 'block_runner', lambda: spy)
     stats = model(torch.randn(1, 3, 32, 32)).stats
-    assert calls == list(enumerate(model.schedule))
+    assert calls == [(model.drop_path_rates[t], b) for t, b in enumerate(model.schedule)]
+    assert len(set(model.drop_path_rates)) == model.num_steps  # distinct: the rates name the steps
     assert len(stats.blocks) == len(calls)
 
 
@@ -366,7 +367,7 @@ def global_steps_per_unit(model, plan):
     counts = dict.fromkeys(range(len(model.unit_sizes)), 0)
     unit_of = {b: u for u, blocks in enumerate(model.unit_blocks) for b in blocks}
     for step in plan.steps:
-        counts[unit_of[step.layer]] += step.windows is None or not hasattr(step.windows, 'size')
+        counts[unit_of[step.layer]] += step.layout is None or not hasattr(step.layout, 'size')
     return counts
 
 

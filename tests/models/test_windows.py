@@ -69,16 +69,16 @@ def test_window_attention_equals_the_masked_dense_reference(name, kwargs, train,
 
 def test_the_schedule_decides_which_steps_are_windowed():
     model = BACKBONES['PlainViT'](**BACKBONE_CASES['PlainViT'], window_size=2)
-    assert [model.windows(t, (4, 4)) is None for t in range(4)] == [True, True, True, True]  # 4 blocks: all stage ends
+    assert [model.layout(t, (4, 4)) is None for t in range(4)] == [True, True, True, True]  # 4 blocks: all stage ends
     model = BACKBONES['PlainViT'](**{**BACKBONE_CASES['PlainViT'], 'depth': 8}, window_size=2)
-    assert [model.windows(t, (4, 4)) is None for t in range(8)] == [t in (1, 3, 5, 7) for t in range(8)]
+    assert [model.layout(t, (4, 4)) is None for t in range(8)] == [t in (1, 3, 5, 7) for t in range(8)]
     model.global_steps = (0,)
-    assert [model.windows(t, (4, 4)) is None for t in range(8)] == [t == 0 for t in range(8)]
+    assert [model.layout(t, (4, 4)) is None for t in range(8)] == [t == 0 for t in range(8)]
     srvit = BACKBONES['SRViT'](**BACKBONE_CASES['SRViT'], window_size=2)
     # every application of the global layers (the stage ends 0, 2, 3, 5 of 6, and 4, the last layer of the unit
     # [4] that holds none), in every recursion of the units [0, 1] x 2, [2, 3] x 3, [4] x 2, [5] x 1 (issue 37)
     assert srvit.global_layers == (0, 2, 3, 4, 5)
-    assert [s.layer for s in srvit.plan(None, (4, 4)).steps if s.windows is None] == [0, 0, 2, 3, 2, 3, 2, 3, 4, 4, 5]
+    assert [s.layer for s in srvit.steps(None, (4, 4)) if s.layout is None] == [0, 0, 2, 3, 2, 3, 2, 3, 4, 4, 5]
 
 
 @pytest.mark.parametrize('name', ['PlainViT', 'SRViT', 'ReViT', 'NaiveRecursiveViT'])

@@ -164,10 +164,10 @@ def plain_vit_distance(args: dict, sd: dict, images: int) -> float:
 
 
 def layout_of(args: dict, steps: list[Any]) -> tuple[str, str]:
-    windowed = [s for s in steps if isinstance(s.windows, Windows)]
+    windowed = [s for s in steps if isinstance(s.layout, Windows)]
     if not windowed:
         return 'global', f'all {len(steps)}'
-    glob_steps = [s.index for s in steps if not isinstance(s.windows, Windows)]
+    glob_steps = [s.index for s in steps if not isinstance(s.layout, Windows)]
     return (
         f'{args["window_size"]}x{args["window_size"]} windows',
         f'{len(glob_steps)} of {len(steps)} ({", ".join(map(str, glob_steps))})',
