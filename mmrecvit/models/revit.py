@@ -194,16 +194,17 @@ class ReViT(ViTBackbone):
 
     def _iter_dropped(self, x: Tensor, steps: tuple[Step, ...], stats: ForwardStats) -> Iterator[tuple[int, Tensor]]:
         """Training with step dropout (`step_dropout.py`): step t once per group of images sharing a coordinate.
-        Image b reads layer i at its own kept step (`image_groups`), so layer i is yielded once its last image has
-        passed that step; up to the last layer of `steps`, whose images may read it at a later step."""
-        (B, L), last = (x.shape[0], self._depth), steps[-1].layer
+        Image b reads layer i at its own kept step (`image_groups`), so each layer the forward reads (`Step.read`) is
+        assembled image by image and yielded once its last image has passed that step (possibly after `steps`)."""
+        B, L = x.shape[0], self._depth
+        layers = [step.layer for step in steps if step.read]
         kept = self.sample_kept_steps(B)
-        coords, runs, reads, counts = image_groups(kept, range(last + 1))
+        coords, runs, reads, counts = image_groups(kept, layers)
         logits = finite('router logits', _labels(L, coords), self.router_logits(coords), self.router)
         gates = self.gates_of(logits)
         ffns = self._training_ffns(gates)
         run, schedule = self.block_runner(), self.steps(None, stats.grid)
-        read_last = {i: t for t, layers in enumerate(reads) for i in layers}  # the step after which layer i is whole
+        read_last = {j: t for t, read in enumerate(reads) for j in read}  # the step after which layers[j] is whole
         states: dict[int, Tensor] = {}
         for step in schedule[: max(read_last.values()) + 1]:
             t = step.index
@@ -214,11 +215,11 @@ class ReViT(ViTBackbone):
                     self.block, take_images(x, idx), drop_path_rate=step.drop_path_rate, layout=step.layout, **ffn
                 )
                 x = put_images(x, idx, out)
-            for i, images in reads[t].items():
+            for j, images in reads[t].items():
                 idx = image_index(images, x.device)
-                states[i] = put_images(states[i] if i in states else x.new_zeros(x.shape), idx, take_images(x, idx))
-                if read_last[i] == t:
-                    yield i, states.pop(i)
+                states[j] = put_images(states[j] if j in states else x.new_zeros(x.shape), idx, take_images(x, idx))
+                if read_last[j] == t:
+                    yield layers[j], states.pop(j)
         stats.setting = tuple(sum(B if g is None else len(g) for g in runs[t].values()) / B for t in range(L))
         merges = len(coords) if ffns is not None else sum(map(len, runs))  # rows merged: each once, or once a run
         stats.tables['kept_steps'] = kept

@@ -35,6 +35,8 @@ class Step(NamedTuple):
     layout: its attention layout: `windows.Windows`, `windows.Global` (a global step with relative position
         biases), None for timm's dense attention.
     drop_path_rate: its stochastic depth (0 in eval).
+    read: the forward reads its layer's state after it (set on the steps a forward is handed: the base class reads
+        what the method yields; a method whose states cost work to produce, reViT's per image, produces these only).
     """
 
     index: int
@@ -42,6 +44,7 @@ class Step(NamedTuple):
     block: Block
     layout: Windows | Global | None
     drop_path_rate: float
+    read: bool = False
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,10 @@ class Schedules:
         def make() -> tuple[tuple[Step, ...], dict[int, tuple[int, ...]]]:
             full = self.steps(setting, grid)
             reads = layer_reads(layers, self._depth, full[-1].layer + 1)  # the layers this setting runs
-            return through(full, max(reads)), reads
+            steps = through(full, max(reads))
+            last = {step.layer: t for t, step in enumerate(steps)}  # a layer's state is read after its last application
+            read = [step.layer in reads and last[step.layer] == t for t, step in enumerate(steps)]
+            return tuple(step._replace(read=True) if r else step for step, r in zip(steps, read)), reads
 
         key = ('reads', None if self.static_schedule else setting, grid, layers)
         return self._schedules.get(key + (self.training, self.window_size, self.global_steps, self._depth), make)

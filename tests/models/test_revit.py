@@ -347,3 +347,20 @@ def test_revit_programmed_gates_select_the_expert_of_their_depth(deit):
     uniform = ReViT(**TINY, num_experts=4, timm_gates='uniform')
     load_state_dict_into(uniform, sd, 'deit')
     assert torch.allclose(uniform.merged_ffns()[0], torch.full((12, 4), 0.25))
+
+
+def test_step_dropout_assembles_only_the_layers_the_forward_reads(monkeypatch):
+    """Each image reads a layer at its own kept step, so with step dropout a layer's state is assembled image by image:
+    only for the layers the forward reads (`Step.read`), not for every layer up to the last one read."""
+    model = tiny_revit(step_drop_rate=0.5).train()
+    yielded, iter_layers = [], model.iter_layers
+
+    def spy(*args):
+        for layer, state in iter_layers(*args):
+            yielded.append(layer)
+            yield layer, state
+
+    monkeypatch.setattr(model, 'iter_layers', spy)
+    torch.manual_seed(0)
+    model.forward_intermediates(torch.randn(4, 3, 32, 32), indices=[1, 3], stop_early=True)
+    assert yielded == [1, 3]
