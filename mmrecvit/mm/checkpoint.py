@@ -15,7 +15,9 @@ Once the Runner is built, `check_checkpoint_matches_model` compares the file's k
 the model's: mmengine loads `load_from`/`tools/test.py` checkpoints with `strict=False`, so a checkpoint
 of another model would otherwise be evaluated as randomly initialised weights after a warning.
 `--resume`, `tools/test.py` and the inferencers (tools/demo.py) need every key; a training `load_from`
-(fine-tuning, e.g. another head) needs shapes that agree and at least one shared key.
+(fine-tuning, e.g. another head) needs shapes that agree and at least one shared key. Shapes are compared after the
+load rules (`models/load_rules.py`), which the backbones' load pre-hook applies when mmengine loads: a `pos_embed` of
+another grid is resampled, 3-channel weights are adapted to the model's input channels.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from mmengine.model import BaseTTAModel, is_model_wrapper
 from mmengine.runner.checkpoint import find_latest_checkpoint
 from torch import nn
 
+from ..adapters import adapt_checkpoint
 from ..inputs import InputError
 from ..models.checkpoint import CheckpointError, state_dict_mismatch
 from ..models.checkpoint_files import load_checkpoint_file, unwrap_state_dict
@@ -66,7 +69,8 @@ def check_checkpoint_matches_model(model: nn.Module, path: str | None, strict: b
         return
     path = osp.expanduser(str(path))
     model = model.module if is_model_wrapper(model) or isinstance(model, BaseTTAModel) else model  # as mmengine loads
-    sd = unwrap_state_dict(load_checkpoint_file(path, mmap=True), path)
+    # the load rules first (pos_embed of another grid, 3-channel weights): the backbones' load pre-hook applies them
+    sd = adapt_checkpoint(model, unwrap_state_dict(load_checkpoint_file(path, mmap=True), path), quiet=True)
     own = model.state_dict()
     shared = set(sd) & set(own)
     if strict or not shared or any(sd[k].shape != own[k].shape for k in shared):

@@ -8,8 +8,9 @@
 Names are `<method>_<size>_patch16_224` for method in plainvit, naiverecvit, srvit, revit, edgerecvit, morvit
 (and any backbone registered later) and size in tiny, small, base, large (`register_timm_models`, run by
 `import mmrecvit`), so timm's own `train.py`/`validate.py` train and evaluate them (`--model
-srvit_small_patch16_224`, `--model-kwargs num_recursions=2`). Every other keyword is the backbone's
-(`in_chans` -> `in_channels`). timm's `build_model_with_cfg` builds them, as timm's ViTs:
+srvit_small_patch16_224`, `--model-kwargs num_recursions=2`). timm's ViT keywords are taken as `arguments.py` says
+(`in_chans`, `class_token`, `dynamic_img_size`, ...); every other keyword is the backbone's. timm's
+`build_model_with_cfg` builds them, as timm's ViTs:
 
 * `pretrained_cfg`: DeiT's input (224, bicubic, crop 0.875, ImageNet mean/std); no weights were published, so
   `pretrained=True` needs `pretrained_cfg_overlay=dict(file=...)` (or `state_dict=`), loaded strictly through our
@@ -31,6 +32,7 @@ from timm.models import build_model_with_cfg, register_model, resolve_pretrained
 
 from ..models import BACKBONES, on_register
 from ..models.arguments import ARCH_SETTINGS
+from .arguments import backbone_keywords
 from .classifier import POOLS, RecViTClassifier
 from .weights import checkpoint_filter_fn
 
@@ -61,21 +63,25 @@ def _pretrained_cfg() -> dict[str, Any]:
 def _build(
     backbone: str,
     arch: str,
+    in_channels: int,
     num_classes: int = 1000,
     global_pool: str = 'token',
     drop_rate: float = 0.0,
     in_chans: int = 3,
     **kwargs: Any,
 ) -> RecViTClassifier:
-    """The model class timm's builder calls: timm's arguments mapped to ours."""
+    """The model class timm's builder calls: timm's arguments mapped to ours. `in_channels` is the user's (taken by
+    `build_classifier`); `in_chans` here is only the default timm's builder fills in from `pretrained_cfg`, left at
+    3 so that its loader does not adapt the patch embedding a second time after our filter."""
     if global_pool not in POOLS:
         raise ValueError(f'global_pool must be one of {list(POOLS)}, got {global_pool!r}')
-    net = BACKBONES[backbone](arch=arch, in_channels=in_chans, out_type=POOLS[global_pool], **kwargs)
+    net = BACKBONES[backbone](arch=arch, in_channels=in_channels, out_type=POOLS[global_pool], **kwargs)
     return RecViTClassifier(net, num_classes, global_pool, drop_rate)
 
 
 def build_classifier(name: str, backbone: str, arch: str, *, pretrained: bool = False, **kwargs: Any) -> Any:
     """A timm entrypoint's body: `build_model_with_cfg` with our model, weights filter and feature wrapper."""
+    channels, kwargs = backbone_keywords(name, kwargs)  # timm's ViT keywords (arguments.py)
     # custom_load: a file goes to `RecViTClassifier.load_pretrained` (our reader and key maps); timm resets it
     # whenever the overlay names a weight source, unless it is set there
     overlay = {'custom_load': True, **(kwargs.pop('pretrained_cfg_overlay', None) or {})}
@@ -87,7 +93,7 @@ def build_classifier(name: str, backbone: str, arch: str, *, pretrained: bool = 
             '(configs/cls/, timm train.py)'
         )
     return build_model_with_cfg(
-        functools.partial(_build, backbone, arch),
+        functools.partial(_build, backbone, arch, channels),
         name,
         pretrained,
         pretrained_cfg_overlay=overlay,
