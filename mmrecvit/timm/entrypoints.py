@@ -29,6 +29,7 @@ from typing import Any
 import timm
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, register_model, resolve_pretrained_cfg
+from timm.models._features import FeatureGetterNet
 
 from ..models import BACKBONES, on_register
 from ..models.arguments import ARCH_SETTINGS
@@ -82,15 +83,22 @@ def _build(
 def build_classifier(name: str, backbone: str, arch: str, *, pretrained: bool = False, **kwargs: Any) -> Any:
     """A timm entrypoint's body: `build_model_with_cfg` with our model, weights filter and feature wrapper."""
     channels, kwargs = backbone_keywords(name, kwargs)  # timm's ViT keywords (arguments.py)
+    if kwargs.get('features_only') and not _getter(kwargs.get('feature_cls', 'getter')):
+        raise ValueError(
+            f'{name}: feature_cls={kwargs["feature_cls"]!r} cannot take our models: a layer of a recursive method has '
+            "no module of its own (one block runs several layers); use feature_cls='getter' (the default here: "
+            'forward_intermediates)'
+        )
     # custom_load: a file goes to `RecViTClassifier.load_pretrained` (our reader and key maps); timm resets it
     # whenever the overlay names a weight source, unless it is set there
     overlay = {'custom_load': True, **(kwargs.pop('pretrained_cfg_overlay', None) or {})}
     cfg = resolve_pretrained_cfg(name, kwargs.get('pretrained_cfg'), overlay)
     if pretrained and not (cfg.has_weights or cfg.state_dict is not None):
         raise RuntimeError(
-            f'{name}: no pretrained weights were published; pass pretrained_cfg_overlay=dict(file=PATH) (a .pth or '
-            '.safetensors checkpoint our backbones load: timm/DeiT, ours, mmengine/mmpretrain) or train one '
-            '(configs/cls/, timm train.py)'
+            f'{name}: no pretrained weights were published; load a checkpoint with pretrained_cfg_overlay=dict('
+            'file=PATH) (.pth/.safetensors: timm/DeiT, e.g. deit_small_patch16_224 for the small size, ours, '
+            "mmengine/mmpretrain) or checkpoint_path=PATH (this classifier's own), or make one: configs/cls/ or "
+            'timm train.py (docs/timm.md, "Weights")'
         )
     return build_model_with_cfg(
         functools.partial(_build, backbone, arch, channels),
@@ -102,6 +110,13 @@ def build_classifier(name: str, backbone: str, arch: str, *, pretrained: bool = 
         feature_cfg=dict(out_indices=None, feature_cls='getter'),
         **kwargs,
     )
+
+
+def _getter(feature_cls: Any) -> bool:
+    """Whether timm's `feature_cls` names its getter wrapper (a name, as timm reads it, or the class)."""
+    if isinstance(feature_cls, str):
+        return feature_cls.lower() == 'getter'
+    return isinstance(feature_cls, type) and issubclass(feature_cls, FeatureGetterNet)
 
 
 def _entrypoint(name: str, backbone: str, arch: str) -> Any:
