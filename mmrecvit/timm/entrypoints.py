@@ -43,7 +43,11 @@ METHODS: dict[str, str] = {}
 default_cfgs: dict[str, dict[str, Any]] = {}
 
 
-def _pretrained_cfg() -> dict[str, Any]:
+def _pretrained_cfg(backbone: str) -> dict[str, Any]:
+    """timm's `pretrained_cfg` of our models. `description` and `notes` travel into the config.json timm's
+    `save_for_hf` writes: a reader learns the library, its version and the import that registers the name."""
+    from .. import __version__  # the package's: set before `import mmrecvit` registers the models
+
     return dict(
         url='',
         custom_load=True,  # see build_classifier
@@ -58,6 +62,8 @@ def _pretrained_cfg() -> dict[str, Any]:
         first_conv='backbone.patch_embed.proj',
         classifier='head',
         license='apache-2.0',
+        description=f'{backbone} of mmrecvit {__version__}: `import mmrecvit` registers it in timm',
+        notes=('library: mmrecvit', f'version: {__version__}', 'reload: import mmrecvit first (docs/timm.md)'),
     )
 
 
@@ -136,7 +142,7 @@ def _register(backbone: str, cls: type) -> None:
         name = f'{cls.short_name}_{arch}_patch16_224'
         if name in timm.list_models(name):
             continue
-        default_cfgs[name] = _pretrained_cfg()
+        default_cfgs[name] = _pretrained_cfg(backbone)
         fn = _entrypoint(name, backbone, arch)
         setattr(module, name, fn)
         register_model(fn)
