@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from helpers import REPO, cached_config
+from helpers import REPO, bad_input_line, cached_config
 from mmengine.runner import Runner
 
 from mmrecvit.models import BACKBONES
@@ -221,3 +221,51 @@ def test_three_channel_weights_are_adapted_as_timm_does(rgb, framework, channels
     assert sum(expected in line for line in lines) == 2, lines  # one line per load
     if channels == 1:  # timm's rule: a grey image sees the sum of the RGB filters
         torch.testing.assert_close(first.detach(), weight.sum(1, keepdim=True))
+
+
+# ---- what no rule covers: one line naming the key, on every path ----------------------------------------------------
+@pytest.mark.parametrize('path', ['init_cfg', 'load_from', 'inferencer', 'detectron2', 'timm'])
+def test_a_wrong_shape_no_rule_covers_is_refused_on_every_path(saved, path, tmp_path, monkeypatch, capsys):
+    from mmrecvit.models.checkpoint import CheckpointError
+
+    files, _ = saved
+    ckpt = torch.load(files['det'])
+    key = 'blocks.0.mlp.fc1.weight'
+    ckpt['state_dict'][f'backbone.{key}'] = torch.zeros(7, 7)
+    bad = str(tmp_path / 'bad.pth')
+    torch.save(ckpt, bad)
+    if path == 'init_cfg':
+        cfg = cached_config(DET)
+        cfg.model.backbone.init_cfg = dict(type='Pretrained', checkpoint=bad, prefix='backbone.')
+        load = build(cfg).init_weights
+    elif path == 'load_from':  # tools/train.py: its check refuses before mmengine would load with a warning
+        runner_model(monkeypatch, 'train')
+        line = bad_input_line(
+            capsys, lambda: train_tool.main([DET, '--work-dir', str(tmp_path), '--cfg-options', f'load_from={bad}'])
+        )
+        assert f'backbone.{key}: checkpoint (7, 7) vs model (768, 192)' in line, line
+        return
+    elif path == 'inferencer':
+        from mmdet.apis import DetInferencer
+
+        load = lambda: DetInferencer(model=cached_config(DET), weights=bad, device='cpu')  # noqa: E731
+    elif path == 'detectron2':
+        from detectron2.checkpoint import DetectionCheckpointer
+
+        import mmrecvit.d2 as d2
+
+        model = torch.nn.ModuleDict({'backbone': d2.PlainViT(**BACKBONE)})
+        torch.save(
+            {'model': {k.replace('backbone.', 'backbone.net.', 1): v for k, v in ckpt['state_dict'].items()}}, bad
+        )
+        load = lambda: DetectionCheckpointer(model).load(bad)  # noqa: E731
+    else:
+        import timm
+
+        sd = timm.create_model('plainvit_tiny_patch16_224', depth=6, num_classes=3).state_dict()
+        sd[f'backbone.{key}'] = torch.zeros(7, 7)
+        torch.save(sd, bad)
+        load = lambda: timm.create_model('plainvit_tiny_patch16_224', depth=6, num_classes=3, checkpoint_path=bad)  # noqa: E731
+    with pytest.raises(CheckpointError) as err:
+        load()
+    assert f'{key}: checkpoint (7, 7) vs model (768, 192)' in str(err.value), err.value

@@ -11,7 +11,8 @@ detectron2's own `DetectionCheckpointer` (`train.init_checkpoint`, `--eval-only`
 key whose shape differs from the model's before it calls `load_state_dict`, with a warning, and the model keeps its
 initial tensor: a checkpoint trained at another `img_size` would run with the initial position embedding.
 `apply_load_rules` (run by `import mmrecvit.d2`) makes it apply the load rules of `models/load_rules.py` to our
-backbones' keys first (pos_embed resampled, 3-channel weights adapted to `in_channels`, each said in the log).
+backbones' keys first (pos_embed resampled, 3-channel weights adapted to `in_channels`, each said in the log), and
+refuse, in one line naming the keys, a wrong shape no rule covers, which detectron2 would drop with a warning.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def _with_load_rules(load_model: Callable[..., Any]) -> Callable[..., Any]:
         sd = checkpoint['model']
         self._convert_ndarray_to_tensor(sd)  # what detectron2 does first (a .pkl holds numpy arrays); in place
         _strip_prefix_if_present(sd, 'module.')
-        checkpoint['model'] = adapt_checkpoint(self.model, sd, 'detectron2 checkpoint')
+        checkpoint['model'] = adapt_checkpoint(self.model, sd, 'detectron2 checkpoint', refuse=True)
         return load_model(self, checkpoint)
 
     _load_model.applies_load_rules = True

@@ -84,7 +84,12 @@ def load_pre_hook(module: nn.Module, state_dict: dict[str, Any], prefix: str, *_
     for k, v in adapted.items():
         if v is not own[k]:
             state_dict[prefix + k] = v
-    bad = wrong_shapes(adapted, module, prefix)
+    refuse_wrong_shapes(adapted, module, source, prefix)
+
+
+def refuse_wrong_shapes(state_dict: dict[str, Tensor], model: nn.Module, source: str, prefix: str = '') -> None:
+    """One `CheckpointError` line naming every key of `model` whose shape in `state_dict` (after the rules) differs."""
+    bad = wrong_shapes(state_dict, model, prefix)
     if bad:
         raise CheckpointError(f'{source}: wrong shapes that no load rule covers ({RULES}): {"; ".join(bad)}')
 
