@@ -1,5 +1,5 @@
 """What a loaded tensor of another shape becomes: the rules every load path applies, and the load pre-hook that
-applies them inside `load_state_dict` itself (issue 46; docs/methods/README.md, "Initialisation from timm/DeiT").
+applies them inside `load_state_dict` itself (issue 46; docs/install.md, "Checkpoints").
 
 A checkpoint made for another input grid or another channel count holds the same network. timm and mmpretrain load
 it by a rule, and so do we, on every path: `init_cfg` (`checkpoint.load_pretrained`), mmengine's `load_from`,
