@@ -21,6 +21,7 @@ from torch.utils.hooks import RemovableHandle
 from .models import ForwardStats, ViTBackbone
 from .models import layer_decay as decay
 from .models.checks import check_choice, check_float, check_int
+from .models.load_rules import adapt_to_model, refuse_wrong_shapes
 
 
 class StatsCollector:
@@ -99,6 +100,30 @@ def layer_lr_scales(model: nn.Module, rate: float) -> dict[str, float]:
     return {
         name: decay.lr_scale(rate, depth, num_layers) for name, depth, num_layers in layer_depth_table(model).values()
     }
+
+
+def adapt_checkpoint(
+    model: nn.Module,
+    state_dict: dict[str, Tensor],
+    source: str = 'checkpoint',
+    quiet: bool = False,
+    refuse: bool = False,
+) -> dict[str, Tensor]:
+    """A whole-model state dict with the load rules (`models/load_rules.py`: pos_embed resampled, input channels
+    adapted) applied to the keys of every mmrecvit backbone of `model`, for what compares shapes before
+    `load_state_dict` (whose pre-hook applies the same rules) runs: mmengine's tools, detectron2's checkpointer.
+    `refuse`: a backbone key of a wrong shape no rule covers is one `CheckpointError` (a loader that would drop it)."""
+    sd = dict(state_dict)
+    for name, module in model.named_modules():
+        if isinstance(module, ViTBackbone):
+            prefix = f'{name}.' if name else ''
+            own = adapt_to_model(
+                {k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}, module, source, quiet
+            )
+            if refuse:
+                refuse_wrong_shapes(own, module, source, prefix)
+            sd.update({prefix + k: v for k, v in own.items()})
+    return sd
 
 
 class TemperatureSchedule:

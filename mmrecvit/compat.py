@@ -24,7 +24,9 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    own error. It is re-registered as `mmrecvit.models.checkpoint_files.load_checkpoint_file`, the one
    reader of our tools and backbones: `weights_only=True` explicitly, one error naming the file
    for a truncated/corrupt/foreign file, a refused pickled object or NaN/inf weights. A compat fix,
-   not a hook, because the inferencers and `load_checkpoint` load outside any Runner.
+   not a hook, because the inferencers and `load_checkpoint` load outside any Runner. Its downloads (`http(s)://`,
+   and `open-mmlab://`, `torchvision://` through them) read with torch.hub's `load_state_dict_from_url`, whose default
+   is `weights_only=False`: its module's `load_url` becomes `checkpoint_files.load_url`, the same cache read by ours.
 
 4. mmengine resolves every `mmdet::`/`mmseg::`/`mmpretrain::` base config by first looking the name up
    among the package's model-index metafiles, which it re-parses (about 100 YAML files, pure-Python
@@ -237,6 +239,11 @@ def apply() -> None:
         from mmengine.runner.checkpoint import CheckpointLoader
 
         CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
+        import mmengine.runner.checkpoint as mm_checkpoint
+
+        from .models.checkpoint_files import load_url
+
+        mm_checkpoint.load_url = load_url  # read by its `load_from_http` (fix 3)
         import mmengine.config.config as config_module
         import mmengine.config.utils as config_utils
 

@@ -22,6 +22,7 @@ import logging
 from ..compat import unusable
 from ..models import NECKS, on_register
 from ..models.checks import ArgumentError, closest
+from . import model_index
 
 SCOPES = ('mmdet', 'mmseg', 'mmpretrain')
 
@@ -141,6 +142,7 @@ def register_all() -> list[str]:
         _put(mmseg.METRICS, 'IoUMetricInUse', IoUMetricInUse)
     on_register(_register_backbone)  # every backbone, also one registered later (`models.register_backbone`)
     _forward_logs_to_mmengine()
+    model_index.install()  # DetInferencer(model=<our recipe name>) (model_index.py)
     return scopes
 
 

@@ -18,9 +18,10 @@ from typing import Any
 from torch import nn
 
 from .checkpoint import is_timm_state_dict, load_pretrained, select_prefix
-from .checkpoint_files import load_checkpoint_file, unwrap_state_dict
+from .checkpoint_files import CheckpointError, has_scheme, load_checkpoint_file, unwrap_state_dict
 
 DOCS = 'docs/pretraining.md'
+KEYS = 'init_cfg.checkpoint / model.pretrained'  # where a config sets the start (mmseg passes its model.pretrained)
 
 
 class UnrepresentableStartWarning(UserWarning):
@@ -48,10 +49,13 @@ def load_start(model: nn.Module, init_cfg: dict[str, Any]) -> None:
     `init_cfg['made_by']`, the command that makes it; a plain ViT's weights in a model that cannot represent them
     are loaded with an `UnrepresentableStartWarning`."""
     path, prefix, name = init_cfg['checkpoint'], init_cfg.get('prefix'), type(model).__name__
-    if not os.path.isfile(path):
+    if not has_scheme(path) and not os.path.isfile(path):  # a URL is downloaded by timm's or mmengine's loaders
         how = f'; make it with: {init_cfg["made_by"]}' if init_cfg.get('made_by') else ''
-        raise FileNotFoundError(f'the start checkpoint of {name}, {path!r}, does not exist{how} ({DOCS})')
-    load_pretrained(model, path, prefix=prefix, map_location=init_cfg.get('map_location', 'cpu'))
+        raise FileNotFoundError(f'the start checkpoint of {name} ({KEYS}), {path!r}, does not exist{how} ({DOCS})')
+    try:
+        load_pretrained(model, path, prefix=prefix, map_location=init_cfg.get('map_location', 'cpu'))
+    except CheckpointError as e:
+        raise CheckpointError(f'{KEYS}: {e}') from e
     if not represents_plain_vit(model) and is_plain_vit_checkpoint(path, prefix):
         warnings.warn(
             f"{name} starts from {path!r}, a plain ViT's weights that {name} cannot represent: it starts far from "

@@ -56,7 +56,8 @@ class RecViTClassifier(nn.Module):
                 f'the backbone of a classifier needs out_type in {list(POOLS.values())}, got {backbone.out_type!r}'
             )
         self.backbone = backbone
-        self.num_features = self.embed_dim = backbone.embed_dim
+        # timm's contract (its tests/test_models.py): the unpooled and the pre-logits widths, both D here
+        self.num_features = self.head_hidden_size = self.embed_dim = backbone.embed_dim
         self.in_chans = backbone.patch_embed.proj.in_channels
         self.num_prefix_tokens = backbone.num_prefix_tokens
         self.has_class_token = backbone.with_cls_token

@@ -131,3 +131,23 @@ def test_a_misspelt_argument_through_create_model_is_one_line_naming_the_closest
         str(info.value)
         == "SRViT got an unknown argument 'num_recursion' (closest: 'num_recursions', 'eval_recursions')"
     )
+
+
+@pytest.mark.parametrize('method', ['plainvit', 'srvit', 'revit', 'edgerecvit', 'morvit', 'naiverecvit'])
+def test_timms_classifier_contract(method):
+    """What timm's own `test_model_default_cfgs` (tests/test_models.py) asks of a classifier: `num_features` the
+    width of `forward_features`, `head_hidden_size` that of `forward_head(pre_logits=True)` and of the output after
+    `reset_classifier(0)`, the default cfg's `classifier` and `first_conv` naming parameters."""
+    import timm
+
+    model = timm.create_model(f'{method}_tiny_patch16_224', num_classes=7).eval()
+    assert model.num_classes == 7 and model.num_features > 0 and model.head_hidden_size > 0
+    cfg, names = model.default_cfg, set(model.state_dict())
+    assert {f'{cfg["classifier"]}.weight', f'{cfg["first_conv"]}.weight'} <= names
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        tokens = model.forward_features(x)
+        pre = model.forward_head(tokens, pre_logits=True)
+        assert tokens.shape[-1] == model.num_features and pre.shape == (2, model.head_hidden_size)
+        model.reset_classifier(0)
+        assert model.num_classes == 0 and model(x).shape == pre.shape
