@@ -47,7 +47,7 @@ def use_backend(backend: str) -> None:
         mmcv.__path__.insert(0, osp.dirname(path))
     import mmcv._ext
 
-    import mmrecvit  # noqa: F401  (registration, compat fixes)
+    import mmrecvit.mm  # noqa: F401  (registration, compat fixes)
 
     kind = 'compiled' if mmcv._ext.__spec__.origin.endswith('.so') else 'table'
     assert kind == backend, f'wanted the {backend} ops, mmcv._ext is {mmcv._ext}'

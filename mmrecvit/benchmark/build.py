@@ -209,7 +209,7 @@ def _registry_scope(cfg: Any, spec: ModelSpec) -> str:
         ) from e
     from mmengine.registry import init_default_scope
 
-    import mmrecvit  # noqa: F401  (registers our backbones and necks into the frameworks)
+    import mmrecvit.mm  # noqa: F401  (registers our backbones and necks into the frameworks)
 
     init_default_scope(scope)
     return scope

@@ -11,7 +11,7 @@ writes into the tensors mmcv's wrappers allocate, as the compiled functions do, 
 unchanged. Any other op is a stub that mmcv's import-time `hasattr` check accepts and that raises
 `MissingMMCVOpError` naming the op and the switch to compiled mmcv when called.
 
-The hook: `install()`, run by `import mmrecvit` (`mmrecvit.compat`), appends `MMCVExtFinder` to `sys.meta_path`.
+The hook: `install()`, run by `import mmrecvit.mm` (`mmrecvit.mm.compat`), appends `MMCVExtFinder` to `sys.meta_path`.
 Python asks a finder at the end of that list only after its own path finder found no compiled `mmcv._ext`, so a
 full mmcv is used as it is, nothing is imported early and nothing is written into mmcv's package; importing
 `mmrecvit` before `mmcv.ops` is all it takes (our tools do, and configs' `custom_imports` do before any model

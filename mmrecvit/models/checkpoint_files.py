@@ -3,7 +3,7 @@
     read_checkpoint(path)       file -> flat state dict (unwraps `state_dict`/`model`, strips the wrappers' prefixes
                                 with timm's `clean_state_dict`: DDP's `module.`, torch.compile's `_orig_mod.`)
     load_checkpoint_file(path)  `torch.load` weights-only or safetensors, NaN/inf refused (also used by tools/ and,
-                                through `mmrecvit.compat`, by mmengine's own loader)
+                                through `mmrecvit.mm.compat`, by mmengine's own loader)
 
 `checkpoint.py` maps what these read onto a model.
 """
@@ -36,7 +36,7 @@ def load_checkpoint_file(path: str, map_location: str | torch.device = 'cpu', mm
     when it is truncated, corrupt or not a checkpoint (torch's own errors range from a bare
     `EOFError` to advice to load with `weights_only=False`), a pickled object outside the
     weights-only allow-list (refused, never run) or NaN/inf weights. The one place every entry
-    point reads a checkpoint through (mmengine's own loader too: `mmrecvit.compat` fix 3).
+    point reads a checkpoint through (mmengine's own loader too: `mmrecvit.mm.compat` fix 3).
 
     mmap: map a zip-format file's tensors instead of reading them (a cheap check that the file is
     whole and its pickle readable; legacy non-zip files are read normally).
@@ -53,7 +53,7 @@ def load_checkpoint_file(path: str, map_location: str | torch.device = 'cpu', mm
             obj = load_file(path, device=str(map_location))
         else:
             # weights_only: tensors and plain containers only; the few mmengine types found in
-            # its checkpoints are allow-listed by mmrecvit.compat.
+            # its checkpoints are allow-listed by mmrecvit.mm.compat.
             obj = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap and zipfile.is_zipfile(path))
     except pickle.UnpicklingError as e:
         found = re.search(r'Unsupported global: GLOBAL \S+', str(e))

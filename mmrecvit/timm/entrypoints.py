@@ -113,7 +113,7 @@ def _register(backbone: str, cls: type) -> None:
     module = sys.modules[__name__]
     for arch in ARCH_SETTINGS:
         name = f'{cls.short_name}_{arch}_patch16_224'
-        if name in timm.list_models(name):
+        if timm.is_model(name):
             continue
         default_cfgs[name] = _pretrained_cfg()
         fn = _entrypoint(name, backbone, arch)

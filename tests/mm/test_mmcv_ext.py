@@ -14,7 +14,7 @@ import pytest
 import torch
 from helpers import compiled_mmcv_ext
 
-import mmrecvit  # noqa: F401  (first: with mmcv-lite it provides mmcv._ext)
+import mmrecvit.mm  # noqa: F401  (first: with mmcv-lite it provides mmcv._ext)
 from mmrecvit.mm import mmcv_ext
 from mmrecvit.mm.mmcv_ext import MissingMMCVOpError, MMCVExtFinder
 
@@ -54,7 +54,7 @@ def test_mmcv_ext_is_the_table_only_without_compiled_ops(tmp_path):
     check = (
         'import mmcv, sys\n'
         'mmcv.__path__[:0] = sys.argv[1:]\n'  # where a full mmcv has it, before anything imports mmcv.ops
-        'import mmrecvit\n'
+        'import mmrecvit.mm\n'
         'from mmrecvit.mm.mmcv_ext import backend, MMCVExtFinder\n'
         'from mmengine.utils.dl_utils import mmcv_full_available\n'
         'import mmdet.models, mmseg.models, mmcv._ext as ext\n'

@@ -1,4 +1,4 @@
-"""`import mmrecvit` registers into mmdet, mmseg and mmpretrain; the core needs none of them."""
+"""`import mmrecvit.mm` registers into mmdet, mmseg and mmpretrain; the core needs none of them."""
 
 import importlib
 import inspect
@@ -10,7 +10,7 @@ import sys
 import pytest
 from mmengine.hooks import Hook
 
-import mmrecvit
+import mmrecvit.mm
 import mmrecvit.mm.hooks as hooks
 from mmrecvit.mm.hooks import HOOK_CLASSES
 from mmrecvit.mm.optim import OPTIM_WRAPPER_CONSTRUCTORS
@@ -31,7 +31,7 @@ def test_every_backbone_neck_hook_and_constructor_is_registered(scope):
 
 
 def test_register_all_is_idempotent():
-    assert mmrecvit.register_all() == SCOPES
+    assert mmrecvit.mm.register_all() == SCOPES
 
 
 def test_one_file_per_hook_each_registered_and_re_exported():
@@ -67,9 +67,9 @@ def run_python(code):
 def test_core_imports_without_the_frameworks():
     code = (
         "import sys; sys.modules['mmdet'] = sys.modules['mmseg'] = sys.modules['mmpretrain'] = None\n"
-        'import torch, mmrecvit\n'
+        'import torch, mmrecvit.mm\n'
         'from mmrecvit.models import PlainViT\n'
-        'assert mmrecvit.register_all() == []\n'
+        'assert mmrecvit.mm.register_all() == []\n'
         "print(PlainViT('tiny', depth=2)(torch.randn(1, 3, 32, 32))[0].shape)"
     )
     res = run_python(code)

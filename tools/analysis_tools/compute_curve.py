@@ -33,7 +33,7 @@ import torch
 from mmengine.config import DictAction
 from tqdm import tqdm
 
-import mmrecvit  # noqa: F401  (compat fixes + registration)
+import mmrecvit.mm  # noqa: F401  (compat fixes + registration)
 from mmrecvit.inputs import bad_input, checkpoint_file, config_file
 from mmrecvit.mm import cli
 from mmrecvit.mm.tooling import in_percent

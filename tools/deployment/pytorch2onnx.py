@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 from mmengine.config import DictAction
 
-from mmrecvit import deploy
+import mmrecvit.deploy as deploy
 from mmrecvit.inputs import bad_input, checkpoint_file
 from mmrecvit.mm.tooling import build_model, init_scope, load_config
 

@@ -37,7 +37,7 @@ import torch
 from mmengine.config import Config
 from torch import Tensor, nn
 
-import mmrecvit  # noqa: F401  (logging of the checkpoint filter goes to mmengine's logger)
+import mmrecvit.mm  # noqa: F401  (logging of the checkpoint filter goes to mmengine's logger)
 from mmrecvit.benchmark import SpecError, parse_spec
 from mmrecvit.inputs import bad_input, checkpoint_file, config_file
 from mmrecvit.models import BACKBONES, PlainViT, SRViT

@@ -1,7 +1,7 @@
 """Small fixes that let the OpenMMLab stack (mmengine 0.10.7, mmdet 3.3.0, mmseg 1.2.2, mmpretrain
-1.2.0) run on current torch/numpy. Applied once by `import mmrecvit`; nothing in site-packages is edited.
+1.2.0) run on current torch/numpy. Applied once by `import mmrecvit.mm`; nothing in site-packages is edited.
 
-Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` covers each one.
+Each fix says what breaks, why, and how it is fixed; `tests/mm/test_compat.py` covers each one.
 
 1. `torch.load` defaults to `weights_only=True` since torch 2.6, and mmengine 0.10.7 calls it
    without the argument, so `--resume`, `load_from`, `tools/test.py` and the inferencers fail on
@@ -59,7 +59,7 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    dicts that scope. `mmrecvit::<folder>/<file>.py` names one of our installed configs (`mmrecvit.configs`): it
    resolves to that file and inherits like a local `_base_` file (its dicts keep the scopes the file sets).
 
-numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/test_compat.py`).
+numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/mm/test_compat.py`).
 
 mmpretrain 1.2.0 with mmcv 2.1.0 / mmengine 0.10.7 / torch 2.14 / numpy 2: nothing beyond fix 1 was
 needed on the classification paths we use: the toy classifiers train, test and infer through
@@ -83,7 +83,7 @@ import warnings
 import numpy as np
 import torch
 
-from . import configs
+from .. import configs
 
 _applied = False
 _import_errors_said: set[str] = set()
@@ -133,7 +133,7 @@ def load_local_checkpoint(filename: str, map_location: object = None) -> object:
     """mmengine's local-file loader, through ours (fix 3)."""
     import os.path as osp
 
-    from .models.checkpoint_files import load_checkpoint_file
+    from ..models.checkpoint_files import load_checkpoint_file
 
     return load_checkpoint_file(osp.expanduser(filename), map_location='cpu' if map_location is None else map_location)
 
@@ -229,7 +229,7 @@ def apply() -> None:
         return
     quiet_warnings()
     if importlib.util.find_spec('mmcv') is not None:
-        from .mm import mmcv_ext
+        from . import mmcv_ext
 
         mmcv_ext.install()
     if unusable('mmengine.runner') is None:
