@@ -352,11 +352,11 @@ def test_the_report_names_the_callers_checkout_not_one_guessed_from_the_package(
     from mmrecvit.benchmark.machine import mmrecvit_version
 
     monkeypatch.setenv('GIT_CEILING_DIRECTORIES', str(tmp_path.parent))  # tmp_path: in no git checkout
-    assert bm.environment(BenchConfig(), 1)['software'].endswith(f'mmrecvit {mmrecvit.__version__}')
+    assert bm.environment('cpu', 1)['software'].endswith(f'mmrecvit {mmrecvit.__version__}')
     assert mmrecvit_version(tmp_path) == 'unknown'
     git = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=ROOT, capture_output=True, text=True)
     commit = git.stdout.strip() if git.returncode == 0 else 'unknown'
-    assert bm.environment(BenchConfig(), 1, checkout=ROOT)['software'].endswith(f'mmrecvit {commit}')
+    assert bm.environment('cpu', 1, checkout=ROOT)['software'].endswith(f'mmrecvit {commit}')
     assert load_tool().REPO == ROOT
 
 
