@@ -3,9 +3,14 @@ configs/ or data/ beside it), so none climbs from its own `__file__` to a reposi
 repository come from the caller (the tools compute theirs from their own `__file__`)."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from helpers import REPO
+
+FRAMEWORKS = ('mmdet', 'mmseg', 'mmpretrain', 'mmcv', 'mmengine', 'transformers', 'cv2', 'detectron2')
 
 
 def _name(func: ast.expr) -> str:
@@ -84,3 +89,22 @@ def test_the_package_configs_and_docs_cite_their_own_method_notes_never_the_spec
     files.append(Path(REPO, 'README.md'))
     cited = {str(p.relative_to(REPO)) for p in files if 'SPEC §' in p.read_text() or 'SPEC.md' in p.read_text()}
     assert not cited, cited
+
+
+@pytest.mark.subprocess
+def test_import_mmrecvit_adds_nothing_to_what_timm_imports_but_itself():
+    """Issue 47.1: a timm user's `import mmrecvit` (every framework installed here) imports no top-level module that
+    `import timm` does not, but mmrecvit: none of OpenMMLab, transformers, cv2 or detectron2; and timm builds our
+    models after it, still without them."""
+    code = (
+        'import sys, timm, torch\n'
+        'before = {m.partition(".")[0] for m in sys.modules}\n'
+        'import mmrecvit\n'
+        'print(*sorted({m.partition(".")[0] for m in sys.modules} - before))\n'
+        "with torch.device('meta'):\n"
+        "    print(type(timm.create_model('srvit_small_patch16_224')).__name__)\n"
+        f'print(*[m for m in {FRAMEWORKS} if m in sys.modules])\n'
+    )
+    res = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.splitlines() == ['mmrecvit', 'RecViTClassifier', ''], res.stdout
