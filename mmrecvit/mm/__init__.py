@@ -5,13 +5,17 @@ frameworks' registries (`registry.register_all`), as a config's
 installed are skipped.
 
 Also here: the training hooks, distributed start-up, the command line of tools/train.py and tools/test.py
-(`cli`), mmcv-lite's ops (`mmcv_ext`). Nothing here defines a network; `mmrecvit.models` does.
+(`cli`), mmcv-lite's ops (`mmcv_ext`, found by the import hook of `_mmrecvit_import_hook`). Nothing here
+defines a network; `mmrecvit.models` does.
 """
 
-from . import compat, mmcv_ext
+import _mmrecvit_import_hook
+
+from . import compat
 from .registry import register_all
 
+_mmrecvit_import_hook.adopt_table()  # first: the ops table the import hook loaded, if any, is `mmcv_ext`
 compat.apply()
 register_all()
 
-__all__ = ['compat', 'mmcv_ext', 'register_all']
+__all__ = ['compat', 'register_all']
