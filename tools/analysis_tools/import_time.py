@@ -10,19 +10,18 @@ no top-level module beyond timm's but mmrecvit (tests/test_package.py checks the
 
 from __future__ import annotations
 
-import argparse
 import shlex
-import sys
 from pathlib import Path
 
 from mmrecvit.benchmark.imports import format_table, measure_imports
 from mmrecvit.benchmark.machine import environment
+from mmrecvit.inputs import tool_parser
 
 STATEMENTS = ('import timm', 'import mmrecvit', 'import mmrecvit.mm')
 
 
 def main(argv: list[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = tool_parser('tools/analysis_tools/import_time.py', __doc__)
     parser.add_argument('statements', nargs='*', default=list(STATEMENTS), help='the first is the reference')
     parser.add_argument('--repeats', type=int, default=15, help='timed fresh interpreters per statement')
     parser.add_argument('--out', help='write the Markdown report here')
@@ -30,20 +29,13 @@ def main(argv: list[str] | None = None) -> str:
     if args.repeats < 1:
         parser.error(f'--repeats must be at least 1, got {args.repeats}')
     rows = measure_imports(args.statements, args.repeats)
-    env = environment('cpu', 1, {'timed': 'each statement alone, in a fresh interpreter (start-up not counted)'})
-    report = '\n'.join(
-        [
-            '## Import time: `import mmrecvit` beside `import timm`',
-            '',
-            f'Command: `python tools/analysis_tools/import_time.py {shlex.join(args.statements)} '
-            f'--repeats {args.repeats}`. {args.repeats} interleaved rounds after one untimed round; '
-            + '; '.join(f'{k}: {v}' for k, v in env.items())
-            + '. Target (issue 47.1): `import mmrecvit` <= 1.1x `import timm`, importing no top-level module '
-            "beyond timm's but mmrecvit.",
-            '',
-            format_table(rows),
-            '',
-        ]
+    timed = 'each statement alone, in a fresh interpreter (start-up not counted), bytecode cached'
+    facts = '; '.join(f'{k}: {v}' for k, v in environment('cpu', 1, {'timed': timed}).items())
+    command = f'python tools/analysis_tools/import_time.py {shlex.join(args.statements)} --repeats {args.repeats}'
+    report = (
+        f'## Import time: `import mmrecvit` beside `import timm`\n\nCommand: `{command}`. {args.repeats} interleaved '
+        f'rounds after one untimed round; {facts}. Target (issue 47.1): `import mmrecvit` <= 1.1x `import timm`, '
+        f"importing no top-level module beyond timm's but mmrecvit.\n\n{format_table(rows)}\n"
     )
     print(report)
     if args.out:
@@ -52,4 +44,4 @@ def main(argv: list[str] | None = None) -> str:
 
 
 if __name__ == '__main__':
-    sys.exit(0 if main() else 1)
+    main()
