@@ -14,10 +14,9 @@
   checkpointer made to resample `pos_embed` and adapt input channels as every other load path does;
 * `data.py`: the toy COCO set registered with `register_coco_instances`; `train.py`: the training
   and evaluation loop of `tools/d2_train_net.py`.
-* `dry_run.py`: one training and one test iteration of a LazyConfig recipe at its real sizes, measured
-  (`tools/analysis_tools/dry_run.py`).
 
-Only this package imports detectron2; the networks (`mmrecvit.models`) stay framework-free.
+Only this package, and the benchmark harness's dry run of a LazyConfig recipe above it
+(`mmrecvit/benchmark/dry_run_d2.py`), import detectron2; the networks (`mmrecvit.models`) stay framework-free.
 """
 
 try:

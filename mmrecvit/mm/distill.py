@@ -1,6 +1,6 @@
 """Training a classifier with a frozen teacher: mmpretrain's `ImageClassifier` plus distillation losses.
 
-    custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.distill'], allow_failed_imports=False)
+    custom_imports = dict(imports=['mmrecvit.mm', 'mmrecvit.mm.distill'], allow_failed_imports=False)
     model = dict(
         type='DistillImageClassifier',
         backbone=dict(type='ReViT', arch='small', out_type='cls_token'),

@@ -1,6 +1,6 @@
 """Feature distillation without labels (issue 37.1): a cheap fair start for every method, as reViT's paper makes one.
 
-    custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.feature_distill'], allow_failed_imports=False)
+    custom_imports = dict(imports=['mmrecvit.mm', 'mmrecvit.mm.feature_distill'], allow_failed_imports=False)
     model = dict(
         type='FeatureDistiller',
         backbone=dict(type='ReViT', arch='small', final_norm=True),

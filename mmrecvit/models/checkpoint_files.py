@@ -3,11 +3,11 @@
     read_checkpoint(path)       file -> flat state dict (unwraps `state_dict`/`model`, strips the wrappers' prefixes
                                 with timm's `clean_state_dict`: DDP's `module.`, torch.compile's `_orig_mod.`)
     load_checkpoint_file(path)  `torch.load` weights-only or safetensors, NaN/inf refused (also used by tools/ and,
-                                through `mmrecvit.compat`, by mmengine's own loader)
+                                through `mmrecvit.mm.compat`, by mmengine's own loader)
     load_remote(location)       a location with a scheme, downloaded by timm's loaders (`http://`, `https://`,
                                 `hf-hub:`) or mmengine's (`open-mmlab://`, `torchvision://`, ...), read weights-only
     load_url(url)               torch.hub's `load_state_dict_from_url` read weights-only (mmengine's `load_url`,
-                                through `mmrecvit.compat`: torch.hub's reads with `weights_only=False`)
+                                through `mmrecvit.mm.compat`: torch.hub's reads with `weights_only=False`)
 
 `checkpoint.py` maps what these read onto a model.
 """
@@ -27,7 +27,7 @@ from torch import Tensor
 CORRUPT = 'the file is truncated, corrupt or not a PyTorch/safetensors checkpoint'
 REMOTE = re.compile(r'^([A-Za-z][A-Za-z0-9+.-]*://|hf-hub:)')
 # the schemes mmengine 0.10.7's `CheckpointLoader` registers besides http(s) (a name it does not know would end in
-# its local-file loader, which is ours: mmrecvit.compat fix 3)
+# its local-file loader, which is ours: mmrecvit.mm.compat fix 3)
 MMENGINE_SCHEMES = ('open-mmlab://', 'openmmlab://', 'torchvision://', 'modelzoo://', 'mmcls://', 'pavi://', 's3://')
 
 
@@ -45,7 +45,7 @@ def load_checkpoint_file(path: str, map_location: str | torch.device = 'cpu', mm
     when it is truncated, corrupt or not a checkpoint (torch's own errors range from a bare
     `EOFError` to advice to load with `weights_only=False`), a pickled object outside the
     weights-only allow-list (refused, never run) or NaN/inf weights. The one place every entry
-    point reads a checkpoint through (mmengine's own loader too: `mmrecvit.compat` fix 3).
+    point reads a checkpoint through (mmengine's own loader too: `mmrecvit.mm.compat` fix 3).
 
     mmap: map a zip-format file's tensors instead of reading them (a cheap check that the file is
     whole and its pickle readable; legacy non-zip files are read normally).
@@ -64,7 +64,7 @@ def load_checkpoint_file(path: str, map_location: str | torch.device = 'cpu', mm
             obj = load_file(path, device=str(map_location))
         else:
             # weights_only: tensors and plain containers only; the few mmengine types found in
-            # its checkpoints are allow-listed by mmrecvit.compat.
+            # its checkpoints are allow-listed by mmrecvit.mm.compat.
             obj = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap and zipfile.is_zipfile(path))
     except pickle.UnpicklingError as e:
         found = re.search(r'Unsupported global: GLOBAL \S+', str(e))
@@ -122,7 +122,7 @@ def load_url(
 ) -> object:
     """torch.hub's `load_state_dict_from_url` (its signature, its cache: timm's `download_cached_file`), read by
     `load_checkpoint_file`: weights only whatever `weights_only` says (mmengine's `load_from_http` reads through it,
-    `mmrecvit.compat` fix 3)."""
+    `mmrecvit.mm.compat` fix 3)."""
     path = download_cached_file(url if file_name is None else (url, file_name), check_hash, progress, model_dir)
     return load_checkpoint_file(path, 'cpu' if map_location is None else map_location)
 

@@ -33,6 +33,7 @@ from timm.models._features import FeatureGetterNet
 
 from ..models import BACKBONES, on_register
 from ..models.arguments import ARCH_SETTINGS
+from ..version import __version__
 from .arguments import backbone_keywords
 from .classifier import POOLS, RecViTClassifier
 from .weights import checkpoint_filter_fn
@@ -46,7 +47,6 @@ default_cfgs: dict[str, dict[str, Any]] = {}
 def _pretrained_cfg(backbone: str) -> dict[str, Any]:
     """timm's `pretrained_cfg` of our models. `description` and `notes` travel into the config.json timm's
     `save_for_hf` writes: a reader learns the library, its version and the import that registers the name."""
-    from .. import __version__  # the package's: set before `import mmrecvit` registers the models
 
     return dict(
         url='',
@@ -140,7 +140,7 @@ def _register(backbone: str, cls: type) -> None:
     module = sys.modules[__name__]
     for arch in ARCH_SETTINGS:
         name = f'{cls.short_name}_{arch}_patch16_224'
-        if name in timm.list_models(name):
+        if timm.is_model(name):
             continue
         default_cfgs[name] = _pretrained_cfg(backbone)
         fn = _entrypoint(name, backbone, arch)

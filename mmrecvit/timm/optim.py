@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from timm.optim import param_groups_layer_decay as timm_param_groups_layer_decay
 from torch import nn
 
 from ..adapters import layer_lr_scales
@@ -38,6 +37,9 @@ def param_groups_layer_decay(
     layer_decay = check_float('layer_decay', layer_decay, 0.0, 1.0, low_open=True)
     if no_weight_decay_list is None:
         no_weight_decay_list = getattr(model, 'no_weight_decay', lambda: set())()
+    # here, not at the top: timm.optim (its ~20 optimizers) would double what `import mmrecvit` adds to timm's import
+    from timm.optim import param_groups_layer_decay as timm_param_groups_layer_decay
+
     groups = timm_param_groups_layer_decay(
         model, weight_decay=weight_decay, no_weight_decay_list=no_weight_decay_list, layer_decay=layer_decay
     )

@@ -151,7 +151,7 @@ def test_classifier_init_keeps_the_backbones_zero_routers():
 def test_the_imagenet_recipes_data_path_and_loss_run_on_this_stack(toy_root):
     """DeiT's augmentations (RandomResizedCrop, RandAugment, random erasing), repeated augmentation, Mixup/
     CutMix and the label-smoothed loss through a backward, on toy images: the parts of mmpretrain the real
-    recipes use that no toy run reaches, on numpy 2 / torch 2.14 (no fix was needed; mmrecvit/compat.py)."""
+    recipes use that no toy run reaches, on numpy 2 / torch 2.14 (no fix was needed; mmrecvit/mm/compat.py)."""
     from mmengine.dataset import pseudo_collate
     from mmpretrain.registry import DATA_SAMPLERS, DATASETS, MODELS
 

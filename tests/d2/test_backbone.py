@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures('one_thread')
 def mm_backbone(name, **kw):
     from mmdet.registry import MODELS
 
-    import mmrecvit  # noqa: F401  (registers the backbones into mmdet)
+    import mmrecvit.mm  # noqa: F401  (registers the backbones into mmdet)
 
     return MODELS.build(dict(type=name, **BACKBONE_CASES[name], **kw))
 

@@ -17,7 +17,7 @@ from mmengine.optim import build_optim_wrapper
 from mmengine.registry import init_default_scope
 from torch import nn
 
-import mmrecvit  # noqa: F401  (registration)
+import mmrecvit.mm  # noqa: F401  (registration)
 from mmrecvit.mm.optim import LayerDecayOptimWrapperConstructor
 from mmrecvit.models import BACKBONES
 

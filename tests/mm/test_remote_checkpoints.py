@@ -3,7 +3,7 @@
 `init_cfg` (and mmseg's `model.pretrained`) and `load_from` (tools/train.py, tools/test.py). A server on 127.0.0.1
 (a thread of this process) serves the files; torch.hub's cache is a fresh folder. What cannot be fetched is one error
 naming the config key; a pickled object is refused, never run, on every path (mmengine's own http loader reads with
-torch.hub's `weights_only=False`: `mmrecvit.compat` fix 3)."""
+torch.hub's `weights_only=False`: `mmrecvit.mm.compat` fix 3)."""
 
 import functools
 import http.server

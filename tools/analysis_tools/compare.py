@@ -28,7 +28,6 @@ column its recipe does not declare, and lists the declared ones below the table 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import fnmatch
 import math
@@ -41,6 +40,7 @@ from typing import Any
 import torch
 from mmengine.config import Config
 
+from mmrecvit.inputs import tool_parser
 from mmrecvit.mm.complexity import markdown_table
 from mmrecvit.models import BACKBONES
 from mmrecvit.models.checkpoint import load_state_dict_into, read_checkpoint
@@ -270,12 +270,7 @@ def render(rows: Sequence[dict], title: str | None = None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/compare.py',
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = tool_parser('tools/analysis_tools/compare.py', __doc__)
     parser.add_argument('configs', nargs='+', help='recipes to compare (the first is the reference: PlainViT)')
     parser.add_argument('--check', action='store_true', help='exit 1 if a difference is not declared by its recipe')
     parser.add_argument('--out', default=None, help='also append the Markdown table to this file')

@@ -7,7 +7,7 @@
 # (configs/_base_/backbones/<method>-s.py).
 #   image -> backbone (out_type='cls_token': the final CLS token after the final norm) -> linear head
 _base_ = 'mmpretrain::deit/deit-small_4xb256_in1k.py'
-custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)
+custom_imports = dict(imports=['mmrecvit.mm'], allow_failed_imports=False)
 
 embed_dim = 384  # ViT-S; a per-method config changing the width must also set the head's in_channels
 model = dict(

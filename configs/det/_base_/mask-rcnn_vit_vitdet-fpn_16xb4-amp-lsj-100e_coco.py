@@ -61,20 +61,7 @@ tta_pipeline = [
             [dict(type='RandomFlip', prob=1.0), dict(type='RandomFlip', prob=0.0)],
             [dict(type='Pad', size=image_size, pad_val=dict(img=(114, 114, 114)))],
             [dict(type='LoadAnnotations', with_bbox=True, with_mask=True)],
-            [
-                dict(
-                    type='PackDetInputs',
-                    meta_keys=(
-                        'img_id',
-                        'img_path',
-                        'ori_shape',
-                        'img_shape',
-                        'scale_factor',
-                        'flip',
-                        'flip_direction',
-                    ),
-                )
-            ],
+            [dict(type='PackDetInputs')],
         ],
     ),
 ]

@@ -13,7 +13,7 @@
 #   _base_) with its final norm, drop path 0.1.
 # The last checkpoint is the dense recipes' distilled start (configs/_base_/backbones/<method>-s_distill.py).
 _base_ = 'mmpretrain::_base_/default_runtime.py'
-custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.feature_distill'], allow_failed_imports=False)
+custom_imports = dict(imports=['mmrecvit.mm', 'mmrecvit.mm.feature_distill'], allow_failed_imports=False)
 
 model = dict(
     type='FeatureDistiller',

@@ -10,7 +10,7 @@ the loss dict, exact resume, TF32, a temperature schedule and kill-safe checkpoi
   kill at any moment (`replace_atomically`, `write_text_atomically`).
 
 The hooks register nothing themselves: `mmrecvit.mm.registry.register_all` registers `HOOK_CLASSES`
-into each framework's `HOOKS` once, on `import mmrecvit`.
+into each framework's `HOOKS` once, on `import mmrecvit.mm`.
 """
 
 from .atomic_checkpoint_hook import AtomicCheckpointHook, replace_atomically, write_text_atomically
