@@ -25,37 +25,14 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
-import torch
 from mmengine.logging import print_log
 from mmengine.optim import DefaultOptimWrapperConstructor
 from torch import nn
 
-from ..adapters import layer_depth_table
-from ..models import ViTBackbone
+from ..adapters import backbone_rates, layer_depth_table
 from ..models import layer_decay as decay
 from ..models.checks import check_choice
 from ..models.layer_decay import lr_scale
-
-
-def backbone_rates(model: nn.Module, rate: float, policy: str = 'per_layer') -> dict[int, float]:
-    """id(parameter) -> the layer-decay rate of its backbone under `policy` (`layer_decay.POLICIES`), for every
-    parameter of every outermost mmrecvit backbone of `model` (as `layer_depth_table` walks them)."""
-    check_choice('layer_decay_policy', policy, decay.POLICIES)
-    rates: dict[int, float] = {}
-    owners: list[str] = []
-    for prefix, backbone in model.named_modules():
-        if not isinstance(backbone, ViTBackbone) or any(prefix.startswith(o + '.') for o in owners):
-            continue
-        owners.append(prefix)
-        own = rate
-        if policy == 'matched':
-            positions = backbone.layer_positions()
-            depths = [(decay.layer_depth(n, positions), p.numel()) for n, p in backbone.named_parameters()]
-            with torch.device('meta'):  # only its size: a plain ViT's block at this width
-                block_numel = sum(p.numel() for p in backbone.make_block().parameters())
-            own = decay.matched_rate(rate, depths, decay.num_layers(positions), block_numel)
-        rates.update({id(p): own for p in backbone.parameters()})
-    return rates
 
 
 class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
