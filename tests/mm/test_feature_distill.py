@@ -50,7 +50,7 @@ def test_the_pyramid_objective_matches_the_layers_the_pyramid_reads_at_their_rel
     assert plain.student_layers == plain.teacher_layers == (2, 5, 8, 11)
     x = torch.randn(2, 3, 32, 32)
     assert plain(x, mode='loss')['loss_distill_feature'].item() < 1e-10
-    plain.backbone.blocks[1].mlp.fc1.weight.data.add_(0.1)  # an early layer away from the teacher: a pyramid level moves
+    plain.backbone.blocks[1].mlp.fc1.weight.data.add_(0.1)  # an early layer away from the teacher: every level moves
     loss = plain(x, mode='loss')['loss_distill_feature']
     loss.backward()
     assert loss.item() > 0 and plain.backbone.blocks[1].mlp.fc1.weight.grad.abs().sum() > 0
