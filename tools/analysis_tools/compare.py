@@ -102,7 +102,7 @@ def view(row: Row) -> dict[str, str]:
         'train / test size': f'{c["train_size"]} / {c["test_size"]}',
         'start': c['start'],
         'its ImageNet-1k top-1': c['top1'],
-        'what made it': f'{get("start.made_by", "–")}: {c["pretraining"]}',
+        'what made it': f'{Path(get("start.made_by", "–")).name}: {c["pretraining"]}',
         'feature layers': f['feature_layers'],
         'final norm': 'yes' if f['final_norm'] else 'no',
         'attention': f'{window}x{window} windows' if window else 'global',
@@ -123,6 +123,12 @@ def view(row: Row) -> dict[str, str]:
         + (' per rank' if get('randomness.diff_rank_seed', False) else '')
         + f'; {row.recipe.get("runs", 1)}',
     }
+
+
+def shown(path: str) -> str:
+    """A path as the card shows it: relative to the repository where it is inside."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else path
 
 
 def amp_of(facts: dict[str, Any]) -> str:
@@ -158,7 +164,7 @@ def render(rows: Sequence[Row], findings: Sequence[Finding], title: str | None) 
         body.append([prop + mark] + [c if i == 0 or c == cells[0] else f'**{c}**' for i, c in enumerate(cells)])
     out = [f'### {title}', ''] if title else []
     out += [f'Reference: {names[0]}; bold: differs from it; ≠: the recipes differ. Recipes: '
-            + '; '.join(f'{n} = `{r.path}`' for n, r in zip(names, rows)) + '.', '']  # fmt: skip
+            + '; '.join(f'{n} = `{shown(r.path)}`' for n, r in zip(names, rows)) + '.', '']  # fmt: skip
     out += markdown_table(['', *names], body, 'l' * (len(rows) + 1))
     declared = [f for f in findings if f.kind == 'declared']
     if declared:
@@ -243,13 +249,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error('--out needs --title: the card it replaces in the file')
     families = {title: [str(REPO / p) for p in paths] for title, paths in CARDS.items()} if args.cards else None
     families = families or {args.title: args.configs}
-    status = 0
+    status, measured = 0, {}  # a recipe in several cards is measured once
     for title, configs in families.items():
-        status = max(status, one_card(configs, title, args))
+        status = max(status, one_card(configs, title, args, measured))
     return status
 
 
-def one_card(configs: Sequence[str], title: str | None, args: argparse.Namespace) -> int:
+def one_card(configs: Sequence[str], title: str | None, args: argparse.Namespace, measured: dict) -> int:
     """Print (or write) the card of one family; 1 if --check finds anything not as declared."""
     with bad_input('tools/analysis_tools/compare.py'):
         paths = [config_file(p) for p in configs]
@@ -257,13 +263,15 @@ def one_card(configs: Sequence[str], title: str | None, args: argparse.Namespace
             raise InputError(f'--images {args.images!r}: no such folder')
         rows = []
         for path in paths:
-            images = None
-            if args.images is not None:
-                images = load_images(args.images, args.num_images, test_size(Config.fromfile(path)), path)
-            try:
-                rows.append(recipe_row(path, REPO, images))
-            except StartError as e:
-                raise InputError(f'{path}: {e}') from e
+            if path not in measured:
+                images = None
+                if args.images is not None:
+                    images = load_images(args.images, args.num_images, test_size(Config.fromfile(path)), path)
+                try:
+                    measured[path] = recipe_row(path, REPO, images)
+                except StartError as e:
+                    raise InputError(f'{path}: {e}') from e
+            rows.append(measured[path])
     findings = check(rows)
     card = render(rows, findings, title)
     print(suggest(rows, findings) if args.suggest else card, end='')
