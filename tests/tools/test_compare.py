@@ -155,6 +155,20 @@ def test_a_start_says_what_made_it_from_its_recipe_and_its_measured_top1_from_it
         card_start.start_facts(dict(checkpoint='x.pth', made_by='python tools/train.py configs/cls/nope.py'), REPO)
 
 
+def test_a_start_file_without_meta_is_one_line_naming_it(family, tmp_path, capsys):
+    paths, _ = family
+    start = tmp_path / 'srvit-tiny_in1k.pth'
+    backbone = Config.fromfile(paths[1]).model.backbone
+    torch.save({'state_dict': card.build_backbone(backbone.to_dict()).state_dict()}, start)
+    made_by = 'python tools/train.py configs/cls/srvit-ti_1xb32-200it_toy-cls.py'
+    init = dict(type='Pretrained', checkpoint=str(start), made_by=made_by)
+    init = f'model = dict(backbone=dict(_delete_=True, **{dict(backbone.to_dict(), init_cfg=init)!r}))'
+    assert compare.main([paths[0], write(tmp_path, 'started.py', init, base=paths[1]), '--check']) == 1
+    out = capsys.readouterr().out
+    assert f"NO MEASURED TOP-1: started: start checkpoint {str(start)!r} has no meta['mmrecvit_start']" in out
+    assert 'not measured (no meta)' in out
+
+
 @pytest.mark.parametrize('method', ['PlainViT', 'SRViT', 'EdgeRecViT', 'ReViT', 'MoRViT'])
 @pytest.mark.parametrize('with_cp', [False, True])
 def test_training_gflops_are_what_a_training_step_executes(method, with_cp):
