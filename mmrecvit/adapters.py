@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
@@ -94,11 +95,36 @@ def layer_depth_table(model: nn.Module) -> dict[int, tuple[str, float, int]]:
     return table
 
 
-def layer_lr_scales(model: nn.Module, rate: float) -> dict[str, float]:
-    """Full parameter name -> learning-rate factor `rate ** (num_layers - layer depth)` for every parameter of every
-    mmrecvit backbone of `model` (the rest, neck and heads, keep 1: absent here)."""
+def backbone_rates(model: nn.Module, rate: float, policy: str = 'per_layer') -> dict[int, float]:
+    """id(parameter) -> the layer-decay rate of its backbone under `policy` (`layer_decay.POLICIES`), for every
+    parameter of every outermost mmrecvit backbone of `model` (as `layer_depth_table` walks them)."""
+    check_choice('layer_decay_policy', policy, decay.POLICIES)
+    rates: dict[int, float] = {}
+    owners: list[str] = []
+    for prefix, backbone in model.named_modules():
+        if not isinstance(backbone, ViTBackbone) or any(prefix.startswith(o + '.') for o in owners):
+            continue
+        owners.append(prefix)
+        own = rate
+        if policy == 'matched':
+            positions = backbone.layer_positions()
+            depths = [(decay.layer_depth(n, positions), p.numel()) for n, p in backbone.named_parameters()]
+            with torch.device('meta'):  # only its size: a plain ViT's block at this width
+                block_numel = sum(p.numel() for p in backbone.make_block().parameters())
+            own = decay.matched_rate(rate, depths, decay.num_layers(positions), block_numel)
+        rates.update({id(p): own for p in backbone.parameters()})
+    return rates
+
+
+def layer_lr_scales(model: nn.Module, rate: float, policy: str = 'per_layer') -> dict[str, float]:
+    """Full parameter name -> learning-rate factor `rate ** (num_layers + 1 - layer depth)` for every parameter of every
+    mmrecvit backbone of `model`, `rate` read under `policy` (`backbone_rates`; the rest, neck and heads, keep 1:
+    absent here)."""
+    rates = backbone_rates(model, rate, policy)
+    params = dict(model.named_parameters())
     return {
-        name: decay.lr_scale(rate, depth, num_layers) for name, depth, num_layers in layer_depth_table(model).values()
+        name: decay.lr_scale(rates[id(params[name])], depth, num_layers)
+        for name, depth, num_layers in layer_depth_table(model).values()
     }
 
 

@@ -54,6 +54,21 @@ def test_timm_style_training_step(method):
     assert model.forward_head(model.forward_features(images), pre_logits=True).shape == (2, 192)
 
 
+def test_timms_training_path_refuses_edge_recvit_without_its_schedule_and_cce():
+    """Issue 45.5: model(x) in training mode is what timm's train.py calls; for Edge-RecViT it would train at a fixed
+    tau with plain cross-entropy, so it refuses, naming the recipes that have both; eval and a loop of one's own
+    (forward_features + forward_head) stay open, and the other methods train as before."""
+    import timm
+
+    x = torch.randn(1, 3, 64, 64)
+    model = timm.create_model('edgerecvit_tiny_patch16_224', num_classes=5, img_size=64)
+    with pytest.raises(RuntimeError, match='temperature schedule and its CCE loss.*configs/cls/edgerecvit'):
+        model.train()(x)
+    assert model.forward_head(model.forward_features(x)).shape == (1, 5)
+    assert model.eval()(x).shape == (1, 5)
+    assert timm.create_model('srvit_tiny_patch16_224', num_classes=5, img_size=64).train()(x).shape == (1, 5)
+
+
 def test_timm_classifier_checkpoint_loads_into_the_dense_backbone_and_back(tmp_path):
     import timm
 
