@@ -3,7 +3,8 @@
 the model index beside them (`model-index.yml`, `metafile.yml`: mim's layout, read by mmrecvit/mm/model_index.py), and
 `mmrecvit-import-hook.pth` at the top of site-packages, the line that installs `_mmrecvit_import_hook` (a module
 of its own there, pyproject.toml) at interpreter start: mmcv-lite's ops and mmpretrain found whatever is imported
-first. An editable install reads the configs in the checkout instead (mmrecvit/configs.py) and gets the `.pth` from scripts/setup.sh."""
+first. An editable install reads the configs in the checkout instead (mmrecvit/configs.py) and gets the `.pth`
+from scripts/setup.sh."""
 
 import runpy
 from pathlib import Path
