@@ -23,16 +23,16 @@ demo: setup
 	$(PY) tools/demo.py --model $(MODEL) --task $(TASK)
 
 test: setup
-	$(VENV)/bin/ruff check mmrecvit tools tests configs scripts
-	$(VENV)/bin/ruff format --check mmrecvit tools tests configs scripts
+	$(VENV)/bin/ruff check mmrecvit _mmrecvit_import_hook.py setup.py tools tests configs scripts
+	$(VENV)/bin/ruff format --check mmrecvit _mmrecvit_import_hook.py setup.py tools tests configs scripts
 	$(PYTEST) --durations=25
 
 test-fast: setup
 	$(PYTEST) -m "not (slow or e2e or dist or subprocess)"
 
 lint: setup
-	$(VENV)/bin/ruff check mmrecvit tools tests configs scripts
-	$(VENV)/bin/ruff format --check mmrecvit tools tests configs scripts
+	$(VENV)/bin/ruff check mmrecvit _mmrecvit_import_hook.py setup.py tools tests configs scripts
+	$(VENV)/bin/ruff format --check mmrecvit _mmrecvit_import_hook.py setup.py tools tests configs scripts
 
 bench: setup
 	bash scripts/benchmarks.sh

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from .models import ForwardStats, ViTBackbone
 from .models import layer_decay as decay
 from .models.checks import check_choice, check_float, check_int
+from .models.load_rules import adapt_to_model, refuse_wrong_shapes
 
 
 class StatsCollector:
@@ -93,12 +95,61 @@ def layer_depth_table(model: nn.Module) -> dict[int, tuple[str, float, int]]:
     return table
 
 
-def layer_lr_scales(model: nn.Module, rate: float) -> dict[str, float]:
-    """Full parameter name -> learning-rate factor `rate ** (num_layers - layer depth)` for every parameter of every
-    mmrecvit backbone of `model` (the rest, neck and heads, keep 1: absent here)."""
+def backbone_rates(model: nn.Module, rate: float, policy: str = 'per_layer') -> dict[int, float]:
+    """id(parameter) -> the layer-decay rate of its backbone under `policy` (`layer_decay.POLICIES`), for every
+    parameter of every outermost mmrecvit backbone of `model` (as `layer_depth_table` walks them)."""
+    check_choice('layer_decay_policy', policy, decay.POLICIES)
+    rates: dict[int, float] = {}
+    owners: list[str] = []
+    for prefix, backbone in model.named_modules():
+        if not isinstance(backbone, ViTBackbone) or any(prefix.startswith(o + '.') for o in owners):
+            continue
+        owners.append(prefix)
+        own = rate
+        if policy == 'matched':
+            positions = backbone.layer_positions()
+            depths = [(decay.layer_depth(n, positions), p.numel()) for n, p in backbone.named_parameters()]
+            with torch.device('meta'):  # only its size: a plain ViT's block at this width
+                block_numel = sum(p.numel() for p in backbone.make_block().parameters())
+            own = decay.matched_rate(rate, depths, decay.num_layers(positions), block_numel)
+        rates.update({id(p): own for p in backbone.parameters()})
+    return rates
+
+
+def layer_lr_scales(model: nn.Module, rate: float, policy: str = 'per_layer') -> dict[str, float]:
+    """Full parameter name -> learning-rate factor `rate ** (num_layers + 1 - layer depth)` for every parameter of every
+    mmrecvit backbone of `model`, `rate` read under `policy` (`backbone_rates`; the rest, neck and heads, keep 1:
+    absent here)."""
+    rates = backbone_rates(model, rate, policy)
+    params = dict(model.named_parameters())
     return {
-        name: decay.lr_scale(rate, depth, num_layers) for name, depth, num_layers in layer_depth_table(model).values()
+        name: decay.lr_scale(rates[id(params[name])], depth, num_layers)
+        for name, depth, num_layers in layer_depth_table(model).values()
     }
+
+
+def adapt_checkpoint(
+    model: nn.Module,
+    state_dict: dict[str, Tensor],
+    source: str = 'checkpoint',
+    quiet: bool = False,
+    refuse: bool = False,
+) -> dict[str, Tensor]:
+    """A whole-model state dict with the load rules (`models/load_rules.py`: pos_embed resampled, input channels
+    adapted) applied to the keys of every mmrecvit backbone of `model`, for what compares shapes before
+    `load_state_dict` (whose pre-hook applies the same rules) runs: mmengine's tools, detectron2's checkpointer.
+    `refuse`: a backbone key of a wrong shape no rule covers is one `CheckpointError` (a loader that would drop it)."""
+    sd = dict(state_dict)
+    for name, module in model.named_modules():
+        if isinstance(module, ViTBackbone):
+            prefix = f'{name}.' if name else ''
+            own = adapt_to_model(
+                {k[len(prefix) :]: v for k, v in sd.items() if k.startswith(prefix)}, module, source, quiet
+            )
+            if refuse:
+                refuse_wrong_shapes(own, module, source, prefix)
+            sd.update({prefix + k: v for k, v in own.items()})
+    return sd
 
 
 class TemperatureSchedule:

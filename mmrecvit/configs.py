@@ -3,7 +3,7 @@
 A wheel carries configs/ as `mmrecvit/.mim/configs/` (setup.py, as OpenMMLab packages ship theirs in `.mim/`); an
 editable install (`pip install -e .`, `make setup`) reads them in its checkout, which pip records in the
 distribution's `direct_url.json` (PEP 610). Our tools take such names (`tools/train.py mmrecvit::det/<file>.py`), and
-with `import mmrecvit` so does an mmengine config's `_base_` (`mmrecvit.compat` fix 8):
+with `import mmrecvit.mm` so does an mmengine config's `_base_` (`mmrecvit.mm.compat` fix 8):
 
     _base_ = ['mmrecvit::det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py']
 """

@@ -1,6 +1,7 @@
 """What a tool was given, checked before any work: one line naming the argument and what is wrong with it.
 
-    with bad_input('tools/analysis_tools/visualize_depth.py'):
+    parser = tool_parser('tools/analysis_tools/visualize_depth.py', __doc__)  # the tools' shared parser
+    with bad_input(parser.prog):
         config = config_file(args.config)                 # exists, a config mmengine reads
         checkpoint = checkpoint_file(args.checkpoint)     # None for 'none'; exists, looks like a checkpoint
         images = [image_file(p) for p in args.images]    # exist, an image OpenCV reads
@@ -17,6 +18,7 @@ the library mmcv's `LoadImageFromFile` decodes with).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
@@ -29,6 +31,15 @@ from .models.checks import ArgumentError
 CONFIG_SUFFIXES = ('.py', '.json', '.yaml', '.yml')  # what mmengine's Config.fromfile reads
 NONE = 'none'  # the checkpoint argument meaning "random initialisation"
 IMAGE_MAGIC = ((b'\x89PNG', 'PNG'), (b'\xff\xd8\xff', 'JPEG'), (b'GIF8', 'GIF'), (b'BM', 'BMP'), (b'II*\x00', 'TIFF'))
+
+
+def tool_parser(prog: str, doc: str) -> argparse.ArgumentParser:
+    """A tool's argument parser: `prog` (the tool as run from the repository), its docstring's first paragraph as
+    the description and the rest (usage, examples) as the epilog, kept as written."""
+    summary, _, details = doc.partition('\n\n')
+    return argparse.ArgumentParser(
+        prog=prog, description=summary, epilog=details, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
 
 
 class InputError(ArgumentError, ValueError):

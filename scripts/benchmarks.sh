@@ -4,7 +4,7 @@
 # (+ .csv); docs/benchmarks.md is then assembled from all tables present, in this order.
 #
 #   bash scripts/benchmarks.sh            # all tables (make bench)
-#   bash scripts/benchmarks.sh plain      # one table: plain | srvit | revit | edge | mor | equal | window | cp | train | deploy | overhead
+#   bash scripts/benchmarks.sh plain      # one table: plain | srvit | revit | edge | mor | equal | window | cp | train | deploy | overhead | imports
 #   bash scripts/benchmarks.sh assemble   # no measurement: docs/benchmarks.md from the reports present
 #
 # Run it on an otherwise idle machine: timings on a shared machine are noise.
@@ -96,6 +96,12 @@ NAMES+=(python_overhead)
 if [[ $which == all || $which == overhead ]]; then
   echo '=== python_overhead ==='
   "$PY" tools/analysis_tools/overhead.py --size 32 --repeats "$((REPEATS * 20))" --out "$OUT/python_overhead.md"
+fi
+# Import time (issue 47.1): `import mmrecvit` beside `import timm` (and the OpenMMLab side), each in fresh interpreters.
+NAMES+=(import_time)
+if [[ $which == all || $which == imports ]]; then
+  echo '=== import_time ==='
+  "$PY" tools/analysis_tools/import_time.py --repeats "$REPEATS" --out "$OUT/import_time.md"
 fi
 # Deployment runtimes: its own script (three runtimes per model, not the harness's model list).
 NAMES+=(deployment)

@@ -26,8 +26,9 @@ MAPS = ('bbox_mAP', 'segm_mAP')
 
 
 def use_backend(backend: str) -> None:
-    """Make mmcv's ops come from `backend`, before anything imports `mmcv.ops`: `import mmrecvit` may (mmseg's
-    utils import it), so that comes last."""
+    """Make mmcv's ops come from `backend`, before anything imports `mmcv.ops`: `import mmrecvit.mm` may (mmseg's
+    utils import it), so that comes last. Both are found before mmrecvit's import hook would answer: the table's
+    finder goes first on `sys.meta_path`, and a compiled `_ext` on mmcv's path is what the hook leaves to Python."""
     import mmcv
 
     if backend == 'table':  # ahead of a compiled _ext; from its file, as its package's import would import mmcv.ops
@@ -47,7 +48,7 @@ def use_backend(backend: str) -> None:
         mmcv.__path__.insert(0, osp.dirname(path))
     import mmcv._ext
 
-    import mmrecvit  # noqa: F401  (registration, compat fixes)
+    import mmrecvit.mm  # noqa: F401  (registration, compat fixes)
 
     kind = 'compiled' if mmcv._ext.__spec__.origin.endswith('.so') else 'table'
     assert kind == backend, f'wanted the {backend} ops, mmcv._ext is {mmcv._ext}'

@@ -60,7 +60,7 @@ dtype=bf16
 "$PY" - "$DEVICE" >"$WORK/ops.md" <<'PY' || { echo "gpu_check.sh: the mmcv ops check failed (above)" >&2; exit 1; }
 import sys, time
 import torch, torchvision
-import mmrecvit  # noqa: F401  (first: with mmcv-lite it provides mmcv._ext)
+import mmrecvit.mm  # noqa: F401  (first: with mmcv-lite it provides mmcv._ext)
 from mmrecvit.mm import mmcv_ext
 
 device = sys.argv[1]
@@ -142,7 +142,7 @@ PY
 missing=$("$PY" -c 'import importlib.util
 mods = ["mmengine", "mmcv", "mmdet", "mmseg", "mmpretrain", "cv2", "scipy", "matplotlib", "pycocotools", "shapely"]
 print(" ".join(m for m in mods if importlib.util.find_spec(m) is None))')
-if [[ -z "$missing" ]] && ! err=$("$PY" -c 'import mmrecvit, mmdet.apis, mmseg.apis, mmpretrain.apis' 2>&1); then
+if [[ -z "$missing" ]] && ! err=$("$PY" -c 'import mmrecvit.mm, mmdet.apis, mmseg.apis, mmpretrain.apis' 2>&1); then
   missing=$(tail -n 1 <<<"$err")
 fi
 if [[ -n "$missing" ]]; then
@@ -159,7 +159,7 @@ if [[ -z ${DATA:-} ]]; then
     "$PY" tools/misc/make_toy_data.py --out "$data" --no-progress >/dev/null
   fi
 fi
-has_cuda_ops=$("$PY" -c 'import mmrecvit; from mmcv.ops import get_compiling_cuda_version as v; print(int(v() != "not available"))')
+has_cuda_ops=$("$PY" -c 'import mmrecvit.mm; from mmcv.ops import get_compiling_cuda_version as v; print(int(v() != "not available"))')
 task=both
 if [[ $DEVICE == cuda && $has_cuda_ops == 0 ]]; then
   task=seg  # a compiled mmcv with CPU-only ops cannot run the detector on the GPU (mmcv-lite's torchvision ops can)

@@ -12,11 +12,11 @@
 #      (a tarball or directory), else of ../shared/vendor's pinned tarball on these machines (checked against its
 #      SHA256SUMS), else of detectron2's repository (pip + git, as detectron2's install guide says)
 #   3. install the rest of the pinned stack from requirements.txt
-#   4. pip install -e . (mmrecvit itself, without dependencies: 3 pinned them)
+#   4. pip install -e . (mmrecvit itself, without dependencies: 3 pinned them) and its import hook (a .pth file)
 #   5. mmcv 2.1.0, one of (--mmcv; without it a new venv gets `lite` and an existing one keeps what it has):
 #      lite  (default) mmcv-lite, the pure-Python wheel of the package index: nothing to compile, no nvcc. The
 #            ops our recipes reach (RoIAlign, NMS) come from torchvision's CPU/CUDA kernels through
-#            mmrecvit/mm/mmcv_ext.py, which `import mmrecvit` puts where mmcv looks for its compiled `mmcv._ext`;
+#            mmrecvit/mm/mmcv_ext.py, which mmrecvit's import hook (4) puts where mmcv looks for `mmcv._ext`;
 #            any other mmcv op raises an error naming it and this switch. Checked: on a visible GPU the ops
 #            run torchvision's CUDA kernels.
 #      full  mmcv with its compiled ops for this machine's ops variant (`cpu`, or `cu<CUDA>-sm<archs>` when
@@ -36,6 +36,7 @@
 #   bash scripts/setup.sh --ops-variant   # print the compiled-ops variant this machine needs (--mmcv full), and exit
 #   bash scripts/setup.sh --check-ops     # fail unless the installed mmcv ops can run on this machine
 #   bash scripts/setup.sh --d2-source     # print what detectron2 is built from (tarball, directory or git+URL)
+#   bash scripts/setup.sh --import-hook [DIR]  # (re)write mmrecvit-import-hook.pth into DIR (default: the venv's)
 # Why the compiled mmcv build needs care (../shared/ENV.md): its setup.py imports pkg_resources
 # (setuptools < 82), must see torch (--no-build-isolation) or it silently drops mmcv._ext, and
 # hard-codes -std=c++14/17 while torch >= 2.10 headers require C++20.
@@ -91,10 +92,10 @@ full, lite = has("mmcv"), has("mmcv-lite")
 print("both" if full and lite else "full" if full else "lite" if lite else "none")' 2>/dev/null || echo none
 }
 
-# The kind of the installed mmcv ops, cpu or cuda (empty if mmcv.ops does not import). `import mmrecvit` first:
+# The kind of the installed mmcv ops, cpu or cuda (empty if mmcv.ops does not import). `import mmrecvit.mm` first:
 # with mmcv-lite it provides the ops (torchvision's kernels: cuda when torchvision is a CUDA build).
 installed_ops() {
-  "$PY" -c 'import mmrecvit; from mmcv.ops import get_compiling_cuda_version as v; print("cpu" if v() == "not available" else "cuda")' \
+  "$PY" -c 'import mmrecvit.mm; from mmcv.ops import get_compiling_cuda_version as v; print("cpu" if v() == "not available" else "cuda")' \
     2>/dev/null || true
 }
 ops_kind() { [[ $1 == cpu ]] && echo cpu || echo cuda; }  # variant -> kind
@@ -110,7 +111,7 @@ check_full_ops() {  # a compiled mmcv's ops must hold this machine's kernels
 check_lite_ops() {  # mmcv-lite: the ops come from mmrecvit's torchvision table, and run on every device here
   local devices
   devices=$("$PY" -c 'import torch
-import mmrecvit
+import mmrecvit.mm
 from mmrecvit.mm.mmcv_ext import backend
 assert backend() == "torchvision", f"mmcv ops from {backend()}, not the torchvision table"
 from mmcv.ops import nms, roi_align
@@ -135,6 +136,15 @@ check_ops() {  # the installed mmcv ops must run on this machine
   esac
 }
 
+# mmrecvit's import hook (_mmrecvit_import_hook.py): mmrecvit-import-hook.pth in site-packages puts it on
+# sys.meta_path at interpreter start, so mmcv-lite's ops and mmpretrain beside transformers 5 are found whatever is
+# imported first (the wheel carries the same file; an editable install does not, hence this step; the module itself
+# comes with the editable install).
+install_import_hook() {  # $1 = the site-packages folder (default: the venv's); prints the file written
+  "$PY" -I "$ROOT/_mmrecvit_import_hook.py" ${1:+"$1"} \
+    || die "could not write mmrecvit's import hook (.pth) into ${1:-the site-packages of $PY}"
+}
+
 d2_source() {  # what to build detectron2 from
   if [[ -n "${MMRECVIT_D2_SOURCE:-}" ]]; then
     echo "$MMRECVIT_D2_SOURCE"
@@ -152,10 +162,11 @@ case ${1:-} in
   --ops-variant) ops_variant; exit 0 ;;  # print the variant a compiled mmcv needs here
   --d2-source) d2_source; exit 0 ;;  # what detectron2 is built from (its tools: tests/e2e/test_d2_tools.py)
   --check-ops) check_ops; exit 0 ;;
+  --import-hook) install_import_hook "${2:-}"; exit 0 ;;  # (re)write mmrecvit-import-hook.pth: into $2, else the venv
   --mmcv) MMCV_MODE=${2:-(nothing)} ;;
   --mmcv=*) MMCV_MODE=${1#--mmcv=} ;;
   '') ;;
-  *) die "unknown option '$1': scripts/setup.sh takes --mmcv lite|full, --ops-variant, --check-ops or --d2-source" ;;
+  *) die "unknown option '$1': scripts/setup.sh takes --mmcv lite|full, --ops-variant, --check-ops, --d2-source or --import-hook [DIR]" ;;
 esac
 if [[ -n "$MMCV_MODE" && $MMCV_MODE != lite && $MMCV_MODE != full ]]; then
   die "--mmcv (make setup MMCV=...) takes lite (default: no compiler, torchvision's kernels) or full (compiled ops), not '$MMCV_MODE'"
@@ -169,15 +180,16 @@ fi
 # script re-runs the (fast, idempotent) pip steps.
 want_stamp=$(cat "$ROOT/requirements.txt" "$ROOT/scripts/setup.sh" | sha256sum | cut -d' ' -f1)
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_stamp" && $have_mmcv == "$MMCV_MODE" ]] \
-   && "$PY" -c 'import mmrecvit, mmcv.ops, mmdet, mmseg, mmpretrain, detectron2' 2>/dev/null \
+   && "$PY" -c 'import mmrecvit.mm, mmcv.ops, mmdet, mmseg, mmpretrain, detectron2' 2>/dev/null \
    && [[ $MMCV_MODE == lite || "$(installed_ops)" == "$(ops_kind "$(ops_variant)")" ]]; then
+  install_import_hook >/dev/null
   step "environment up to date ($VENV, mmcv $MMCV_MODE)"
   exit 0
 fi
 
 # ---- helpers of the steps below ---------------------------------------------------------------
 mmcv_backend() {  # where the installed mmcv's ops come from: compiled, torchvision, or nothing if mmcv.ops fails
-  "$PY" -c "import mmcv, mmrecvit
+  "$PY" -c "import mmcv, mmrecvit.mm
 from mmcv.ops import nms, RoIAlign
 from mmrecvit.mm.mmcv_ext import backend
 assert mmcv.__version__ == '$MMCV_VERSION', mmcv.__version__
@@ -383,10 +395,11 @@ step "installing the pinned requirements"
 "${PIP_INSTALL[@]}" -r "$ROOT/requirements.txt" || die "pip could not install requirements.txt (see the pip message above)."
 
 # ---- 4. mmrecvit -------------------------------------------------------------------------------
-# Before mmcv: with mmcv-lite, `import mmrecvit` is what provides mmcv's ops (mmrecvit/mm/mmcv_ext.py), and the
-# checks below import it. Its dependencies are the pins above.
+# Before mmcv: with mmcv-lite, mmrecvit's import hook is what provides mmcv's ops (mmrecvit/mm/mmcv_ext.py), and
+# the checks below use it. Its dependencies are the pins above.
 step "installing mmrecvit (editable)"
 "${PIP_INSTALL[@]}" --no-deps --no-build-isolation -e "$ROOT"
+step "installed mmrecvit's import hook: $(install_import_hook)"
 
 # ---- 5. mmcv: lite (default, torchvision's kernels) or full (compiled ops) --------------------------
 if [[ $MMCV_MODE == lite ]]; then
@@ -433,7 +446,7 @@ if [[ -n "$d2_wheel" ]]; then
   d2_ok || die "the detectron2 wheel installed but 'import detectron2._C' fails: the wheel was built for another torch/Python. Remove it and re-run to build from source."
 fi
 
-"$PY" -c 'import mmrecvit, mmcv.ops, mmdet, mmseg, mmpretrain, detectron2, torch; from mmrecvit.mm.mmcv_ext import backend; print(f"torch {torch.__version__}, mmcv {mmcv.__version__} (ops: {backend()}), mmdet {mmdet.__version__}, mmseg {mmseg.__version__}, mmpretrain {mmpretrain.__version__}, detectron2 {detectron2.__version__}, mmrecvit {mmrecvit.__version__}")' \
+"$PY" -c 'import mmrecvit.mm, mmcv.ops, mmdet, mmseg, mmpretrain, detectron2, torch; from mmrecvit.mm.mmcv_ext import backend; print(f"torch {torch.__version__}, mmcv {mmcv.__version__} (ops: {backend()}), mmdet {mmdet.__version__}, mmseg {mmseg.__version__}, mmpretrain {mmpretrain.__version__}, detectron2 {detectron2.__version__}, mmrecvit {mmrecvit.__version__}")' \
   || die "the installed stack does not import (see above)."
 echo "$want_stamp" >"$STAMP"
 step "done: activate with 'source .venv/bin/activate'"

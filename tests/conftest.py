@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import mmrecvit  # noqa: F401  (before any test module imports mmdet/mmpretrain: compat fix 5)
+import mmrecvit.mm  # noqa: F401  (before any test module imports mmdet/mmpretrain: compat fix 5)
 
 sys.path.insert(0, os.path.dirname(__file__))  # helpers.py, backbone_cases.py
 

@@ -1,5 +1,5 @@
 """`mmrecvit::<folder>/<file>.py` names an installed config (mmrecvit/configs.py): for our tools and in a config's
-`_base_` (mmrecvit.compat fix 8), inherited like a local base file (no `_scope_` of its own)."""
+`_base_` (mmrecvit.mm.compat fix 8), inherited like a local base file (no `_scope_` of its own)."""
 
 import os.path as osp
 
@@ -7,7 +7,7 @@ import pytest
 from helpers import REPO
 from mmengine.config import Config
 
-import mmrecvit  # noqa: F401  (compat fix 8)
+import mmrecvit.mm  # noqa: F401  (compat fix 8)
 from mmrecvit.configs import config_path, configs_root
 from mmrecvit.inputs import InputError, config_file
 from mmrecvit.mm import cli

@@ -217,7 +217,7 @@ def test_each_seg_recipe_family_head_exports_dynamically_and_matches_at_unseen_s
     from helpers import cached_config
     from mmengine.registry import init_default_scope
 
-    import mmrecvit  # noqa: F401  (registration)
+    import mmrecvit.mm  # noqa: F401  (registration)
 
     init_default_scope('mmseg')
     from mmseg.registry import MODELS

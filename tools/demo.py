@@ -31,7 +31,7 @@ import os
 import os.path as osp
 import time
 
-import mmrecvit  # noqa: F401  (first: compat fixes + registration before mmdet/mmpretrain import; mmcv-lite's ops)
+import mmrecvit.mm  # noqa: F401  (first: compat fixes + registration before mmdet/mmpretrain import; mmcv-lite's ops)
 
 # isort: split
 import mmcv
@@ -95,7 +95,7 @@ def evaluate(cfg: Config, checkpoint: str, work_dir: str) -> dict:
 
 def build_inferencer(task: str, config: str, checkpoint: str):
     """The framework's inferencer with `checkpoint`, which must be a checkpoint of this very model:
-    a bad file stops in the loader (`mmrecvit.compat` fix 3), another model's, which the inferencers
+    a bad file stops in the loader (`mmrecvit.mm.compat` fix 3), another model's, which the inferencers
     load non-strictly with a warning, here (`check_checkpoint_matches_model`)."""
     device = get_device()  # where the Runner trained and evaluated: the GPU when one is visible
     if task == 'det':

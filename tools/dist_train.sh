@@ -1,17 +1,3 @@
 #!/usr/bin/env bash
 # Distributed training with torchrun: bash tools/dist_train.sh CONFIG NUM_PROCS [train.py args]
-# On machines without a GPU the processes use the gloo backend (mmrecvit.mm.dist).
-CONFIG=$1
-GPUS=$2
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-PORT=${PORT:-29500}
-MASTER_ADDR=${MASTER_ADDR:-"127.0.0.1"}
-DIR=$(cd "$(dirname "$0")" && pwd)
-PYTHON=${PYTHON:-python}
-
-PYTHONPATH="$DIR/..":$PYTHONPATH \
-"$PYTHON" -m torch.distributed.run \
-    --nnodes=$NNODES --node_rank=$NODE_RANK --master_addr=$MASTER_ADDR \
-    --nproc_per_node=$GPUS --master_port=$PORT \
-    "$DIR/train.py" "$CONFIG" --launcher pytorch "${@:3}"
+exec bash "$(dirname "$0")/dist_run.sh" train.py "$2" "$1" "${@:3}"

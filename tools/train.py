@@ -17,7 +17,7 @@ import torch
 from mmengine.config import Config
 from mmengine.runner import Runner
 
-import mmrecvit  # noqa: F401  (compat fixes + registration)
+import mmrecvit.mm  # noqa: F401  (compat fixes + registration)
 from mmrecvit.inputs import bad_input, checkpoint_file
 from mmrecvit.mm import cli
 from mmrecvit.mm.dist import exit_distributed_process

@@ -8,7 +8,7 @@ _base_ = ['./_base_/recvit-small_deit-pre_4xb256-100e_in1k.py', '../_base_/backb
 custom_hooks = [*_base_.custom_hooks, _base_.temperature_schedule]  # Edge-RecViT's tau annealed
 # CCE (paper 002, docs/methods/edge_recvit.md): the logits scaled by the mean confidence of the ranker's depth
 # decisions, its main training signal in classification (mmrecvit/mm/cce.py).
-custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.cce'], allow_failed_imports=False)
+custom_imports = dict(imports=['mmrecvit.mm', 'mmrecvit.mm.cce'], allow_failed_imports=False)
 model = dict(type='ConfidenceScaledClassifier', backbone=_base_.backbone, train_cfg=None)
 
 max_epochs = 300

@@ -3,3 +3,6 @@
 # its fixed-depth twin upernet_revit-s_8xb2-amp-ld0.95-160k_ade20k-512x512.py.
 _base_ = './upernet_revit-s_8xb2-amp-ld0.95-160k_ade20k-512x512.py'
 model = dict(backbone=dict(step_drop_rate=0.3))
+recipe = dict(  # compare.py: its one difference from its fixed-depth twin, declared with its value
+    differs={'model.backbone.step_drop_rate': (0.3, "the paper's elastic depth: each step dropped per image, p 0.3")}
+)

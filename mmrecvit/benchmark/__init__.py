@@ -10,7 +10,11 @@ job per module, in the order a run uses them:
     memory.py   `PeakMemoryTracker`, peak tensor memory on the CPU
     timing.py   the measuring run (`run_benchmark`): interleaving, matmul probe, rows and ratios
     report.py   Markdown and CSV
-    step.py     one whole training / test step measured (time, peak and saved memory, executed FLOPs): the dry run
+    step.py     one whole training / test step measured (time, peak and saved memory, executed FLOPs)
+    dry_run.py  a recipe's dry run, the core its frameworks share (`dry_run_mm.py`: mmdet / mmseg / mmpretrain;
+                `dry_run_d2.py`: detectron2 LazyConfigs): one training and one test iteration at real sizes
+    overhead.py the Python overhead of a forward (library calls, overhead-bound latency)
+    imports.py  what an import costs, in fresh interpreters
 
 Model specs (`specs.py`) name a backbone of ours `ClassName(kw=literal, ...)`, a timm model
 `timm:name(...)` or a config `path/to/config.py(...)`; how each is built and timed: `build.py`.

@@ -24,7 +24,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..mm.registry import SCOPES
 from ..models.checks import closest
 from ..models.flops import conv_work, dense_work, total_flops
 from .forcing import force_mean_depth, pop_depth_forcing
@@ -195,6 +194,8 @@ def _strip_scope(type_name: Any) -> Any:
 
 
 def _registry_scope(cfg: Any, spec: ModelSpec) -> str:
+    from ..mm.registry import SCOPES  # here: `import mmrecvit.mm` registers into OpenMMLab, for config models only
+
     scope = cfg.get('default_scope')
     if scope not in SCOPES:
         raise SpecError(
@@ -209,7 +210,7 @@ def _registry_scope(cfg: Any, spec: ModelSpec) -> str:
         ) from e
     from mmengine.registry import init_default_scope
 
-    import mmrecvit  # noqa: F401  (registers our backbones and necks into the frameworks)
+    import mmrecvit.mm  # noqa: F401  (registers our backbones and necks into the frameworks)
 
     init_default_scope(scope)
     return scope

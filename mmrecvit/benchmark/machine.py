@@ -8,13 +8,10 @@ import importlib.metadata
 import os
 import platform
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
-
-if TYPE_CHECKING:
-    from .timing import BenchConfig
 
 
 def physical_cores() -> int:
@@ -84,25 +81,21 @@ def mmrecvit_version(checkout: str | Path | None = None) -> str:
     return __version__
 
 
-def environment(config: BenchConfig, threads: int, checkout: str | Path | None = None) -> dict[str, str]:
-    """What a reader needs to reproduce the numbers (`checkout`: see `mmrecvit_version`)."""
-    device = torch.device(config.device)
-    if device.type == 'cuda':
-        dev = f'cuda ({torch.cuda.get_device_name(device)})'
+def environment(
+    device: str, threads: int, run: Mapping[str, str] | None = None, checkout: str | Path | None = None
+) -> dict[str, str]:
+    """What a reader needs to reproduce the numbers: the machine, `run` (what was timed, in the report's words),
+    the software (`checkout`: see `mmrecvit_version`) and the load."""
+    dev = torch.device(device)
+    if dev.type == 'cuda':
+        where = f'cuda ({torch.cuda.get_device_name(dev)})'
     else:
-        dev = f'cpu ({cpu_model()}, {physical_cores()} physical cores, {os.cpu_count()} logical)'
+        where = f'cpu ({cpu_model()}, {physical_cores()} physical cores, {os.cpu_count()} logical)'
     env = {
         'date': datetime.datetime.now().astimezone().isoformat(timespec='seconds'),
-        'device': dev,
+        'device': where,
         'threads': str(threads),
-        'timed': (
-            'one forward (eval, inference mode)'
-            if config.mode == 'inference'
-            else "one training step (train mode, forward + backward + AdamW step; GFLOPs are the forward's)"
-        ),
-        'dtype': config.dtype if config.dtype == 'fp32' else f'autocast {config.dtype} (fp32 weights)',
-        'input': f'{config.hw[0]}x{config.hw[1]}, batch {", ".join(map(str, config.batches))}',
-        'repeats': f'{config.warmup} warm-up + {config.repeats} interleaved per model and batch',
+        **(run or {}),
         'software': f'Python {platform.python_version()}, {_versions()}, mmrecvit {mmrecvit_version(checkout)}',
     }
     if hasattr(os, 'getloadavg'):

@@ -1,8 +1,7 @@
 """Measuring one iteration of a whole training or test step: wall time, peak memory, saved activations, FLOPs.
 
-Used by the dry runs of a recipe (`mmrecvit/mm/dry_run.py`, `mmrecvit/d2/dry_run.py`), where one call is a
-framework's own training / test step on a prepared batch; `DryRun` is what either measured (the tables'
-record, `mmrecvit/mm/costs.py`), `random_boxes` the instances both draw.
+Used by the dry runs of a recipe (`dry_run.py`, the core both share, and `dry_run_mm.py`, `dry_run_d2.py`), where
+one call is a framework's own training / test step on a prepared batch.
 
 * **Time**: `repeats` calls timed with `time.perf_counter` (CUDA synchronised), nothing instrumented.
 * **Memory and FLOPs**: one more call, instrumented. Memory counts the tensors allocated *during* the call
@@ -18,13 +17,11 @@ record, `mmrecvit/mm/costs.py`), `random_boxes` the instances both draw.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
@@ -169,92 +166,3 @@ def measure_step(
     out.flops = float(flop_counter.get_total_flops())
     out.module_flops = {name: float(sum(ops.values())) for name, ops in flop_counter.get_flop_counts().items()}
     return out
-
-
-def random_boxes(rng: np.random.Generator, n: int, image_hw: tuple[int, int]) -> np.ndarray:
-    """`n` random boxes (x1, y1, x2, y2; float32) of 5-40 % of the image's sides, inside an image of `image_hw`."""
-    h, w = image_hw
-    size = rng.uniform(0.05, 0.4, (n, 2)) * (w, h)
-    x1y1 = rng.uniform(0, 1, (n, 2)) * ((w, h) - size)
-    return np.concatenate([x1y1, x1y1 + size], 1).astype(np.float32)
-
-
-# ---- what a dry run measured ----------------------------------------------------------------------------------
-class RecipeError(ValueError):
-    """The config is not a recipe the dry run can run (the message names it and what is allowed)."""
-
-
-@dataclass(frozen=True)
-class DatasetFacts:
-    name: str
-    train_images: int  # what an epoch is
-    image_hw: tuple[int, int]  # the synthetic images: the dataset's most common size (H, W)
-
-
-DATASETS = {
-    'mmdet': DatasetFacts('COCO train2017', 118287, (480, 640)),
-    'mmseg': DatasetFacts('ADE20K train', 20210, (512, 683)),
-    'mmpretrain': DatasetFacts('ImageNet-1k train', 1281167, (375, 500)),
-}
-DATASETS['detectron2'] = DATASETS['mmdet']  # our LazyConfigs train on COCO
-
-
-@dataclass
-class Schedule:
-    images: int  # images the schedule trains on (every step's batch summed)
-    batch: int  # global batch
-    iterations: int
-    dataset: DatasetFacts
-    how: str  # in words
-
-
-@dataclass
-class DryRun:
-    """What one dry run of a recipe measured (per iteration; `per_image` divides by the batch)."""
-
-    config: str
-    scope: str
-    backbone: str
-    with_cp: bool | None
-    device: str
-    dtype: str
-    batch: int
-    params: int
-    schedule: Schedule
-    train_shape: tuple[int, ...] = ()
-    test_shape: tuple[int, ...] = ()
-    train: StepMeasurement | None = None
-    test: StepMeasurement | None = None
-    backbone_model_flops: float | None = None  # the backbone's FLOP model of one test iteration
-    backbone_module: str = 'backbone'  # the mmrecvit backbone's name in the model (detectron2: deeper)
-    notes: list[str] = field(default_factory=list)
-
-    def record(self) -> dict:
-        """Plain data (JSON) for the tables (`mmrecvit/mm/costs.py`); per-module FLOPs left out."""
-
-        def phase(m: StepMeasurement | None) -> dict | None:
-            return (
-                None
-                if m is None
-                else dict(
-                    seconds=m.seconds,
-                    peak_bytes=m.peak_bytes,
-                    saved_bytes=m.saved_bytes,
-                    flops=m.flops,
-                    backbone_flops=m.module(self.backbone_module),
-                )
-            )
-
-        out = dataclasses.asdict(self)
-        out.update(
-            train=phase(self.train),
-            test=phase(self.test),
-            schedule=dict(
-                images=self.schedule.images,
-                batch=self.schedule.batch,
-                iterations=self.schedule.iterations,
-                dataset=self.schedule.dataset.name,
-                how=self.schedule.how,
-            ),
-        )
-        return out

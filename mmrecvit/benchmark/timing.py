@@ -255,6 +255,20 @@ class BenchResult:
     command: str = ''
 
 
+def describe_run(config: BenchConfig) -> dict[str, str]:
+    """What a run times, in the report's words (`machine.environment` puts it beside the machine)."""
+    return {
+        'timed': (
+            'one forward (eval, inference mode)'
+            if config.mode == 'inference'
+            else "one training step (train mode, forward + backward + AdamW step; GFLOPs are the forward's)"
+        ),
+        'dtype': config.dtype if config.dtype == 'fp32' else f'autocast {config.dtype} (fp32 weights)',
+        'input': f'{config.hw[0]}x{config.hw[1]}, batch {", ".join(map(str, config.batches))}',
+        'repeats': f'{config.warmup} warm-up + {config.repeats} interleaved per model and batch',
+    }
+
+
 @contextlib.contextmanager
 def _num_threads(n: int) -> Iterator[None]:
     before = torch.get_num_threads()
@@ -303,7 +317,7 @@ def run_benchmark(
     per_batch = n * (config.warmup + int(config.memory)) + (n + 1) * config.repeats
     rows: list[Row] = []
     with _num_threads(threads):
-        env = environment(config, threads, checkout)
+        env = environment(config.device, threads, describe_run(config), checkout)
         for m in models:
             m.module.to(device)
         runs = [m.run if config.mode == 'inference' else training_step(m) for m in models]

@@ -10,13 +10,13 @@
 * `optim.py`: layer-wise lr decay with our recursion-aware layer depths, for
   `get_default_optimizer_params(lr_factor_func=...)`;
 * `lazy.py`: `use_backbone`, a method's backbone file of configs/_base_/backbones/ in a LazyConfig;
-* `checkpoint.py`: strict loading of mmdet / mmpretrain / timm checkpoints and export back;
+* `checkpoint.py`: strict loading of mmdet / mmpretrain / timm checkpoints and export back; detectron2's
+  checkpointer made to resample `pos_embed` and adapt input channels as every other load path does;
 * `data.py`: the toy COCO set registered with `register_coco_instances`; `train.py`: the training
   and evaluation loop of `tools/d2_train_net.py`.
-* `dry_run.py`: one training and one test iteration of a LazyConfig recipe at its real sizes, measured
-  (`tools/analysis_tools/dry_run.py`).
 
-Only this package imports detectron2; the networks (`mmrecvit.models`) stay framework-free.
+Only this package, and the benchmark harness's dry run of a LazyConfig recipe above it
+(`mmrecvit/benchmark/dry_run_d2.py`), import detectron2; the networks (`mmrecvit.models`) stay framework-free.
 """
 
 try:
@@ -40,11 +40,13 @@ from .backbone import (
     SRViT,
     StepFeaturePyramid,
 )
-from .checkpoint import export_backbone, load_backbone
+from .checkpoint import apply_load_rules, export_backbone, load_backbone
 from .data import register_toy_coco
 from .lazy import use_backbone
 from .optim import layer_decay_lr_factor, optimizer_params
 from .rcnn import RecViTRCNN
+
+apply_load_rules()  # detectron2's checkpointer resamples pos_embed, adapts in_channels (checkpoint.py)
 
 __all__ = [
     'D2_BACKBONES',

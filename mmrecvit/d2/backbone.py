@@ -30,12 +30,15 @@ class RecViTBackbone(Backbone):
 
     Args:
         square_pad: as ViTDet's `SimpleFeaturePyramid`: pad every batch to this square size (0: off).
+        out_feature: detectron2's ViT argument: the name of the last map (the last `out_indices` layer's; the others
+            stay `layer<i>`), which a ViTDet config's `SimpleFeaturePyramid(in_feature='${.net.out_feature}')` reads.
+            None: `layer<i>`.
         **kwargs: the core class's constructor arguments (`out_type` is always 'featmap').
     """
 
     core: type[ViTBackbone]
 
-    def __init__(self, *, square_pad: int = 0, **kwargs: Any) -> None:
+    def __init__(self, *, square_pad: int = 0, out_feature: str | None = None, **kwargs: Any) -> None:
         super().__init__()
         if kwargs.get('out_type', 'featmap') != 'featmap':
             raise ValueError(
@@ -46,6 +49,10 @@ class RecViTBackbone(Backbone):
             self.net.init_weights()  # strict, through the core's filter (no detectron2 matching heuristics)
         self._square_pad = check_int('square_pad', square_pad, 0)
         self._out_features = [f'layer{i}' for i in self.net.out_indices]
+        if out_feature is not None:
+            if not isinstance(out_feature, str) or not out_feature:
+                raise ValueError(f'out_feature must be the name of the last map (a str), got {out_feature!r}')
+            self._out_features[-1] = out_feature
         if len(set(self._out_features)) != len(self._out_features):
             raise ValueError(f'out_indices name each layer once, got {self.net.out_indices}')
 
@@ -97,11 +104,20 @@ class LayerFeaturePyramid(SimpleFeaturePyramid):
         net: a `RecViTBackbone`.
         in_features: the layer maps for the levels, finest first (default: all of `net`'s, in order);
             one per scale factor.
+        in_feature: `SimpleFeaturePyramid`'s (a ViTDet config's `'${.net.out_feature}'`): accepted when it names the
+            last of `in_features`, the map theirs builds every level from (ours: the coarsest level's).
         **kwargs: `SimpleFeaturePyramid`'s (out_channels, scale_factors, top_block, norm, square_pad).
     """
 
-    def __init__(self, net: Backbone, in_features: list[str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, net: Backbone, in_features: list[str] | None = None, in_feature: str | None = None, **kwargs: Any
+    ) -> None:
         names = list(net.output_shape()) if in_features is None else list(check_sequence('in_features', in_features))
+        if in_feature is not None and in_feature != names[-1]:
+            raise ValueError(
+                f'in_feature={in_feature!r} must name the last of in_features {names} (LayerFeaturePyramid reads one '
+                "layer map per level: set in_features, or the net's out_feature)"
+            )
         super().__init__(net, in_feature=names[-1], **kwargs)
         if len(names) != len(self.stages):
             raise ValueError(f'in_features needs one layer map per scale factor ({len(self.stages)}), got {names}')

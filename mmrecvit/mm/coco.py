@@ -1,6 +1,6 @@
 """`CheckedCocoDataset`: mmdet's `CocoDataset` that drops unusable annotations and images with a warning
 naming the file (what is checked and why: `mmrecvit.mm.data`). A module of its own, imported by the
-det configs' `custom_imports`, because it derives from mmdet's class: `import mmrecvit` stays free of
+det configs' `custom_imports`, because it derives from mmdet's class: `import mmrecvit.mm` stays free of
 `mmdet.datasets`.
 """
 

@@ -1,6 +1,6 @@
 """The dry-run and cost tables, from dry-run records (plain dicts, one per recipe, as `dry_run.py` caches them).
 
-A record (`DryRun.record()` in `mmrecvit/benchmark/step.py`) holds what one recipe measured: per iteration
+A record (`DryRun.record()` in `mmrecvit/benchmark/dry_run.py`) holds what one recipe measured: per iteration
 `train` / `test` (`seconds`, `peak_bytes`, `saved_bytes`, `flops`), `batch`, the input shapes, the
 `schedule` (`images`, `batch`, `iterations`, `how`), `with_cp` as written and, when measured, `other_cp`: the
 training iteration's memory with activation checkpointing the other way. A record with `error` failed.

@@ -1,6 +1,6 @@
 """Training a classifier with a frozen teacher: mmpretrain's `ImageClassifier` plus distillation losses.
 
-    custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.distill'], allow_failed_imports=False)
+    custom_imports = dict(imports=['mmrecvit.mm', 'mmrecvit.mm.distill'], allow_failed_imports=False)
     model = dict(
         type='DistillImageClassifier',
         backbone=dict(type='ReViT', arch='small', out_type='cls_token'),
@@ -76,12 +76,19 @@ def build_teacher(
 
 
 def token_mse(
-    student: Tensor, teacher: Tensor, prefix: int, grid: tuple[int, int], teacher_model: nn.Module, image_hw: tuple
+    student: Tensor,
+    teacher: Tensor,
+    prefix: int,
+    grid: tuple[int, int],
+    teacher_model: nn.Module,
+    image_hw: tuple,
+    teacher_prefix: int | None = None,
 ) -> Tensor:
     """MSE of student tokens (B, N, D_t), already at the teacher's width, to a teacher's tokens: token for token, the
     teacher's patch grid resampled bilinearly to the student's `grid` when they differ, prefix tokens matched by
-    position (module docstring)."""
-    t_prefix = getattr(teacher_model, 'num_prefix_tokens', 0)
+    position (module docstring). `teacher_prefix`: the teacher tokens' prefix (default the model's; 0 for
+    intermediates without it)."""
+    t_prefix = getattr(teacher_model, 'num_prefix_tokens', 0) if teacher_prefix is None else teacher_prefix
     patch = teacher_model.patch_embed.patch_size if hasattr(teacher_model, 'patch_embed') else None
     patch = patch if isinstance(patch, (tuple, list)) else (patch, patch)
     t_grid = (image_hw[0] // patch[0], image_hw[1] // patch[1]) if patch[0] else grid

@@ -1,18 +1,33 @@
-"""Feature distillation without labels (issue 37.1): a cheap fair start for every method, as reViT's paper makes one.
+"""Feature distillation without labels (issues 37.1, 45): a control start for every method, and reViT's own start.
 
-    custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.feature_distill'], allow_failed_imports=False)
+    custom_imports = dict(imports=['mmrecvit.mm', 'mmrecvit.mm.feature_distill'], allow_failed_imports=False)
     model = dict(
         type='FeatureDistiller',
         backbone=dict(type='ReViT', arch='small', final_norm=True),
         teacher=dict(name='deit_small_patch16_224.fb_in1k',
-                     checkpoint='checkpoints/deit_small_patch16_224-cd65a155.pth'))
+                     checkpoint='checkpoints/deit_small_patch16_224-cd65a155.pth'),
+        layers='pyramid')
 
-The student is one of our backbones. Its loss is the MSE of its final normalised tokens (through `feature_head`, a
-linear map to the teacher's width where the widths differ, else none) to the frozen teacher's final normalised tokens
-(timm's `forward_features`; the teacher's patch grid resampled to the student's where they differ: `token_mse`, as
-`DistillImageClassifier`'s feature loss), reViT's "final post-LN features" objective. No labels: any image folder
-serves (mmpretrain's `CustomDataset(with_label=False)`). Its checkpoints hold `backbone.*` (and `feature_head.*`,
-dropped as a head), so a dense recipe starts from one as from a classifier's (configs/_base_/backbones/*_distill.py).
+What it is depends on the teacher. From DeiT (configs/distill/*-deit-*), the baseline itself, it is a DeiT-imitation
+control: it asks a method to compute what PlainViT's start computes, so it can only bring a student towards PlainViT
+(and is no start for a method that already represents DeiT: PlainViT, SR-ViT's function start). From a stronger
+teacher (DINOv2, MAE, by timm name) it is how reViT's paper makes its distilled start (DINOv2, the final features).
+
+The student is one of our backbones; the objective (`layers`):
+
+* 'final': the MSE of its final normalised tokens (through `feature_head`, a linear map to the teacher's width where
+  the widths differ, else none) to the frozen teacher's final normalised tokens (timm's `forward_features`), reViT's
+  "final post-LN features" objective;
+* 'pyramid': the layers the dense recipes' pyramid reads, the student's `out_indices`, each to the teacher's layer at
+  the same relative depth (`rescaled_layers`: (2, 5, 8, 11) of 12 to a 12-layer teacher's (2, 5, 8, 11); SR-ViT's
+  (3, 7, 9, 11) to its (3, 7, 9, 11)): the mean over the layers of the MSE of the layer-normalised (no affine) patch
+  tokens (through `feature_head.<k>`, one per layer, where the widths differ), the teacher's normalised as FD's
+  whitened targets (decision: the layers' scales differ; docs/pretraining.md).
+
+The teacher's patch grid is resampled to the student's where they differ (`token_mse`, as `DistillImageClassifier`'s
+feature loss). No labels: any image folder serves (mmpretrain's `CustomDataset(with_label=False)`). Its checkpoints
+hold `backbone.*` (and `feature_head.*`, dropped as a head), so a dense recipe starts from one as from a classifier's
+(configs/_base_/backbones/*_distill*.py).
 
 Teachers are timm models by name (DeiT `deit_small_patch16_224.fb_in1k`, MAE `vit_base_patch16_224.mae`, DINOv2
 `vit_base_patch14_dinov2.lvd142m`, ...), their released file loaded by timm itself from `checkpoint` (timm's own
@@ -29,6 +44,7 @@ import os
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from mmengine.model import BaseModel
 from mmpretrain.registry import MODELS
 from torch import Tensor, nn
@@ -36,8 +52,11 @@ from torch import Tensor, nn
 from ..models import ViTBackbone
 from ..models.checkpoint import load_state_dict_into
 from ..models.checkpoint_files import load_checkpoint_file
+from ..models.checks import check_choice
+from ..models.schedule import rescaled_layers
 from .distill import token_mse
 
+LAYERS = ('final', 'pyramid')  # the objectives (module docstring)
 EXAMPLES = (
     "DeiT 'deit_small_patch16_224.fb_in1k', MAE 'vit_base_patch16_224.mae', DINOv2 'vit_base_patch14_dinov2.lvd142m'"
 )
@@ -88,17 +107,23 @@ def timm_teacher(
 
 @MODELS.register_module()
 class FeatureDistiller(BaseModel):
-    """A backbone of ours trained to give a frozen teacher's final normalised tokens (module docstring).
+    """A backbone of ours trained to give a frozen teacher's features (module docstring).
 
     Args:
         backbone: the student, one of our backbones (its final norm on: `final_norm=True`).
         teacher: `timm_teacher` arguments: name, checkpoint or stand_in_seed, img_size (default: the data's).
+        layers: 'final' (the final normalised tokens) or 'pyramid' (the layers its pyramid reads; module docstring).
         init_from_teacher: start the student from the teacher's weights (then the backbone has no init_cfg).
         data_preprocessor: mmpretrain's, e.g. `dict(type='ClsDataPreprocessor', mean=..., std=..., to_rgb=True)`.
     """
 
     def __init__(
-        self, backbone: dict, teacher: dict, init_from_teacher: bool = False, data_preprocessor: dict | None = None
+        self,
+        backbone: dict,
+        teacher: dict,
+        layers: str = 'final',
+        init_from_teacher: bool = False,
+        data_preprocessor: dict | None = None,
     ) -> None:
         super().__init__(data_preprocessor=data_preprocessor)
         self.backbone = MODELS.build(backbone)
@@ -116,13 +141,18 @@ class FeatureDistiller(BaseModel):
                 f'FeatureDistiller: init_from_teacher=True and the backbone has init_cfg={self.backbone.init_cfg}: '
                 'pass one start (set the backbone init_cfg=None)'
             )
+        self.layers = check_choice('FeatureDistiller layers', layers, LAYERS)
         self.init_from_teacher = bool(init_from_teacher)
         # Not a submodule: the teacher stays out of the optimizer, state_dict, .train() and DDP.
         self.__dict__['teacher'] = timm_teacher(**teacher)
-        width = self.teacher.num_features
-        self.feature_head = (
-            nn.Identity() if width == self.backbone.embed_dim else nn.Linear(self.backbone.embed_dim, width)
-        )
+        student, width = self.backbone.embed_dim, self.teacher.num_features
+        project = lambda: nn.Identity() if width == student else nn.Linear(student, width)  # noqa: E731
+        if self.layers == 'final':
+            self.feature_head = project()
+        else:  # the student's pyramid layers, each to the teacher's layer at its relative depth
+            self.student_layers = tuple(self.backbone.out_indices)
+            self.teacher_layers = rescaled_layers(self.student_layers, self.backbone.depth, len(self.teacher.blocks))
+            self.feature_head = nn.ModuleList(project() for _ in self.student_layers)
 
     def _apply(self, fn: Any, *args: Any, **kwargs: Any) -> FeatureDistiller:
         self.teacher._apply(fn, *args, **kwargs)  # .to()/.cuda() move the teacher with the student
@@ -139,18 +169,29 @@ class FeatureDistiller(BaseModel):
         return tokens, tuple(stats.grid)
 
     def loss(self, inputs: Tensor) -> dict[str, Tensor]:
-        tokens, grid = self.student_tokens(inputs)
-        with torch.no_grad():
-            target = self.teacher.forward_features(inputs)
-        mse = token_mse(
-            self.feature_head(tokens),
-            target,
-            self.backbone.num_prefix_tokens,
-            grid,
-            self.teacher,
-            tuple(inputs.shape[-2:]),
+        hw = tuple(inputs.shape[-2:])
+        if self.layers == 'final':
+            tokens, grid = self.student_tokens(inputs)
+            with torch.no_grad():
+                target = self.teacher.forward_features(inputs)
+            prefix = self.backbone.num_prefix_tokens
+            return {
+                'loss_distill_feature': token_mse(self.feature_head(tokens), target, prefix, grid, self.teacher, hw)
+            }
+        ours = self.backbone.forward_intermediates(
+            inputs, list(self.student_layers), output_fmt='NLC', intermediates_only=True
         )
-        return {'loss_distill_feature': mse}
+        with torch.no_grad():
+            targets = self.teacher.forward_intermediates(
+                inputs, indices=list(self.teacher_layers), output_fmt='NLC', intermediates_only=True
+            )
+        grid = self.backbone.patch_grid(inputs)
+        norm = lambda x: F.layer_norm(x, x.shape[-1:])  # noqa: E731  (no affine: each layer's tokens whitened)
+        losses = [
+            token_mse(norm(head(s)), norm(t), 0, grid, self.teacher, hw, teacher_prefix=0)
+            for head, s, t in zip(self.feature_head, ours, targets)
+        ]
+        return {'loss_distill_feature': sum(losses) / len(losses)}
 
     def forward(self, inputs: Tensor, data_samples: list | None = None, mode: str = 'tensor') -> Any:
         if mode == 'loss':

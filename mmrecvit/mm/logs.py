@@ -10,7 +10,7 @@
 * `IoUMetricInUse` (`metrics.py`) for mmseg's `IoUMetric`: the per-class table lists the classes in use.
 
 `readable_config(cfg)` makes the config changes, `readable_logger(runner.logger)` the logger's. Third-party
-warnings that carry nothing for a user: `mmrecvit.compat`.
+warnings that carry nothing for a user: `mmrecvit.mm.compat`.
 """
 
 from __future__ import annotations

@@ -11,11 +11,10 @@ writes into the tensors mmcv's wrappers allocate, as the compiled functions do, 
 unchanged. Any other op is a stub that mmcv's import-time `hasattr` check accepts and that raises
 `MissingMMCVOpError` naming the op and the switch to compiled mmcv when called.
 
-The hook: `install()`, run by `import mmrecvit` (`mmrecvit.compat`), appends `MMCVExtFinder` to `sys.meta_path`.
-Python asks a finder at the end of that list only after its own path finder found no compiled `mmcv._ext`, so a
-full mmcv is used as it is, nothing is imported early and nothing is written into mmcv's package; importing
-`mmrecvit` before `mmcv.ops` is all it takes (our tools do, and configs' `custom_imports` do before any model
-is built).
+How mmcv finds it: `_mmrecvit_import_hook.py` answers `mmcv._ext` with this table (`MMCVExtFinder`'s spec) only where
+Python's own path finder found no compiled `mmcv._ext`, so a full mmcv is used as it is and nothing is written into
+mmcv's package; the hook is installed at interpreter start by a `.pth` file (the wheel's, scripts/setup.sh's), else
+by `import mmrecvit.mm` (docs/install.md#mmcvs-ops-without-compiling-them).
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import sys
 import types
 from collections.abc import Callable
 from typing import NamedTuple
@@ -148,7 +146,8 @@ def _module_getattr(name: str) -> Callable:
 
 
 class MMCVExtFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds and loads `mmcv._ext` as this table; asked only when no compiled `mmcv._ext` was found."""
+    """Finds and loads `mmcv._ext` as this table; the import hook asks it only when no compiled `mmcv._ext` was
+    found."""
 
     def find_spec(self, fullname: str, path=None, target=None):
         if fullname != 'mmcv._ext':
@@ -168,15 +167,9 @@ class MMCVExtFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module.__doc__ = f'mmcv-lite ops from torchvision kernels: {", ".join(sorted(PROVIDED))} ({__name__})'
 
 
-def install() -> None:
-    """Let `mmcv._ext` resolve to this table where no compiled one is installed (idempotent)."""
-    if not any(isinstance(finder, MMCVExtFinder) for finder in sys.meta_path):
-        sys.meta_path.append(MMCVExtFinder())
-
-
 def backend() -> str | None:
     """Where mmcv's ops come from: 'compiled' (a full mmcv), 'torchvision' (mmcv-lite and this table), or
-    None (no mmcv, an mmcv that does not import, or mmcv-lite before `install()`). Nothing is imported beyond
+    None (no mmcv, an mmcv that does not import, or mmcv-lite without the import hook). Nothing is imported beyond
     mmcv's package."""
     try:
         spec = importlib.util.find_spec('mmcv._ext') if importlib.util.find_spec('mmcv') is not None else None

@@ -12,7 +12,12 @@ Config (mmdet or mmseg; `paramwise_cfg` keeps all of mmengine's options, e.g. `c
         type='OptimWrapper',
         constructor='LayerDecayOptimWrapperConstructor',
         optimizer=dict(type='AdamW', lr=1e-4, weight_decay=0.05),
-        paramwise_cfg=dict(layer_decay_rate=0.75, custom_keys={'norm': dict(decay_mult=0.0)}))
+        paramwise_cfg=dict(layer_decay_rate=0.75, layer_decay_policy='matched',
+                           custom_keys={'norm': dict(decay_mult=0.0)}))
+
+`layer_decay_policy` says what the rate means across methods (`mmrecvit.models.layer_decay`): 'per_layer' (the
+default) applies it as written; 'matched' gives each backbone the rate at which its embeddings and blocks get a
+plain ViT's mean lr scale at the written rate (the recipes' policy: docs/comparison.md).
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from mmengine.logging import print_log
 from mmengine.optim import DefaultOptimWrapperConstructor
 from torch import nn
 
-from ..adapters import layer_depth_table
+from ..adapters import backbone_rates, layer_depth_table
+from ..models import layer_decay as decay
+from ..models.checks import check_choice
 from ..models.layer_decay import lr_scale
 
 
@@ -39,6 +46,7 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
 
     Args (in `paramwise_cfg`):
         layer_decay_rate: in (0, 1]; 1 switches the decay off. Required.
+        layer_decay_policy: 'per_layer' (default) or 'matched' (module docstring).
         everything else: as `DefaultOptimWrapperConstructor`.
     """
 
@@ -50,10 +58,12 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
                 'LayerDecayOptimWrapperConstructor needs paramwise_cfg.layer_decay_rate, a number in '
                 f'(0, 1] (1: no decay), got {rate!r}'
             )
+        policy = paramwise_cfg.get('layer_decay_policy', 'per_layer')
+        check_choice('layer_decay_policy', policy, decay.POLICIES)
         super().__init__(optim_wrapper_cfg, paramwise_cfg)
         if self.base_lr is None:
             raise ValueError('layer-wise lr decay scales the optimizer lr: set optimizer.lr')
-        self.layer_decay_rate = float(rate)
+        self.layer_decay_rate, self.layer_decay_policy = float(rate), policy
 
     def add_params(self, params: list[dict], module: nn.Module, prefix: str = '', is_dcn_module=None) -> None:
         """mmengine's parameter groups, then each backbone group's lr scaled by its layer depth."""
@@ -63,20 +73,23 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
         start = len(params)
         super().add_params(params, module, prefix, is_dcn_module)
         depths = layer_depth_table(module)
+        rates = backbone_rates(module, self.layer_decay_rate, self.layer_decay_policy)
         summary: dict[tuple[float, float], int] = defaultdict(int)
         for group in params[start:]:
             scale = 1.0
             for param in group['params']:
                 if id(param) in depths:
                     _, depth, num_layers = depths[id(param)]
-                    scale = lr_scale(self.layer_decay_rate, depth, num_layers)
+                    scale = lr_scale(rates[id(param)], depth, num_layers)
                     summary[(depth, scale)] += param.numel()
             group['lr'] = group.get('lr', self.base_lr) * scale
             group['lr_scale'] = scale
         if summary:
             (low, first), (high, last) = min(summary), max(summary)
+            used = ', '.join(f'{r:.4g}' for r in sorted(set(rates.values())))
             print_log(
-                f'layer-wise lr decay {self.layer_decay_rate}: backbone lr x{first:.4g} (depth {low:g}) to x{last:.4g} '
+                f'layer-wise lr decay {self.layer_decay_rate} ({self.layer_decay_policy}: rate {used}): '
+                f'backbone lr x{first:.4g} (depth {low:g}) to x{last:.4g} '
                 f"(depth {high:g}) over {len(summary)} depths, other parameters x1 (each depth at log_level='DEBUG')",
                 logger='current',
                 level=logging.INFO,

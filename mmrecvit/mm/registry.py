@@ -2,8 +2,8 @@
 mmpretrain's registries, and our conv-feature LayerNorm (`mmrecvit.mm.norm.LN2d`) into mmengine's root
 registry beside mmcv's norms.
 
-`custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)` in an mmdet, mmseg or
-mmpretrain config runs `register_all()` (through `import mmrecvit`), after which every backbone and
+`custom_imports = dict(imports=['mmrecvit.mm'], allow_failed_imports=False)` in an mmdet, mmseg or
+mmpretrain config runs `register_all()` (through `import mmrecvit.mm`), after which every backbone and
 neck of ours is buildable by its `type` name under any of those default scopes (an mmpretrain
 `ImageClassifier` takes a backbone with `out_type='cls_token'`). Frameworks that are not installed
 are skipped, so the plain-PyTorch core stays usable without them.
@@ -19,9 +19,10 @@ import importlib
 import importlib.util
 import logging
 
-from ..compat import unusable
 from ..models import NECKS, on_register
 from ..models.checks import ArgumentError, closest
+from . import model_index
+from .compat import unusable
 
 SCOPES = ('mmdet', 'mmseg', 'mmpretrain')
 
@@ -102,7 +103,7 @@ def _suggesting(build_func):
 def register_all() -> list[str]:
     """Register into each installed framework; returns the scopes registered.
 
-    Runs on every `import mmrecvit`, also for the plain-PyTorch core alone: what needs mmengine and mmcv
+    Runs on `import mmrecvit.mm`, also for the plain-PyTorch core alone: what needs mmengine and mmcv
     (our hooks, the optimizer constructor, the data checks, mmengine's logger) is imported only once both are
     found; mmdet, mmseg and mmpretrain import both, so none of them runs without them.
     """
@@ -141,6 +142,7 @@ def register_all() -> list[str]:
         _put(mmseg.METRICS, 'IoUMetricInUse', IoUMetricInUse)
     on_register(_register_backbone)  # every backbone, also one registered later (`models.register_backbone`)
     _forward_logs_to_mmengine()
+    model_index.install()  # DetInferencer(model=<our recipe name>) (model_index.py)
     return scopes
 
 

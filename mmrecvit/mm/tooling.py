@@ -1,7 +1,10 @@
 """Config, model and image plumbing shared by the tools (get_flops, visualize_depth, gen_metafile, ...).
 
+add_cfg_options(parser)          the `--cfg-options key=value ...` every config tool takes (as tools/train.py)
+add_shape_option(parser, help)   `--shape H [W]`, read back by `shape_arg`
 load_config(path, cfg_options)   mmengine Config; `init_scope` selects mmdet's, mmseg's or mmpretrain's registries
 build_model(cfg, checkpoint)     the detector/segmentor/classifier through that registry, eval mode, weights loaded
+load_model(config, checkpoint)   the three above in one: (cfg, scope, model, what the weights are)
 default_image(scope, data_root)  a toy val image under the caller's data root (written by `make_toy_data` if absent)
 prepare_inputs(model, cfg, img)  the config's test pipeline (or an exact --shape) + data preprocessor
 is_lazy_config(path)             a detectron2 LazyConfig (configs/d2/) rather than an mmengine config
@@ -18,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from mmengine.config import Config
+from mmengine.config import Config, DictAction
 from mmengine.dataset import Compose, pseudo_collate
 from mmengine.registry import init_default_scope
 from mmengine.runner import load_checkpoint
@@ -37,6 +40,13 @@ TOY_IMAGES = {
 SCOPES = tuple(TOY_IMAGES)
 
 
+def add_cfg_options(parser: Any, what: str = 'config settings', example: str = 'tools/train.py') -> None:
+    """`--cfg-options key=value ...`: overrides merged into the config (`load_config`)."""
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=DictAction, default=None, help=f'override {what}, key=value (as {example})'
+    )
+
+
 def load_config(path: str | Path, cfg_options: dict | None = None) -> Any:
     """An mmengine `Config` from a file, with `--cfg-options`-style overrides merged in; a missing or non-config
     file is one `InputError` (`mmrecvit.inputs`)."""
@@ -46,6 +56,11 @@ def load_config(path: str | Path, cfg_options: dict | None = None) -> Any:
     if 'model' not in cfg:
         raise InputError(f'config {str(path)!r} has no model')
     return cfg
+
+
+def add_shape_option(parser: Any, help: str) -> None:
+    """`--shape H [W]` in pixels (read back with `shape_arg`)."""
+    parser.add_argument('--shape', type=int, nargs='+', default=None, metavar='PX', help=help)
 
 
 def shape_arg(parser: Any, values: Sequence[int] | None) -> tuple[int, int] | None:
@@ -109,6 +124,17 @@ def build_model(cfg: Any, checkpoint: str | None = None, seed: int | None = 0) -
     else:
         weights = load_weights(model, checkpoint)
     return model.eval(), weights
+
+
+def load_model(
+    config: str | Path, checkpoint: str | None, cfg_options: dict | None = None, seed: int | None = 0
+) -> tuple[Any, str, nn.Module, str]:
+    """What a config tool loads: the config with its overrides, its framework's scope (`init_scope`), the model
+    with the checkpoint's weights or the seeded initialisation (`build_model`): (cfg, scope, model, weights)."""
+    cfg = load_config(config, cfg_options)
+    scope = init_scope(cfg)
+    model, weights = build_model(cfg, checkpoint, seed=seed)
+    return cfg, scope, model, weights
 
 
 def default_image(scope: str, data_root: str | Path) -> Path:

@@ -8,8 +8,8 @@ and keeps with each surviving box the mask its own view predicted, flipped back 
 decision: masks are not averaged across views, which would need the mask head re-run on the merged
 boxes, as mmdet 2's `aug_test` did). Without masks it is `DetTTAModel`.
 
-Imports mmdet's models, so it is not part of `import mmrecvit`: det configs load it with
-`custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.tta'])` and name it in `tta_model`.
+Imports mmdet's models, so it is not part of `import mmrecvit.mm`: det configs load it with
+`custom_imports = dict(imports=['mmrecvit.mm', 'mmrecvit.mm.tta'])` and name it in `tta_model`.
 """
 
 from __future__ import annotations

@@ -99,8 +99,10 @@ def check_outputs(out_type: Any, final_norm: Any, with_cls_token: bool) -> tuple
     return out_type, final_norm
 
 
-# `made_by`: the command that makes the checkpoint, said when the file is missing (start.py).
-INIT_CFG_KEYS = ('type', 'checkpoint', 'prefix', 'map_location', 'made_by')
+# `made_by`: the command that makes the checkpoint, said when the file is missing (start.py); `purpose`: what the
+# start is for, 'transfer' (default), 'pretraining' or 'distillation' (start.py: whether a plain ViT's weights warn).
+INIT_CFG_KEYS = ('type', 'checkpoint', 'prefix', 'map_location', 'made_by', 'purpose')
+START_PURPOSES = ('transfer', 'pretraining', 'distillation')
 
 
 def resolve_init_cfg(pretrained: str | None, init_cfg: dict | None) -> dict | None:
@@ -127,6 +129,7 @@ def resolve_init_cfg(pretrained: str | None, init_cfg: dict | None) -> dict | No
     unknown = set(init_cfg) - set(INIT_CFG_KEYS)
     if unknown:
         raise ValueError(f'init_cfg has unknown keys {sorted(unknown)}; allowed: {list(INIT_CFG_KEYS)}')
+    check_choice("init_cfg['purpose']", init_cfg.get('purpose', 'transfer'), START_PURPOSES)
     return init_cfg
 
 

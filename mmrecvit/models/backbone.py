@@ -26,6 +26,7 @@ from .checks import check_bool, check_choice, check_float, check_int, checked_ke
 from .compute import check_compute
 from .features import TimmFeatures
 from .layers import Block, Mlp
+from .load_rules import watch_loads
 from .numerics import NONFINITE_MODES, FiniteGuard, active_guard, finite, tracing
 from .schedule import ScheduleCache, Schedules, Step
 from .start import load_start
@@ -175,6 +176,7 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
             self.embed_dim, self.pretrain_grid[0] * self.pretrain_grid[1] + self.num_prefix_tokens, with_cls_token
         )
         self.norm = nn.LayerNorm(self.embed_dim, eps=1e-6) if final_norm else nn.Identity()
+        watch_loads(self)  # every load_state_dict resamples pos_embed, adapts in_channels (load_rules.py)
 
     def _finish_construction(self) -> None:
         """The contract (class docstring), then what needs the subclass's structure: outputs, steps."""

@@ -15,7 +15,8 @@ One path for every model:
       fresh_rel_pos(model, sd)            ... a checkpoint without relative position tables (DeiT, MAE)
                                           leaves a `use_rel_pos` model's at zero (ViTDet's start), listed
     resample_rel_pos(sd, model)           tables of another size (ViTDet's 2*64-1) -> the model's, linear
-    resample_pos_embed(sd, model)         bicubic, said in the log
+    adapt_to_model(sd, model)             `load_rules.py`: pos_embed resampled (bicubic), rel. position tables
+                                          resized, a 3-channel patch embedding adapted to the model's channels
     load_state_dict_strict(model, sd)     missing / unexpected / wrong-shape keys -> one error listing them
 """
 
@@ -27,11 +28,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from timm.layers import resample_abs_pos_embed
 from torch import Tensor, nn
 
 from .checkpoint_files import CheckpointError, read_checkpoint
-from .rel_pos import resize
+from .load_rules import REL_POS_KEY, adapt_to_model, resample_rel_pos
 
 logger = logging.getLogger('mmrecvit')
 
@@ -43,8 +43,6 @@ TIMM_VIT_KEY = re.compile(
 # Classification-only parts of a timm/DeiT checkpoint: a dense backbone has no use for them.
 CLASSIFIER_KEY = re.compile(r'^(norm|fc_norm|head|head_dist|pre_logits)\.')
 BLOCK_KEY = re.compile(r'^blocks\.(\d+)\.(.+)$')
-# Relative position tables (ViTDet's, SAM's and ours: `<block>.attn.rel_pos_h` / `rel_pos_w`).
-REL_POS_KEY = re.compile(r'^(.+\.)?attn\.rel_pos_[hw]$')
 # Top-level parts of an mmengine whole-model checkpoint besides its `*head`s (rpn_head, decode_head, ...).
 MODEL_PARTS = ('backbone', 'neck', 'data_preprocessor')
 
@@ -133,23 +131,6 @@ def adapt_prefix_tokens(state_dict: dict[str, Tensor], model: nn.Module) -> dict
     return sd
 
 
-def resample_pos_embed(state_dict: dict[str, Tensor], model: nn.Module) -> dict[str, Tensor]:
-    """Resample `pos_embed` (bicubic, timm) when the checkpoint's grid differs from the model's."""
-    pos = state_dict.get('pos_embed')
-    target = model.state_dict().get('pos_embed') if hasattr(model, 'pos_embed') else None
-    if pos is None or target is None or pos.shape == target.shape:
-        return state_dict
-    n_prefix = getattr(model, 'num_prefix_tokens', 1)
-    old = int(round((pos.shape[1] - n_prefix) ** 0.5))
-    if old * old != pos.shape[1] - n_prefix or pos.shape[2] != target.shape[2]:
-        return state_dict  # not a square grid of the same width: the strict loader reports it
-    new = list(model.pretrain_grid)
-    sd = dict(state_dict)
-    sd['pos_embed'] = resample_abs_pos_embed(pos, new_size=new, old_size=[old, old], num_prefix_tokens=n_prefix)
-    logger.info(f'resampled pos_embed from a {old}x{old} to a {new[0]}x{new[1]} grid (bicubic)')
-    return sd
-
-
 def fresh_rel_pos(model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint') -> dict[str, Tensor]:
     """No relative position tables in the checkpoint (DeiT, MAE), a model with them: its zero tables are added
     (the function is unchanged) and listed; a partial set is left to the strict load (an error)."""
@@ -158,20 +139,6 @@ def fresh_rel_pos(model: nn.Module, state_dict: dict[str, Tensor], source: str =
         return state_dict
     logger.info(f'{source}: kept at initialisation (zero; not in the checkpoint): relative position tables {own}')
     return {**state_dict, **{k: v for k, v in model.state_dict().items() if k in own}}
-
-
-def resample_rel_pos(state_dict: dict[str, Tensor], model: nn.Module) -> dict[str, Tensor]:
-    """Relative position tables whose length differs from the model's (a ViTDet checkpoint's global blocks:
-    2*64 - 1) resized to it by linear interpolation (ViTDet's `get_rel_pos`), said in the log."""
-    lengths = {k.rsplit('_', 1)[1]: v.shape for k, v in model.state_dict().items() if REL_POS_KEY.match(k)}
-    sd, changed = dict(state_dict), []
-    for k, v in state_dict.items():
-        target = lengths.get(k.rsplit('_', 1)[1]) if REL_POS_KEY.match(k) else None
-        if target is not None and v.ndim == 2 and v.shape[1] == target[1] and v.shape[0] != target[0]:
-            sd[k], changed = resize(v.float(), target[0]).to(v.dtype), changed + [f'{k} {v.shape[0]}']
-    if changed:
-        logger.info(f'resized relative position tables (linear) to {[s[0] for s in lengths.values()]}: {changed}')
-    return sd
 
 
 def split_timm_blocks(state_dict: dict[str, Tensor]) -> tuple[dict[str, Tensor], list[dict[str, Tensor]]]:
@@ -256,7 +223,7 @@ def convert_state_dict(
     relative position tables when it has none). A whole-model checkpoint gives its backbone;
     classification-only keys are matched to the model; relative position tables are resized to the model's."""
     sd = match_classification_keys(whole_model_backbone(state_dict, source), model, source)
-    sd = resample_rel_pos(sd, model)
+    sd = resample_rel_pos(sd, model, source)  # before a key map that may average tables of several blocks
     if not is_timm_state_dict(sd):
         return sd
     sd = adapt_prefix_tokens(sd, model)
@@ -265,8 +232,9 @@ def convert_state_dict(
 
 
 def load_state_dict_into(model: nn.Module, state_dict: dict[str, Tensor], source: str = 'checkpoint') -> None:
-    """A timm/DeiT or mmrecvit state dict into `model`: key map, pos_embed resampling, strict load."""
-    sd = resample_pos_embed(convert_state_dict(model, state_dict, source), model)
+    """A timm/DeiT or mmrecvit state dict into `model`: key map, the load rules (`load_rules.py`: pos_embed
+    resampled, input channels adapted), strict load."""
+    sd = adapt_to_model(convert_state_dict(model, state_dict, source), model, source)
     load_state_dict_strict(model, sd, source)
     logger.info(f'loaded {source!r} into {type(model).__name__} ({len(sd)} tensors, strict)')
 

@@ -3,7 +3,11 @@
     read_checkpoint(path)       file -> flat state dict (unwraps `state_dict`/`model`, strips the wrappers' prefixes
                                 with timm's `clean_state_dict`: DDP's `module.`, torch.compile's `_orig_mod.`)
     load_checkpoint_file(path)  `torch.load` weights-only or safetensors, NaN/inf refused (also used by tools/ and,
-                                through `mmrecvit.compat`, by mmengine's own loader)
+                                through `mmrecvit.mm.compat`, by mmengine's own loader)
+    load_remote(location)       a location with a scheme, downloaded by timm's loaders (`http://`, `https://`,
+                                `hf-hub:`) or mmengine's (`open-mmlab://`, `torchvision://`, ...), read weights-only
+    load_url(url)               torch.hub's `load_state_dict_from_url` read weights-only (mmengine's `load_url`,
+                                through `mmrecvit.mm.compat`: torch.hub's reads with `weights_only=False`)
 
 `checkpoint.py` maps what these read onto a model.
 """
@@ -17,9 +21,14 @@ import zipfile
 
 import torch
 from timm.models._helpers import clean_state_dict
+from timm.models._hub import download_cached_file, load_state_dict_from_hf
 from torch import Tensor
 
 CORRUPT = 'the file is truncated, corrupt or not a PyTorch/safetensors checkpoint'
+REMOTE = re.compile(r'^([A-Za-z][A-Za-z0-9+.-]*://|hf-hub:)')
+# the schemes mmengine 0.10.7's `CheckpointLoader` registers besides http(s) (a name it does not know would end in
+# its local-file loader, which is ours: mmrecvit.mm.compat fix 3)
+MMENGINE_SCHEMES = ('open-mmlab://', 'openmmlab://', 'torchvision://', 'modelzoo://', 'mmcls://', 'pavi://', 's3://')
 
 
 class CheckpointError(RuntimeError):
@@ -36,7 +45,7 @@ def load_checkpoint_file(path: str, map_location: str | torch.device = 'cpu', mm
     when it is truncated, corrupt or not a checkpoint (torch's own errors range from a bare
     `EOFError` to advice to load with `weights_only=False`), a pickled object outside the
     weights-only allow-list (refused, never run) or NaN/inf weights. The one place every entry
-    point reads a checkpoint through (mmengine's own loader too: `mmrecvit.compat` fix 3).
+    point reads a checkpoint through (mmengine's own loader too: `mmrecvit.mm.compat` fix 3).
 
     mmap: map a zip-format file's tensors instead of reading them (a cheap check that the file is
     whole and its pickle readable; legacy non-zip files are read normally).
@@ -44,6 +53,8 @@ def load_checkpoint_file(path: str, map_location: str | torch.device = 'cpu', mm
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f'checkpoint must be a file path, got {type(path).__name__} {path!r}')
     path = os.fspath(path)
+    if has_scheme(path):
+        return load_remote(path, map_location)
     if not os.path.isfile(path):
         raise FileNotFoundError(f'checkpoint file {path!r} does not exist')
     try:
@@ -53,7 +64,7 @@ def load_checkpoint_file(path: str, map_location: str | torch.device = 'cpu', mm
             obj = load_file(path, device=str(map_location))
         else:
             # weights_only: tensors and plain containers only; the few mmengine types found in
-            # its checkpoints are allow-listed by mmrecvit.compat.
+            # its checkpoints are allow-listed by mmrecvit.mm.compat.
             obj = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap and zipfile.is_zipfile(path))
     except pickle.UnpicklingError as e:
         found = re.search(r'Unsupported global: GLOBAL \S+', str(e))
@@ -68,6 +79,52 @@ def load_checkpoint_file(path: str, map_location: str | torch.device = 'cpu', mm
         raise CheckpointError(f'cannot read checkpoint {path!r}: {CORRUPT} ({_first_line(e)})') from e
     check_finite(obj, path)
     return obj
+
+
+def has_scheme(location: object) -> bool:
+    """Whether `location` is a URL-like checkpoint location (`https://...`, `open-mmlab://...`, `hf-hub:...`)."""
+    return isinstance(location, str) and REMOTE.match(location) is not None
+
+
+def load_remote(location: str, map_location: str | torch.device = 'cpu') -> object:
+    """A checkpoint at a location with a scheme, downloaded (and cached) by timm's loaders (`http(s)://`: torch.hub's
+    cache; `hf-hub:<repo>[@revision]`: the Hugging Face cache, safetensors first) or mmengine's (`open-mmlab://`,
+    `torchvision://` and its other names, whose downloads read through `load_url`), weights only; a location that
+    cannot be fetched is one `CheckpointError` naming it."""
+    try:
+        if location.startswith(('http://', 'https://')):
+            return load_url(location, map_location=map_location, check_hash=True)
+        if location.startswith('hf-hub:'):
+            obj = load_state_dict_from_hf(location[len('hf-hub:') :], weights_only=True)
+        elif location.startswith(MMENGINE_SCHEMES):
+            from mmengine.runner.checkpoint import CheckpointLoader  # the core imports without mmengine
+
+            obj = CheckpointLoader.load_checkpoint(location, map_location)
+        else:
+            known = ', '.join(('http://', 'https://', 'hf-hub:', *MMENGINE_SCHEMES))
+            raise CheckpointError(f'checkpoint {location!r}: unknown scheme; known: {known}')
+    except CheckpointError:
+        raise
+    except Exception as e:  # network, name and hash errors of three libraries: one line naming the location
+        raise CheckpointError(f'cannot fetch checkpoint {location!r}: {_first_line(e)}') from e
+    check_finite(obj, location)
+    return obj
+
+
+def load_url(
+    url: str,
+    model_dir: str | None = None,
+    map_location: str | torch.device | None = None,
+    progress: bool = False,
+    check_hash: bool = False,
+    file_name: str | None = None,
+    weights_only: bool = True,
+) -> object:
+    """torch.hub's `load_state_dict_from_url` (its signature, its cache: timm's `download_cached_file`), read by
+    `load_checkpoint_file`: weights only whatever `weights_only` says (mmengine's `load_from_http` reads through it,
+    `mmrecvit.mm.compat` fix 3)."""
+    path = download_cached_file(url if file_name is None else (url, file_name), check_hash, progress, model_dir)
+    return load_checkpoint_file(path, 'cpu' if map_location is None else map_location)
 
 
 def _first_line(e: Exception) -> str:

@@ -6,8 +6,8 @@
           -> states after the requested layers (exited tokens contribute their frozen state)
 
 Two executions of the same function (`execution`): 'masked', the authors' reference (every token runs every
-step and the still-active gate keeps exited tokens frozen; training always runs it, the Gumbel-softmax
-straight-through gradient reaches the ranker through the gate), and 'adaptive' (default in eval), the
+step and the still-active gate keeps exited tokens frozen; training always runs it, the straight-through
+gradient of the depth draw reaches the ranker through the gate), and 'adaptive' (default in eval), the
 token-adaptive engine (`token_adaptive.py`): queries, norms and MLP only for the active tokens, exited ones
 kept as keys/values projected once per weight set. The depths decided, the forward's statistics hold each step's
 token counts, from which its FLOPs are counted (`work`). Decisions and measurements: docs/methods/edge_recvit.md.
@@ -78,9 +78,10 @@ class EdgeRecViT(ViTBackbone):
             the last one, `norm` the checkpoint's final norm.
         stb_loss_weight, du_loss_weight: weights of the STB z-loss `mean_i (logsumexp_l z_il)^2` (1e-3) and
             the DU balance loss `L sum_l E_l A_l` (0.1); dense tasks use STB + DU only (decision).
-        gumbel_tau: the training-time Gumbel-softmax temperature (1.0); a plain attribute
-            (`mm.hooks.TemperatureScheduleHook` anneals it): the draw is from softmax(z / tau), so tau -> 0 trains on
-            the argmax depths eval runs.
+        gumbel_tau: the temperature of the training-time depth draw (1.0), a tempered categorical softmax(z / tau)
+            drawn by Gumbel-max (not the Gumbel-softmax relaxation softmax((z + g) / tau): docs/methods/edge_recvit.md);
+            a plain attribute (`mm.hooks.TemperatureScheduleHook` anneals it): tau -> 0 trains on the argmax depths
+            eval runs.
         max_depth: inference knob: cap every depth at this many layers (CLS too). None: L.
         depth_shift: inference knob: add this to every patch token's depth (clipped to [1, max_depth]).
         (attribute) depth_pattern: None, or a callable (B, Np) ranker depths -> the depths to run before the shift

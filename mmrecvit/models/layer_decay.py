@@ -20,6 +20,16 @@ The rule (our decision; BEiT/ViTDet's for a plain ViT, extended to recursion):
   heads. These method parameters are not in a pretrained checkpoint (they keep their zero/small
   initialisation): nothing pretrained to preserve, and a zero-initialised router at rate^k would hardly leave
   its initialisation.
+
+What one rate means across methods (`POLICIES`, the mm constructor's `layer_decay_policy`). 'per_layer' applies the
+rate as written to every backbone: then "0.7" hides up to a 3x different mean learning rate between methods (a
+shared block at its mean position sits where a plain ViT's middle layers are: reViT's one block gets 0.7^6.5 = 0.10,
+a plain ViT's parameters 0.19 on average). 'matched' (our decision, docs/comparison.md) reads the rate as what it
+does to a plain ViT: each backbone gets the rate at which the parameter-weighted mean lr scale of its embeddings and
+blocks (every parameter at a depth <= L) equals that of a plain ViT of its width and depth at the written rate
+(`matched_rate`), so every method's pretrained parameters move as far on average as the plain ViT's, the order
+of its depths kept. A plain ViT, and SR-ViT (its blocks at DeiT's depths), get the written rate itself; the method's
+own parameters (depth L + 1) keep scale 1 under both policies.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from torch import nn
 
 # Parameters that form the input tokens: depth 0 (names or module prefixes).
 EMBEDDING_PARAMETERS = ('patch_embed', 'cls_token', 'pos_embed')
+POLICIES = ('per_layer', 'matched')  # what a layer_decay_rate means (module docstring)
 
 
 def positions(steps: Iterable[tuple[str, int]]) -> dict[str, list[int]]:
@@ -79,3 +90,28 @@ def parameter_depth(model: nn.Module, name: str, positions: Mapping[str, Sequenc
             f'{next(iter(names))!r}'
         )
     return layer_depth(name, positions)
+
+
+def mean_lr_scale(rate: float, depths: Iterable[tuple[float, int]], num_layers: int) -> float:
+    """The parameter-weighted mean lr scale of (depth, numel) pairs at `rate`."""
+    pairs = list(depths)
+    total = sum(n for _, n in pairs)
+    return sum(n * lr_scale(rate, d, num_layers) for d, n in pairs) / total
+
+
+def matched_rate(rate: float, depths: Sequence[tuple[float, int]], num_layers: int, block_numel: int) -> float:
+    """The 'matched' policy (module docstring): the rate r at which the mean lr scale of a backbone's embeddings and
+    blocks (`depths`: (depth, numel) of every parameter; those at depth L + 1 are not counted) equals that of a plain
+    ViT at `rate`: the same embeddings (depth 0) and L blocks of `block_numel` at depths 1..L. A bisection: the mean
+    grows with r (every counted depth is <= L, so every exponent is >= 1)."""
+    counted = [(d, n) for d, n in depths if d <= num_layers]
+    embeddings = sum(n for d, n in counted if d == 0)
+    plain = [(0.0, embeddings)] * bool(embeddings) + [(float(d), block_numel) for d in range(1, num_layers + 1)]
+    target = mean_lr_scale(rate, plain, num_layers)
+    if abs(mean_lr_scale(rate, counted, num_layers) - target) <= 1e-12 * target:
+        return rate  # a plain ViT's depths: the written rate itself, not a bisection's approximation of it
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_lr_scale(mid, counted, num_layers) < target else (lo, mid)
+    return (lo + hi) / 2

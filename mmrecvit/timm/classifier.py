@@ -56,7 +56,8 @@ class RecViTClassifier(nn.Module):
                 f'the backbone of a classifier needs out_type in {list(POOLS.values())}, got {backbone.out_type!r}'
             )
         self.backbone = backbone
-        self.num_features = self.embed_dim = backbone.embed_dim
+        # timm's contract (its tests/test_models.py): the unpooled and the pre-logits widths, both D here
+        self.num_features = self.head_hidden_size = self.embed_dim = backbone.embed_dim
         self.in_chans = backbone.patch_embed.proj.in_channels
         self.num_prefix_tokens = backbone.num_prefix_tokens
         self.has_class_token = backbone.with_cls_token
@@ -118,6 +119,15 @@ class RecViTClassifier(nn.Module):
         return x if pre_logits else self.head(x)
 
     def forward(self, x: Tensor, compute: float | None = None) -> Tensor:
+        if self.training and compute is None and hasattr(self.backbone, 'gumbel_tau'):
+            raise RuntimeError(
+                f'{type(self.backbone).__name__} trains with its temperature schedule and its CCE loss, which a '
+                "loop calling model(x) (timm's train.py) does not run: it would train at a fixed tau with plain "
+                'cross-entropy. Train it with configs/cls/edgerecvit-*.py (mmpretrain: TemperatureScheduleHook, '
+                'ConfidenceScaledClassifier), or in a loop of your own anneal model.backbone.gumbel_tau '
+                '(mmrecvit.adapters.TemperatureSchedule), scale the logits of forward_head(forward_features(x)) by '
+                "the mean of the forward's confidence map (mmrecvit/mm/cce.py) and add its aux losses (docs/timm.md)"
+            )
         return self.forward_head(self.forward_features(x, compute))
 
     # ---- timm's feature API -------------------------------------------------------------------

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from timm.optim import param_groups_layer_decay as timm_param_groups_layer_decay
 from torch import nn
 
 from ..adapters import layer_lr_scales
@@ -31,17 +30,22 @@ def param_groups_layer_decay(
     weight_decay: float = 0.05,
     no_weight_decay_list: Collection[str] | None = None,
     layer_decay: float = 0.75,
+    layer_decay_policy: str = 'per_layer',
 ) -> list[dict]:
     """timm's parameter groups (weight decay off for 1-D parameters and `no_weight_decay_list`, default
     `model.no_weight_decay()`) with `lr_scale` = `layer_decay ** (num_layers - layer depth)` of our backbones' rule
-    (1 for parameters outside them)."""
+    (1 for parameters outside them), the rate read under `layer_decay_policy` ('per_layer' or 'matched':
+    `mmrecvit.models.layer_decay`)."""
     layer_decay = check_float('layer_decay', layer_decay, 0.0, 1.0, low_open=True)
     if no_weight_decay_list is None:
         no_weight_decay_list = getattr(model, 'no_weight_decay', lambda: set())()
+    # here, not at the top: timm.optim (its ~20 optimizers) would double what `import mmrecvit` adds to timm's import
+    from timm.optim import param_groups_layer_decay as timm_param_groups_layer_decay
+
     groups = timm_param_groups_layer_decay(
         model, weight_decay=weight_decay, no_weight_decay_list=no_weight_decay_list, layer_decay=layer_decay
     )
-    scales = layer_lr_scales(model, layer_decay)
+    scales = layer_lr_scales(model, layer_decay, layer_decay_policy)
     by_param = {id(p): scales.get(name, 1.0) for name, p in model.named_parameters()}
     for group in groups:
         found = {by_param[id(p)] for p in group['params']}

@@ -10,7 +10,8 @@ weights is one error naming the file); an in-memory `state_dict` goes through `c
 `pretrained_filter_fn`. Both map it with `classifier_state_dict`:
 
 * the backbone part through the backbone's own path (`checkpoint.convert_state_dict`: timm/DeiT key maps, mmengine
-  and mmpretrain whole models, a dense backbone's keys; `pos_embed` resampled), then a strict check: a missing,
+  and mmpretrain whole models, a dense backbone's keys; the load rules of `models/load_rules.py`: `pos_embed`
+  resampled, a 3-channel patch embedding adapted to `in_chans`), then a strict check: a missing,
   unexpected or wrong-shape key is one `CheckpointError` listing them;
 * the head (`head.weight`/`head.bias`, timm's and ours): loaded when its shape is the model's; another class count
   (timm's fine-tuning case: it drops such a head when `num_classes` differs from the config's) or none leaves the
@@ -27,10 +28,10 @@ from ..models.checkpoint import (
     CheckpointError,
     convert_state_dict,
     read_checkpoint,
-    resample_pos_embed,
     state_dict_mismatch,
     whole_model_backbone,
 )
+from ..models.load_rules import adapt_to_model
 
 logger = logging.getLogger('mmrecvit')
 HEAD_KEYS = ('head.weight', 'head.bias')
@@ -42,7 +43,7 @@ def classifier_state_dict(model: nn.Module, state_dict: dict[str, Tensor], sourc
     rest = {k: v for k, v in state_dict.items() if k not in HEAD_KEYS}
     if rest and all(k.startswith('backbone.') for k in rest):  # ours (or a whole model's backbone alone)
         rest = {k[len('backbone.') :]: v for k, v in rest.items()}
-    sd = resample_pos_embed(convert_state_dict(backbone, whole_model_backbone(rest, source), source), backbone)
+    sd = adapt_to_model(convert_state_dict(backbone, whole_model_backbone(rest, source), source), backbone, source)
     message = state_dict_mismatch(backbone, sd, source)
     if message:
         raise CheckpointError(message)

@@ -80,8 +80,12 @@ def test_every_mm_recipe_takes_its_backbone_from_its_methods_file(path):
     text = open(path).read()
     assert not re.search(r"type='(" + '|'.join(BACKBONES) + ")'", text), f'{rel(path)} writes a backbone type'
     bases = bases_of(path)
-    if '-elastic_' in path:  # reViT's elastic variants: their fixed-depth twin with the paper's step dropout
-        assert bases == [path.replace('-elastic_', '_')]
+    if len(bases) == 1 and '/_base_/' not in bases[0]:
+        # a variant of another recipe of the method (reViT's elastic depth, a ViT-B width, a paper's ablation):
+        # that recipe's backbone with the arguments the variant is about
+        assert osp.dirname(bases[0]) == osp.dirname(path) and method_of(bases[0]) == method_of(path), rel(path)
+        if '-elastic_' in path:  # reViT's elastic variants: their fixed-depth twin with the paper's step dropout
+            assert bases == [path.replace('-elastic_', '_')]
         return
     files = [b for b in bases if '/_base_/backbones/' in b]
     assert len(files) == 1 and osp.basename(files[0]).startswith(method_of(path) + '-'), rel(path)
@@ -106,21 +110,39 @@ EDGE = [p for p in MM + D2 + sorted(glob.glob(f'{REPO}/configs/distill/*.py')) i
 
 @pytest.mark.parametrize('path', EDGE, ids=[rel(p) for p in EDGE])
 def test_every_edge_recvit_recipe_anneals_its_temperature(path):
-    """Edge-RecViT trains as it tests (issue 37.3): its Gumbel temperature annealed in every recipe, mm's hook or
-    detectron2's RecViTRCNN schedule over the run's iterations."""
+    """Edge-RecViT trains as it tests (issues 37.3, 45.5): its depth draw's temperature scheduled in every recipe, mm's
+    hook or detectron2's RecViTRCNN schedule over the run's iterations: annealed from 1.0 where its ranker is fresh,
+    continued from where its start's recipe ended where it starts from a trained ranker."""
     if '/d2/' in path:
         from detectron2.config import LazyConfig
 
         cfg = LazyConfig.load(path)
         schedule = cfg.model.temperature_schedule
-        assert schedule.end < schedule.start and schedule.max_iter == cfg.train.max_iter  # '${train.max_iter}'
+        assert schedule.end <= schedule.start and schedule.max_iter == cfg.train.max_iter  # '${train.max_iter}'
+        file = re.findall(r"use_backbone\(model, __file__, '([^']+)'", open(path).read())
+        if file:  # a variant (the cascade heads) takes the schedule of the recipe it imports
+            backbone = cached_config(osp.normpath(osp.join(osp.dirname(path), file[0]))).backbone
+            assert schedule.start == started_at(backbone), rel(path)
         return
-    hooks = [h for h in cached_config(path).custom_hooks if h['type'] == 'TemperatureScheduleHook']
-    assert len(hooks) == 1 and hooks[0]['end'] < hooks[0]['start'], rel(path)
-    assert {'RecursionHook', 'RNGStateHook'} <= {h['type'] for h in cached_config(path).custom_hooks}
+    cfg = cached_config(path)
+    hooks = [h for h in cfg.custom_hooks if h['type'] == 'TemperatureScheduleHook']
+    assert len(hooks) == 1 and {'RecursionHook', 'RNGStateHook'} <= {h['type'] for h in cfg.custom_hooks}, rel(path)
+    assert hooks[0]['start'] == started_at(cfg.model.backbone) and hooks[0]['end'] <= hooks[0]['start'], rel(path)
 
 
-DISTILLED = sorted(glob.glob(f'{REPO}/configs/_base_/backbones/*_distill.py'))
+def started_at(backbone):
+    """The temperature an Edge-RecViT recipe starts from (issue 45.5): 1.0 for a fresh ranker (no start, a plain ViT's
+    weights), else where the recipe that made its start ended (its checkpoint's meta holds that value)."""
+    made_by = re.findall(r'configs/(?:cls|distill)/\S+\.py', (backbone.get('init_cfg') or {}).get('made_by', ''))
+    if not made_by:
+        return 1.0
+    (hook,) = [
+        h for h in cached_config(osp.join(REPO, made_by[0])).custom_hooks if h['type'] == 'TemperatureScheduleHook'
+    ]
+    return hook['end']
+
+
+DISTILLED = sorted(glob.glob(f'{REPO}/configs/_base_/backbones/*_distill*.py'))
 
 
 @pytest.mark.parametrize('path', DISTILLED, ids=[osp.basename(p) for p in DISTILLED])
@@ -129,5 +151,11 @@ def test_a_distilled_start_is_the_architecture_its_recipe_distils(path):
     backbone = cached_config(path).backbone
     (recipe,) = re.findall(r'configs/distill/\S+\.py', backbone.init_cfg.made_by)
     student = cached_config(osp.join(REPO, recipe)).model.backbone
-    for key in (set(student) | set(backbone)) - {'init_cfg', 'final_norm', 'drop_path_rate', '_delete_'}:
+    for key in (set(student) | set(backbone)) - {
+        'init_cfg',
+        'final_norm',
+        'drop_path_rate',
+        'step_drop_rate',
+        '_delete_',
+    }:
         assert backbone.get(key) == student.get(key), key

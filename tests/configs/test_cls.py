@@ -19,7 +19,17 @@ import demo as demo_tool  # noqa: E402  (tools/demo.py: which toy det config a m
 CONFIGS = sorted(glob.glob(f'{REPO}/configs/cls/*.py'))
 TOY = [p for p in CONFIGS if p.endswith('_toy-cls.py')]
 SCRATCH = [p for p in CONFIGS if p.endswith('-small_4xb256_in1k.py')]
-FINETUNE = [p for p in CONFIGS if '_deit-pre_' in p]
+FINETUNE = [p for p in CONFIGS if '-small_deit-pre_' in p]
+BASE = [p for p in CONFIGS if '-base_' in p]  # the ViT-B starts of the B dense recipes
+ABLATIONS = {  # each paper's own ablation (issue 45.3): the method's recipe, the ablation's arguments changed
+    'srvit-small_final-readout_4xb256_in1k.py': ('srvit-small_4xb256_in1k.py', dict(readout='final')),
+    'revit-small_one-expert_4xb256_in1k.py': ('revit-small_4xb256_in1k.py', dict(num_experts=1)),
+    'morvit-small_full-capacity_4xb256_in1k.py': ('morvit-small_4xb256_in1k.py', dict(capacities=[1.0] * 10)),
+    'edgerecvit-small_deit-pre-full-depth_8xb256-300e_in1k.py': (
+        'edgerecvit-small_deit-pre_8xb256-300e_in1k.py',
+        dict(depth_shift=11, stb_loss_weight=0.0, du_loss_weight=0.0),
+    ),
+}
 METHODS = ['edgerecvit', 'morvit', 'naiverecvit', 'plainvit', 'revit', 'srvit']
 DEIT = 'checkpoints/deit_small_patch16_224-cd65a155.pth'
 
@@ -34,10 +44,40 @@ def pipeline_types(cfg):
     return [t['type'] for t in cfg.train_dataloader.dataset.pipeline]
 
 
-def test_every_config_is_one_of_the_three_recipes_of_a_method():
-    assert sorted(CONFIGS) == sorted(TOY + SCRATCH + FINETUNE)
+def test_every_config_is_one_of_the_recipes_of_a_method():
+    ablations = [osp.join(REPO, 'configs/cls', name) for name in ABLATIONS]
+    assert sorted(CONFIGS) == sorted(TOY + SCRATCH + FINETUNE + BASE + ablations)
     for group in (TOY, SCRATCH, FINETUNE):
         assert sorted(map(method_of, group)) == METHODS
+    assert sorted(map(method_of, BASE)) == [m for m in METHODS if m != 'plainvit']  # PlainViT-B: DeiT-B's release
+
+
+@pytest.mark.parametrize('path', BASE, ids=[osp.basename(p) for p in BASE])
+def test_a_base_start_is_its_small_recipe_at_vit_b_width(path):
+    (small,) = [p for p in SCRATCH + FINETUNE if osp.basename(p) == osp.basename(path).replace('-base_', '-small_')]
+    a, b = cached_config(small).to_dict(), cached_config(path).to_dict()
+    assert b['model']['backbone'].pop('arch') == 'base' and a['model']['backbone'].pop('arch') == 'small'
+    assert b['model']['head'].pop('in_channels') == 768 and a['model']['head'].pop('in_channels') == 384
+    if method_of(path) == 'edgerecvit':  # its paper fine-tunes DeiT at each width
+        assert b['model']['backbone'].pop('init_cfg')['checkpoint'].endswith('deit_base_patch16_224-b5f2ef4d.pth')
+        a['model']['backbone'].pop('init_cfg')
+    for cfg in (a, b):
+        cfg.pop('recipe'), cfg.pop('embed_dim'), cfg.pop('deit_checkpoint', None)
+    assert a == b
+
+
+@pytest.mark.parametrize('name', sorted(ABLATIONS))
+def test_an_ablation_is_its_methods_recipe_with_the_ablations_arguments(name):
+    """Issue 45.3: each paper's own baseline, trained as the method is (Edge-RecViT's: a plain classifier, no CCE)."""
+    recipe, args = ABLATIONS[name]
+    a, b = (cached_config(osp.join(REPO, 'configs/cls', n)).to_dict() for n in (recipe, name))
+    assert {k: b['model']['backbone'].pop(k) for k in args} == args
+    if name.startswith('edgerecvit'):
+        assert (a['model'].pop('type'), b['model'].pop('type')) == ('ConfidenceScaledClassifier', 'ImageClassifier')
+    for cfg in (a, b):
+        cfg.pop('recipe')
+        [cfg['model']['backbone'].pop(k, None) for k in args]
+    assert a == b
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=[osp.relpath(p, REPO) for p in CONFIGS])
@@ -49,7 +89,8 @@ def test_config_loads_and_the_classifier_builds(path):
     assert 'mmrecvit' in cfg.custom_imports['imports']
     assert {'RecursionHook', 'RNGStateHook'} <= {h['type'] for h in cfg.custom_hooks}
     # Edge-RecViT's: its CCE loss (mmrecvit/mm/cce.py), an ImageClassifier with the logits scaled by its confidence
-    assert cfg.model.type == ('ConfidenceScaledClassifier' if '/edgerecvit-' in path else 'ImageClassifier')
+    cce = '/edgerecvit-' in path and '-full-depth_' not in path  # its ablation: no ranker decision to scale by
+    assert cfg.model.type == ('ConfidenceScaledClassifier' if cce else 'ImageClassifier')
     assert cfg.model.neck is None
     assert cfg.model.head.type == 'VisionTransformerClsHead'
     assert cfg.model.backbone.out_type == 'cls_token'
@@ -77,11 +118,14 @@ def test_imagenet_recipes_are_deits(path):
     assert opt.type == 'AdamW' and opt.lr == pytest.approx(5e-4 * 4 * 256 / 512) and opt.weight_decay == 0.05
     assert cfg.auto_scale_lr.base_batch_size == 4 * 256
     warmup, cosine = cfg.param_scheduler
-    assert warmup.type == 'LinearLR' and warmup.end == 5 and cosine.type == 'CosineAnnealingLR' and cosine.begin == 5
+    epochs = 20 if method_of(path) == 'srvit' else 5  # SR-ViT's paper: a longer warm-up for larger T (T=4 here)
+    assert warmup.type == 'LinearLR' and warmup.end == epochs and cosine.type == 'CosineAnnealingLR'
+    assert cosine.begin == epochs
     assert cfg.model.head.loss == dict(type='LabelSmoothLoss', label_smooth_val=0.1, mode='original')
     assert {'RandAugment', 'RandomErasing', 'RandomResizedCrop'} <= set(pipeline_types(cfg))
     assert cfg.train_dataloader.sampler.type == 'RepeatAugSampler'
-    assert cfg.model.backbone.drop_path_rate == 0.1
+    # reViT's step dropout (0.3) is its paper's stochastic depth: no drop path on top (issue 45)
+    assert cfg.model.backbone.drop_path_rate == (0.0 if method_of(path) == 'revit' else 0.1)
     mixing = [a['type'] for a in (cfg.model.train_cfg or {}).get('augments', [])]
     # Edge-RecViT's paper excludes label mixing; every other method keeps DeiT's Mixup 0.8 / CutMix 1.0
     assert mixing == ([] if method_of(path) == 'edgerecvit' else ['Mixup', 'CutMix'])
@@ -91,7 +135,7 @@ def test_imagenet_recipes_are_deits(path):
 def test_finetune_recipes_start_from_deit_where_each_method_represents_it(path):
     cfg = cached_config(path)
     backbone = cfg.model.backbone
-    assert backbone.init_cfg == dict(type='Pretrained', checkpoint=DEIT)
+    assert backbone.init_cfg == dict(type='Pretrained', checkpoint=DEIT, purpose='pretraining')  # no start warning
     method = method_of(path)
     scratch = cached_config(osp.join(REPO, 'configs/cls', f'{method}-small_4xb256_in1k.py'))
     assert {k: v for k, v in scratch.model.backbone.items() if k in backbone} == {
@@ -151,7 +195,7 @@ def test_classifier_init_keeps_the_backbones_zero_routers():
 def test_the_imagenet_recipes_data_path_and_loss_run_on_this_stack(toy_root):
     """DeiT's augmentations (RandomResizedCrop, RandAugment, random erasing), repeated augmentation, Mixup/
     CutMix and the label-smoothed loss through a backward, on toy images: the parts of mmpretrain the real
-    recipes use that no toy run reaches, on numpy 2 / torch 2.14 (no fix was needed; mmrecvit/compat.py)."""
+    recipes use that no toy run reaches, on numpy 2 / torch 2.14 (no fix was needed; mmrecvit/mm/compat.py)."""
     from mmengine.dataset import pseudo_collate
     from mmpretrain.registry import DATA_SAMPLERS, DATASETS, MODELS
 

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.usefixtures('one_thread')
 def mm_backbone(name, **kw):
     from mmdet.registry import MODELS
 
-    import mmrecvit  # noqa: F401  (registers the backbones into mmdet)
+    import mmrecvit.mm  # noqa: F401  (registers the backbones into mmdet)
 
     return MODELS.build(dict(type=name, **BACKBONE_CASES[name], **kw))
 
@@ -112,3 +112,29 @@ def test_timm_weights_load_through_the_same_filter(tmp_path):
     for k, v in core.state_dict().items():
         assert torch.equal(d2.net.state_dict()[k], v), k
     assert torch.equal(d2.net.blocks[2].mlp.fc1.weight, timm.blocks[2].mlp.fc1.weight)
+
+
+def test_a_vitdet_configs_out_feature_and_in_feature_are_taken():
+    """ViTDet's config names the ViT's map `out_feature` and reads it with `in_feature='${.net.out_feature}'`: our
+    backbones take `out_feature` (the last map's name), detectron2's pyramid reads it unchanged, and ours takes an
+    `in_feature` naming that last map."""
+    from detectron2.modeling import SimpleFeaturePyramid
+
+    from mmrecvit.d2 import LayerFeaturePyramid
+
+    torch.manual_seed(0)
+    net = D2_BACKBONES['SRViT'](**BACKBONE_CASES['SRViT'], out_feature='last_feat')
+    names = [f'layer{i}' for i in net.net.out_indices[:-1]] + ['last_feat']
+    assert list(net.output_shape()) == names
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        maps = net.eval()(x)
+        assert list(maps) == names
+        theirs = SimpleFeaturePyramid(net, in_feature='last_feat', out_channels=8, scale_factors=(2.0, 1.0)).eval()
+        assert [tuple(m.shape) for m in theirs(x).values()] == [(1, 8, 8, 8), (1, 8, 4, 4)]
+        ours = LayerFeaturePyramid(
+            net, in_features=names[-2:], in_feature='last_feat', out_channels=8, scale_factors=(2.0, 1.0)
+        )
+        assert [tuple(m.shape) for m in ours.eval()(x).values()] == [(1, 8, 8, 8), (1, 8, 4, 4)]
+    with pytest.raises(ValueError, match=r"in_feature='layer2' must name the last of in_features \["):
+        LayerFeaturePyramid(net, in_features=names[-2:], in_feature='layer2', out_channels=8, scale_factors=(2.0, 1.0))

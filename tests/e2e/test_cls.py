@@ -19,6 +19,7 @@ import demo as demo_tool  # noqa: E402  (tools/demo.py)
 import test as test_tool  # noqa: E402  (tools/test.py)
 
 from mmrecvit.datasets import TOY_CLS_CLASSES  # noqa: E402
+from mmrecvit.mm.start_meta import read_start_meta  # noqa: E402
 
 # What each method adds to the training log through RecursionHook: its auxiliary losses (summed into the
 # total loss), or, for the methods without any, a statistic it reports.
@@ -47,6 +48,10 @@ def test_every_method_trains_with_its_aux_losses_in_the_log(method, cls_runs):
     for name in ['loss', *LOGGED[method]]:
         assert f' {name}: ' in last, f'{name} missing from: {last}'
     assert 'accuracy/top1' in text  # validated after the last iteration
+    # issue 45: the top-1 of that last validation is in the last checkpoint's meta (StartMetaHook), a start's quality
+    meta = read_start_meta(str(work / 'iter_2.pth'))
+    assert 0 <= meta['imagenet_top1'] <= 100 and meta['val_images'] > 0 and meta['config'].endswith('_toy-cls.py')
+    assert ('gumbel_tau' in meta) == (method == 'edgerecvit')  # TemperatureScheduleHook's, at every save
 
 
 def test_test_tool_prints_accuracy_and_writes_predictions_and_drawings(cls_runs, toy_root, tmp_path):

@@ -53,6 +53,38 @@ def test_temperature_schedule_hook_anneals_gumbel_tau():
         hook.before_train_iter(runner, 0)
 
 
+def test_a_checkpoint_keeps_its_temperature_and_its_measured_top1(tmp_path):
+    """Issue 45: TemperatureScheduleHook writes the temperature into every checkpoint's meta, StartMetaHook the last
+    validation's top-1 into the last checkpoint after the run; read_start_meta reads both, and names a file
+    without them."""
+    from mmrecvit.mm.hooks import StartMetaHook
+    from mmrecvit.mm.start_meta import StartMetaError, read_start_meta
+
+    checkpoint = {'meta': {'epoch': 300}, 'state_dict': {'w': torch.zeros(2)}}
+    TemperatureScheduleHook(start=1.0, end=0.1).before_save_checkpoint(
+        SimpleNamespace(iter=100, max_iters=100), checkpoint
+    )
+    path = tmp_path / 'epoch_300.pth'
+    torch.save(checkpoint, path)
+    (tmp_path / 'last_checkpoint').write_text(str(path))
+    runner = SimpleNamespace(
+        work_dir=str(tmp_path), val_dataloader=SimpleNamespace(dataset=[0] * 50), cfg=SimpleNamespace(filename='x.py')
+    )
+    hook = StartMetaHook()
+    hook.after_val_epoch(runner, {'accuracy/top1': 79.5})
+    hook.after_train(runner)
+    meta = read_start_meta(str(path))
+    assert meta == dict(
+        gumbel_tau=pytest.approx(0.1), imagenet_top1=79.5, val_images=50, val_dataset='list', config='x.py'
+    )
+    assert torch.load(path)['meta']['epoch'] == 300  # the rest of the checkpoint kept
+    with pytest.raises(KeyError, match="no 'accuracy/top1'"):
+        hook.after_val_epoch(runner, {'accuracy/top5': 1.0})
+    torch.save({'state_dict': {'w': torch.zeros(2)}}, tmp_path / 'bare.pth')
+    with pytest.raises(StartMetaError, match=r"bare.pth.*no meta\['mmrecvit_start'\]"):
+        read_start_meta(str(tmp_path / 'bare.pth'))
+
+
 def test_recursion_hook_adds_the_training_iteration():
     class Detector(nn.Module):  # mmengine's BaseModel protocol: forward(..., mode) -> a loss dict in 'loss' mode
         def __init__(self):

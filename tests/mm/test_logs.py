@@ -1,6 +1,6 @@
 """A short training's log a reader can follow (issue 41.4): log intervals that suit the run length, one line for
 mmengine's per-parameter options and for our layer-decay groups (details at DEBUG), the per-class IoU table of the
-classes in use, the pinned stack's own deprecation notices silenced one by one (`mmrecvit.compat`, fix 6)."""
+classes in use, the pinned stack's own deprecation notices silenced one by one (`mmrecvit.mm.compat`, fix 6)."""
 
 import io
 import logging
@@ -17,8 +17,7 @@ from mmengine.config import Config
 from mmengine.logging import MMLogger, print_log
 from mmengine.optim import build_optim_wrapper
 
-from mmrecvit import compat
-from mmrecvit.mm import logs
+from mmrecvit.mm import compat, logs
 from mmrecvit.mm.metrics import IoUMetricInUse
 from mmrecvit.models import BACKBONES
 

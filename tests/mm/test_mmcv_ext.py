@@ -1,8 +1,7 @@
-"""How mmcv-lite gets its ops (mmrecvit/mm/mmcv_ext.py): `import mmrecvit` lets `mmcv._ext` resolve to the
+"""How mmcv-lite gets its ops (mmrecvit/mm/mmcv_ext.py): the import hook lets `mmcv._ext` resolve to the
 torchvision table only where no compiled `mmcv._ext` is found (a full mmcv is used as it is), the module looks
 like the compiled one to mmcv and mmengine, and an op the table lacks is one error naming it and the switch."""
 
-import importlib.machinery
 import importlib.metadata
 import inspect
 import os
@@ -14,7 +13,8 @@ import pytest
 import torch
 from helpers import compiled_mmcv_ext
 
-import mmrecvit  # noqa: F401  (first: with mmcv-lite it provides mmcv._ext)
+import _mmrecvit_import_hook as import_hook
+import mmrecvit.mm  # noqa: F401  (first: with mmcv-lite it provides mmcv._ext)
 from mmrecvit.mm import mmcv_ext
 from mmrecvit.mm.mmcv_ext import MissingMMCVOpError, MMCVExtFinder
 
@@ -36,43 +36,70 @@ def test_the_table_passes_mmcvs_import_checks_and_hides_private_names(table):
     assert ext_loader.check_ops_exist()  # mmcv's own "are the ops there" (pkgutil), with either backend
 
 
-def test_the_finder_answers_mmcv_ext_only_and_installs_once():
+def test_the_finder_answers_mmcv_ext_only_and_the_hook_asks_it_first_on_the_meta_path():
     finder = MMCVExtFinder()
     assert finder.find_spec('mmcv.ops') is None and finder.find_spec('mmcv_ext') is None
     spec = finder.find_spec('mmcv._ext')
     assert spec.name == 'mmcv._ext' and spec.loader is finder
-    mmcv_ext.install()
-    assert sum(isinstance(f, MMCVExtFinder) for f in sys.meta_path) == 1
-    (ours,) = [i for i, f in enumerate(sys.meta_path) if isinstance(f, MMCVExtFinder)]
-    assert ours > sys.meta_path.index(importlib.machinery.PathFinder)  # asked after the finder of compiled modules
+    import_hook.install()
+    hooks = [f for f in sys.meta_path if getattr(f, 'mmrecvit_import_hook', False)]
+    assert len(hooks) == 1  # once
+    python_finders = [
+        i for i, f in enumerate(sys.meta_path) if getattr(f, '__module__', '').startswith('_frozen_importlib')
+    ]
+    assert sys.meta_path.index(hooks[0]) < min(
+        python_finders
+    )  # asked before Python's own finders (pytest's may precede)
+    assert hooks[0].find_spec('mmcv.ops') is None and hooks[0].find_spec('mmrecvit') is None
+    import mmcv
+
+    spec = hooks[0].find_spec('mmcv._ext', mmcv.__path__)
+    if compiled_installed():
+        assert spec is None  # Python's path finder then finds the compiled module
+    else:
+        assert isinstance(spec.loader, MMCVExtFinder) and hooks[0].table is mmcv_ext  # one table, not a copy
+
+
+def compiled_installed() -> bool:
+    return not any(d.metadata['Name'] == 'mmcv-lite' for d in importlib.metadata.distributions())
 
 
 @pytest.mark.subprocess
-def test_mmcv_ext_is_the_table_only_without_compiled_ops(tmp_path):
+@pytest.mark.parametrize('hook', ['import', 'pth'])
+def test_mmcv_ext_is_the_table_only_without_compiled_ops(tmp_path, hook):
     """A fresh interpreter as installed here, then with a compiled `_ext` on mmcv's path (the cached wheel's,
-    as a full mmcv has it): the compiled one is found first, and used."""
+    as a full mmcv has it): the compiled one is found first, and used; with the import hook installed by
+    `import mmrecvit.mm` first, or by the `.pth` at start (mmdet then imported before mmrecvit)."""
+    site_dir = ''
+    if hook == 'pth':
+        site_dir = str(tmp_path / 'site')
+        os.makedirs(site_dir)
+        import_hook.write_pth(site_dir)
     check = (
-        'import mmcv, sys\n'
-        'mmcv.__path__[:0] = sys.argv[1:]\n'  # where a full mmcv has it, before anything imports mmcv.ops
-        'import mmrecvit\n'
-        'from mmrecvit.mm.mmcv_ext import backend, MMCVExtFinder\n'
+        'import site, sys\n'
+        'if sys.argv[1]:\n'
+        '    site.addsitedir(sys.argv[1])\n'  # the `.pth`, as at interpreter start
+        'import mmcv\n'
+        'mmcv.__path__[:0] = sys.argv[2:]\n'  # where a full mmcv has it, before anything imports mmcv.ops
+        'if not sys.argv[1]:\n'
+        '    import mmrecvit.mm\n'
         'from mmengine.utils.dl_utils import mmcv_full_available\n'
         'import mmdet.models, mmseg.models, mmcv._ext as ext\n'
         'from mmcv.ops import RoIAlign, batched_nms\n'
+        'from mmrecvit.mm.mmcv_ext import backend, MMCVExtFinder\n'
         'table = isinstance(ext.__spec__.loader, MMCVExtFinder)\n'
         'print(backend(), table, mmcv_full_available(), ext.__file__.rsplit(".", 1)[-1])\n'
     )
-    as_installed = subprocess.run([sys.executable, '-c', check], capture_output=True, text=True, timeout=300)
+    as_installed = subprocess.run([sys.executable, '-c', check, site_dir], capture_output=True, text=True, timeout=300)
     assert as_installed.returncode == 0, as_installed.stderr
-    lite = any(d.metadata['Name'] == 'mmcv-lite' for d in importlib.metadata.distributions())
     assert as_installed.stdout.split() == (
-        ['torchvision', 'True', 'True', 'py'] if lite else ['compiled', 'False', 'True', 'so']
+        ['compiled', 'False', 'True', 'so'] if compiled_installed() else ['torchvision', 'True', 'True', 'py']
     )
     path = compiled_mmcv_ext(tmp_path)
     if path is None:
         pytest.skip('no compiled mmcv 2.1.0 wheel to put on the path (set MMRECVIT_WHEEL_DIR, as .ci/run does)')
     with_compiled = subprocess.run(
-        [sys.executable, '-c', check, os.path.dirname(path)], capture_output=True, text=True, timeout=300
+        [sys.executable, '-c', check, site_dir, os.path.dirname(path)], capture_output=True, text=True, timeout=300
     )
     assert with_compiled.returncode == 0, with_compiled.stderr
     assert with_compiled.stdout.split() == ['compiled', 'False', 'True', 'so']

@@ -19,7 +19,7 @@ import torch
 import torchvision
 from helpers import REPO, compiled_mmcv_ext
 
-import mmrecvit  # noqa: F401  (first: with mmcv-lite it provides mmcv._ext)
+import mmrecvit.mm  # noqa: F401  (first: with mmcv-lite it provides mmcv._ext)
 from mmrecvit.mm.mmcv_ext import MMCVExtFinder, backend
 
 

@@ -17,7 +17,7 @@ from mmengine.optim import build_optim_wrapper
 from mmengine.registry import init_default_scope
 from torch import nn
 
-import mmrecvit  # noqa: F401  (registration)
+import mmrecvit.mm  # noqa: F401  (registration)
 from mmrecvit.mm.optim import LayerDecayOptimWrapperConstructor
 from mmrecvit.models import BACKBONES
 
@@ -162,12 +162,35 @@ def test_srvit_layer_scale_does_not_depend_on_the_recursion_steps():
     assert t1.num_layers + 1 == t4.num_layers + 1 == plain.num_layers + 1 == 7  # L = 6 layers
 
 
+@pytest.mark.parametrize('name', sorted(BACKBONE_CASES))
+def test_the_matched_policy_gives_every_backbone_a_plain_vits_mean_lr_scale(name):
+    """layer_decay_policy='matched' (models/layer_decay.py): the parameter-weighted mean lr scale of a backbone's
+    embeddings and blocks is a plain ViT's of its width and depth at the written rate; a plain ViT keeps the rate."""
+    model = BACKBONES[name](**BACKBONE_CASES[name])
+    kwargs = {k: v for k, v in BACKBONE_CASES[name].items() if k in ('arch', 'img_size', 'embed_dim', 'num_heads')}
+    plain = BACKBONES['PlainViT'](**kwargs, depth=model.num_layers)
+
+    def mean_scale(m, policy):
+        groups = build_groups(Detector(m), dict(layer_decay_rate=RATE, layer_decay_policy=policy))
+        pairs = [(g['lr_scale'], g['params'][0].numel()) for g in groups]
+        counted = [(s, n) for s, n in pairs if s < 1.0]  # depth <= L (those at L + 1 keep scale 1)
+        return sum(s * n for s, n in counted) / sum(n for _, n in counted)
+
+    target = mean_scale(plain, 'per_layer')
+    assert mean_scale(plain, 'matched') == target
+    assert mean_scale(model, 'matched') == pytest.approx(target, rel=1e-9)
+    if name == 'ReViT':  # its one block at the mean position: 'per_layer' gives it less than the plain ViT's mean
+        assert mean_scale(model, 'per_layer') < 0.9 * target
+
+
 def test_bad_arguments_are_named():
     optim = dict(type='OptimWrapper', optimizer=dict(type='AdamW', lr=BASE_LR))
     with pytest.raises(ValueError, match='layer_decay_rate'):
         LayerDecayOptimWrapperConstructor(optim, dict())
     with pytest.raises(ValueError, match='layer_decay_rate'):
         LayerDecayOptimWrapperConstructor(optim, dict(layer_decay_rate=1.5))
+    with pytest.raises(ValueError, match='layer_decay_policy'):
+        LayerDecayOptimWrapperConstructor(optim, dict(layer_decay_rate=0.7, layer_decay_policy='mean'))
     with pytest.raises(KeyError, match='not a parameter'):
         BACKBONES['PlainViT'](**BACKBONE_CASES['PlainViT']).layer_depth('backbone.blocks.0.norm1.weight')
 

@@ -1,16 +1,18 @@
-"""`import mmrecvit` registers into mmdet, mmseg and mmpretrain; the core needs none of them."""
+"""`import mmrecvit.mm` registers into mmdet, mmseg and mmpretrain; the core needs none of them."""
 
 import importlib
 import inspect
+import os.path as osp
 import pkgutil
 import re
 import subprocess
 import sys
 
 import pytest
+from helpers import REPO
 from mmengine.hooks import Hook
 
-import mmrecvit
+import mmrecvit.mm
 import mmrecvit.mm.hooks as hooks
 from mmrecvit.mm.hooks import HOOK_CLASSES
 from mmrecvit.mm.optim import OPTIM_WRAPPER_CONSTRUCTORS
@@ -31,7 +33,7 @@ def test_every_backbone_neck_hook_and_constructor_is_registered(scope):
 
 
 def test_register_all_is_idempotent():
-    assert mmrecvit.register_all() == SCOPES
+    assert mmrecvit.mm.register_all() == SCOPES
 
 
 def test_one_file_per_hook_each_registered_and_re_exported():
@@ -59,17 +61,17 @@ def test_one_file_per_hook_each_registered_and_re_exported():
         assert getattr(hooks, k) is v and k in hooks.__all__, k
 
 
-def run_python(code):
-    return subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
+def run_python(code, *args):
+    return subprocess.run([sys.executable, '-c', code, *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.subprocess
 def test_core_imports_without_the_frameworks():
     code = (
         "import sys; sys.modules['mmdet'] = sys.modules['mmseg'] = sys.modules['mmpretrain'] = None\n"
-        'import torch, mmrecvit\n'
+        'import torch, mmrecvit.mm\n'
         'from mmrecvit.models import PlainViT\n'
-        'assert mmrecvit.register_all() == []\n'
+        'assert mmrecvit.mm.register_all() == []\n'
         "print(PlainViT('tiny', depth=2)(torch.randn(1, 3, 32, 32))[0].shape)"
     )
     res = run_python(code)
@@ -102,3 +104,31 @@ def test_custom_imports_in_a_config_is_enough(config, scope, built):
     res = run_python(code)
     assert res.returncode == 0, res.stderr
     assert built in res.stdout
+
+
+@pytest.mark.subprocess
+def test_the_old_spelling_still_registers_and_warns_once_naming_the_new(tmp_path):
+    """Issue 47.1: `custom_imports=dict(imports=['mmrecvit'])` (configs written before `mmrecvit.mm`) builds as
+    before, with one warning naming 'mmrecvit.mm'; the new spelling, or `import mmrecvit.mm` after mmengine, none."""
+    base = osp.join(REPO, 'configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py')
+    for spelling in ('mmrecvit', 'mmrecvit.mm'):
+        (tmp_path / f'{spelling}.py').write_text(
+            f'_base_ = [{base!r}]\ncustom_imports = dict(imports=[{spelling!r}], allow_failed_imports=False)\n'
+        )
+    code = (
+        'import sys\n'
+        'from mmengine.config import Config\n'
+        'from mmengine.registry import init_default_scope\n'
+        'from mmdet.registry import MODELS\n'
+        'init_default_scope("mmdet")\n'
+        'for _ in range(2):\n'
+        '    print(type(MODELS.build(Config.fromfile(sys.argv[1]).model.backbone)).__name__)\n'
+    )
+    for spelling, said in (('mmrecvit', 1), ('mmrecvit.mm', 0)):
+        res = run_python(code, str(tmp_path / f'{spelling}.py'))
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert res.stdout.split() == ['PlainViT', 'PlainViT']
+        warned = [line for line in res.stderr.splitlines() if 'old spelling' in line]
+        assert len(warned) == said and all("use 'mmrecvit.mm'" in line for line in warned), res.stderr[-2000:]
+    res = run_python('import mmengine, mmrecvit.mm.registry; from mmrecvit import models')
+    assert res.returncode == 0 and 'old spelling' not in res.stderr, res.stderr[-2000:]

@@ -13,7 +13,7 @@ from mmengine.optim import OptimWrapper
 from mmengine.registry import init_default_scope
 from mmengine.runner import Runner
 
-import mmrecvit  # noqa: F401
+import mmrecvit.mm  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +57,7 @@ def loader_cfg(config, data_root, task):
 def test_other_mmdet_detectors_train_with_our_backbone(base, toy_root, tmp_path):
     text = (
         f"_base_ = ['mmdet::_base_/models/{base}.py']\n"
-        "custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)\n"
+        "custom_imports = dict(imports=['mmrecvit.mm'], allow_failed_imports=False)\n"
         f'model = dict(backbone={BACKBONE}, neck={DET_CASES[base]})\n'
     )
     data = loader_cfg('configs/det/mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py', f'{toy_root}/toy_coco/', 'det')
@@ -68,7 +68,7 @@ def test_other_mmdet_detectors_train_with_our_backbone(base, toy_root, tmp_path)
 def test_mmseg_fpn_head_trains_with_our_backbone(toy_root, tmp_path):
     text = (
         "_base_ = ['mmseg::_base_/models/fpn_r50.py']\n"
-        "custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)\n"
+        "custom_imports = dict(imports=['mmrecvit.mm'], allow_failed_imports=False)\n"
         "# besides backbone/neck, only what the dataset dictates: ADE20K's 150 classes, a fixed batch size\n"
         f'model = dict(pretrained=None, data_preprocessor=dict(size=(256, 256)), backbone={BACKBONE}, '
         f"neck=[{PYRAMID}, dict(type='FPN', in_channels={FPN_IN}, out_channels=256, num_outs=4)], "

@@ -64,11 +64,31 @@ def test_a_plain_vits_weights_in_a_method_that_cannot_represent_them_warn_once(v
 
 @pytest.mark.parametrize(
     'name, kwargs',
-    [('PlainViT', {}), ('SRViT', dict(unit_sizes=(2, 2))), ('NaiveRecursiveViT', dict(num_blocks=4))],
+    [('PlainViT', {}), ('SRViT', dict(unit_sizes=(2, 2), num_recursions=1)), ('NaiveRecursiveViT', dict(num_blocks=4))],
 )
 def test_a_vit_the_method_represents_is_a_fair_start(vit_file, name, kwargs):
     model = build(name, **kwargs)
     assert represents_plain_vit(model) and not start(model, vit_file)
+
+
+def test_srvit_from_a_vits_function_is_said_to_be_the_dormant_control(vit_file):
+    """Issue 45: SR-ViT with recursions represents the ViT only with them switched off; its paper's start is its own
+    ImageNet-1k classifier, so the DeiT function start is a control and says so."""
+    model = build('SRViT', unit_sizes=(2, 2), num_recursions=4)
+    assert represents_plain_vit(model)
+    (warning,) = start(model, vit_file)
+    assert all(s in str(warning.message) for s in ('SRViT', 'recursion 1', 'srvit-s_in1k.py', 'control'))
+
+
+@pytest.mark.parametrize('purpose', ['pretraining', 'distillation'])
+@pytest.mark.parametrize('name, kwargs', [('EdgeRecViT', {}), ('SRViT', dict(unit_sizes=(2, 2)))])
+def test_a_plain_vit_start_on_purpose_says_nothing(vit_file, name, kwargs, purpose):
+    """A method's own pretraining recipe (Edge-RecViT's paper fine-tunes DeiT) and a distillation student start from a
+    plain ViT on purpose (init_cfg['purpose']); a transfer from it warns, an unknown purpose is named."""
+    assert not start(build(name, **kwargs), vit_file, purpose=purpose)
+    assert len(start(build(name, **kwargs), vit_file, purpose='transfer')) == 1
+    with pytest.raises(ValueError, match="init_cfg\\['purpose'\\]"):
+        start(build(name, **kwargs), vit_file, purpose='finetune')
 
 
 def test_the_methods_own_checkpoint_is_a_fair_start(tmp_path):

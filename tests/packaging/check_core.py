@@ -1,6 +1,6 @@
 """What a core user (`pip install mmrecvit`: torch + timm) runs: `import mmrecvit`, then a forward of every backbone
-and every timm model it registers. Run by tests/packaging/test_packaging.py in a fresh venv, and in this one with
-the other frameworks made absent:
+and every timm model it registers; then `import mmrecvit.mm`, which registers nothing without OpenMMLab. Run by
+tests/packaging/test_packaging.py in a fresh venv, and in this one with the other frameworks made absent:
 
     python tests/packaging/check_core.py [--absent mmengine mmcv ...]
 
@@ -48,3 +48,6 @@ present = [
     m for m in ('mmengine', 'mmcv', 'mmdet', 'mmseg', 'mmpretrain', 'detectron2') if sys.modules.get(m) is not None
 ]
 print('frameworks imported:', ', '.join(present) or 'none')
+import mmrecvit.mm  # noqa: E402  (the OpenMMLab side: nothing registered where it is absent or does not import)
+
+print('OpenMMLab scopes registered:', ', '.join(mmrecvit.mm.register_all()) or 'none')

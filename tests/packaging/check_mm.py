@@ -5,14 +5,19 @@ venv:
 
     python tests/packaging/check_mm.py WORK_DIR
 
-Prints the ops backend, the config it inherited and the losses; exits non-zero on a failure.
+mmdet's inferencer is imported before mmrecvit (issue 46.5): the `.pth` the wheel installs lets mmcv-lite find its
+ops whatever is imported first. Prints the ops backend, the config it inherited and the losses; exits non-zero on a
+failure.
 """
 
 import math
 import os.path as osp
 import sys
 
-import mmrecvit  # noqa: F401  (first: with mmcv-lite it provides mmcv._ext)
+from mmdet.apis import DetInferencer  # noqa: F401  (first: the wheel's import hook finds mmcv-lite's ops)
+
+# isort: split
+import mmrecvit.mm  # noqa: F401  (after mmdet: the import order does not matter)
 
 # isort: split
 from mmengine.config import Config

@@ -16,6 +16,8 @@ import torch
 import torchvision
 from helpers import REPO
 
+import _mmrecvit_import_hook as import_hook
+
 HERE = osp.dirname(osp.abspath(__file__))
 FRAMEWORKS = ('mmengine', 'mmcv', 'mmdet', 'mmseg', 'mmpretrain', 'detectron2')
 
@@ -42,7 +44,7 @@ def test_the_core_builds_every_model_whatever_else_is_missing(absent):
     warning. The check makes the modules unimportable, as if not installed."""
     res = run([sys.executable, osp.join(HERE, 'check_core.py'), '--absent', *absent])
     out = ok(res)
-    assert 'timm models:' in out and 'frameworks imported:' in out
+    assert 'timm models:' in out and 'frameworks imported:' in out and 'OpenMMLab scopes registered: none' in out
     said = [line for line in res.stderr.splitlines() if 'mmrecvit: OpenMMLab is installed but does not import' in line]
     assert len(said) == (1 if absent == ['cv2'] else 0), res.stderr[-2000:]
 
@@ -71,12 +73,15 @@ def wheel(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.subprocess
-def test_the_wheel_carries_every_config_inside_the_package(wheel):
+def test_the_wheel_carries_every_config_inside_the_package_and_the_import_hook_at_the_top(wheel):
     configs = {osp.relpath(p, REPO) for p in glob.glob(osp.join(REPO, 'configs', '**', '*.py'), recursive=True)}
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
     assert configs and {f'mmrecvit/.mim/{c}' for c in configs} <= names
     assert not any(n.startswith(('configs/', 'tests/', 'tools/')) for n in names)
+    with zipfile.ZipFile(wheel) as z:  # the import hook and its line, at the top of site-packages (issue 46.5)
+        assert z.read(import_hook.PTH_NAME).decode() == import_hook.PTH_LINE
+        assert '_mmrecvit_import_hook.py' in z.namelist()
 
 
 @pytest.fixture(scope='module')

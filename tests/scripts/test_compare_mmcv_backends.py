@@ -20,7 +20,7 @@ def load_script():
 
 
 def test_toy_cascade_is_mmdets_three_stages_at_the_toy_width(tmp_path):
-    import mmrecvit  # noqa: F401  (first: mmcv's ops, as the script gets them)
+    import mmrecvit.mm  # noqa: F401  (first: mmcv's ops, as the script gets them)
 
     # isort: split
     from mmdet.models.detectors import CascadeRCNN

@@ -54,6 +54,21 @@ def test_timm_style_training_step(method):
     assert model.forward_head(model.forward_features(images), pre_logits=True).shape == (2, 192)
 
 
+def test_timms_training_path_refuses_edge_recvit_without_its_schedule_and_cce():
+    """Issue 45.5: model(x) in training mode is what timm's train.py calls; for Edge-RecViT it would train at a fixed
+    tau with plain cross-entropy, so it refuses, naming the recipes that have both; eval and a loop of one's own
+    (forward_features + forward_head) stay open, and the other methods train as before."""
+    import timm
+
+    x = torch.randn(1, 3, 64, 64)
+    model = timm.create_model('edgerecvit_tiny_patch16_224', num_classes=5, img_size=64)
+    with pytest.raises(RuntimeError, match='temperature schedule and its CCE loss.*configs/cls/edgerecvit'):
+        model.train()(x)
+    assert model.forward_head(model.forward_features(x)).shape == (1, 5)
+    assert model.eval()(x).shape == (1, 5)
+    assert timm.create_model('srvit_tiny_patch16_224', num_classes=5, img_size=64).train()(x).shape == (1, 5)
+
+
 def test_timm_classifier_checkpoint_loads_into_the_dense_backbone_and_back(tmp_path):
     import timm
 
@@ -131,3 +146,23 @@ def test_a_misspelt_argument_through_create_model_is_one_line_naming_the_closest
         str(info.value)
         == "SRViT got an unknown argument 'num_recursion' (closest: 'num_recursions', 'eval_recursions')"
     )
+
+
+@pytest.mark.parametrize('method', ['plainvit', 'srvit', 'revit', 'edgerecvit', 'morvit', 'naiverecvit'])
+def test_timms_classifier_contract(method):
+    """What timm's own `test_model_default_cfgs` (tests/test_models.py) asks of a classifier: `num_features` the
+    width of `forward_features`, `head_hidden_size` that of `forward_head(pre_logits=True)` and of the output after
+    `reset_classifier(0)`, the default cfg's `classifier` and `first_conv` naming parameters."""
+    import timm
+
+    model = timm.create_model(f'{method}_tiny_patch16_224', num_classes=7).eval()
+    assert model.num_classes == 7 and model.num_features > 0 and model.head_hidden_size > 0
+    cfg, names = model.default_cfg, set(model.state_dict())
+    assert {f'{cfg["classifier"]}.weight', f'{cfg["first_conv"]}.weight'} <= names
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        tokens = model.forward_features(x)
+        pre = model.forward_head(tokens, pre_logits=True)
+        assert tokens.shape[-1] == model.num_features and pre.shape == (2, model.head_hidden_size)
+        model.reset_classifier(0)
+        assert model.num_classes == 0 and model(x).shape == pre.shape

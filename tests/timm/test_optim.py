@@ -88,3 +88,24 @@ def test_a_group_matcher_that_mixes_depths_is_refused():
     model.group_matcher = lambda coarse=False: dict(all=r'.*')
     with pytest.raises(ValueError, match='puts parameters of different layer depths in one group'):
         param_groups_layer_decay(model, layer_decay=RATE)
+
+
+@pytest.mark.parametrize('method', ['ReViT', 'NaiveRecursiveViT'])
+def test_the_matched_policy_reaches_timm_and_detectron2_alike(method):
+    """Issue 45.4: layer_decay_policy='matched' gives timm's groups and detectron2's lr factors the mm constructor's
+    scales (`adapters.layer_lr_scales`): one rate means the same in every framework."""
+    from timm.optim import create_optimizer_v2
+
+    from mmrecvit.adapters import layer_lr_scales
+
+    model = create(method)
+    fn = partial(param_groups_layer_decay, layer_decay=RATE, layer_decay_policy='matched')
+    got = scales(create_optimizer_v2(model, 'adamw', lr=1e-3, param_group_fn=fn), model)
+    matched = layer_lr_scales(model, RATE, 'matched')
+    assert all(got[n] == pytest.approx(matched.get(n, 1.0)) for n in got)
+    assert any(got[n] != pytest.approx(our_scale(model, n)) for n in got)  # not the per-layer scales
+    pytest.importorskip('detectron2')
+    from mmrecvit.d2 import layer_decay_lr_factor
+
+    factor = layer_decay_lr_factor(model, RATE, 'matched')
+    assert all(factor(n) == pytest.approx(matched.get(n, 1.0)) for n in got)

@@ -94,5 +94,9 @@ def test_unreadable_or_absent_weights_are_one_clear_error(tmp_path):
         create('PlainViT', pretrained=True, pretrained_cfg_overlay=dict(file=str(tmp_path / 'cut.pth')))
     with pytest.raises(FileNotFoundError, match=r"checkpoint file '.*absent\.pth' does not exist"):
         create('PlainViT', pretrained=True, pretrained_cfg_overlay=dict(file=str(tmp_path / 'absent.pth')))
-    with pytest.raises(RuntimeError, match=r'no pretrained weights were published; pass pretrained_cfg_overlay'):
+    with pytest.raises(RuntimeError, match=r'no pretrained weights were published; load a checkpoint') as err:
         create('PlainViT', pretrained=True)
+    message = str(err.value)  # one line: how to load them, and how to make them
+    assert '\n' not in message and all(
+        s in message for s in ('pretrained_cfg_overlay', 'checkpoint_path', 'configs/cls')
+    )

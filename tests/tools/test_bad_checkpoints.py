@@ -6,7 +6,7 @@ weights, and a pickle carrying an arbitrary object (whose code must not run). En
 `tools/test.py`, both converters (tools/model_converters/), and the inferencers of tools/demo.py.
 
 Every read goes through `mmrecvit.models.checkpoint_files.load_checkpoint_file` (weights only): our tools
-and backbones call it, and `mmrecvit.compat` (fix 3) makes it mmengine's loader of local files, which
+and backbones call it, and `mmrecvit.mm.compat` (fix 3) makes it mmengine's loader of local files, which
 `load_from`, `--resume`, `tools/test.py` and the inferencers use. A checkpoint of another model is
 refused by the strict loaders (init_cfg, converters) or, where mmengine loads non-strictly, by
 `mmrecvit.mm.checkpoint.check_checkpoint_matches_model`.
@@ -143,7 +143,7 @@ def test_every_entry_point_stops_with_one_error_naming_the_file(tmp_path, fault,
 def test_mmengine_loader_is_ours_and_weights_only(tmp_path):
     from mmengine.runner.checkpoint import CheckpointLoader
 
-    from mmrecvit.compat import load_local_checkpoint
+    from mmrecvit.mm.compat import load_local_checkpoint
 
     assert CheckpointLoader._get_checkpoint_loader('/some/file.pth') is load_local_checkpoint
     path = make('pickle-object', tmp_path)

@@ -7,7 +7,7 @@ a toy recipe or no model. Nothing here checks a time: the measured numbers must 
 FLOPs torch counts in the backbone's test forward equal the backbone's own FLOP model; a training step executes
 more than twice the backbone's forward).
 detectron2 LazyConfigs (configs/d2/) run through detectron2's own mappers, model and trainer step
-(mmrecvit/d2/dry_run.py): their two families are among the real ones, a toy LazyConfig among the quick ones.
+(mmrecvit/benchmark/dry_run_d2.py): their two families are among the real ones, a toy LazyConfig among the quick ones.
 """
 
 import os.path as osp
@@ -19,9 +19,9 @@ from helpers import REPO
 sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
 import dry_run as tool  # noqa: E402  (tools/analysis_tools/dry_run.py)
 
-from mmrecvit.benchmark.step import RecipeError  # noqa: E402
+from mmrecvit.benchmark.dry_run import DryRunOptions, RecipeError  # noqa: E402
+from mmrecvit.benchmark.dry_run_mm import dry_run  # noqa: E402
 from mmrecvit.mm.costs import cost_rows, cost_table, dry_run_table  # noqa: E402
-from mmrecvit.mm.dry_run import dry_run  # noqa: E402
 
 DET = osp.join(REPO, 'configs', 'det')
 TOY_DET = osp.join(DET, 'mask-rcnn_plainvit-ti_fpn_1xb2-800it_toy-coco.py')
@@ -142,7 +142,7 @@ def test_a_toy_lazy_config_dry_runs_through_detectron2_with_consistent_counts():
     assert record['other_cp']['backbone_flops'] > record['train']['backbone_flops'] > 0
     # 800 iterations x total_batch_size 2 (the toy's); the batch per GPU is 1 (--batch)
     assert record['schedule']['images'] == 1600 and record['batch'] == 1
-    result = tool.dry_run_of(TOY_D2)(TOY_D2, batch=2, repeats=0)
+    result = tool.dry_run_of(TOY_D2)(TOY_D2, DryRunOptions(batch=2, repeats=0))
     assert result.batch == 2 and result.train_shape[0] == 2 and result.test_shape[0] == 2
     assert result.test.module(result.backbone_module) == pytest.approx(result.backbone_model_flops, rel=1e-3)
 
@@ -185,7 +185,7 @@ REAL = {  # family -> (recipe, train input, test input); a different method in e
 def test_a_paper_recipe_runs_at_its_real_size(family):
     rel, train_hw, test_hw = REAL[family]
     path = osp.join(REPO, 'configs', rel)
-    result = tool.dry_run_of(path)(path, batch=1, repeats=0)
+    result = tool.dry_run_of(path)(path, DryRunOptions(batch=1, repeats=0))
     check(result, train_hw, test_hw)
     if family == 'fpn-3x':  # multi-scale crop: at most 1333 on the long side, padded to 32
         assert max(result.train_shape[-2:]) <= 1344 and all(s % 32 == 0 for s in result.train_shape[-2:])

@@ -18,8 +18,9 @@ from helpers import REPO
 sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
 import recipe_diff  # noqa: E402  (tools/analysis_tools/recipe_diff.py)
 
-SEG_RECIPES = sorted(glob.glob(osp.join(REPO, 'configs', 'seg', 'upernet_*-[sb]*_8xb2-*_ade20k-512x512.py')))
-CLS_RECIPES = sorted(glob.glob(osp.join(REPO, 'configs', 'cls', '*-small_*in1k.py')))  # from scratch, from DeiT
+SEG_RECIPES = sorted(glob.glob(osp.join(REPO, 'configs', 'seg', 'upernet_*-[sbt]*_8xb2-*_ade20k-512x512.py')))
+# from scratch, from DeiT, the ViT-B starts, the papers' ablations
+CLS_RECIPES = sorted(glob.glob(osp.join(REPO, 'configs', 'cls', '*-[sb][ma]*_*in1k.py')))
 # every COCO recipe and its _base_ (the toys are not recipes; _base_/models and _base_/recipes are parts of them)
 DET_RECIPES = sorted(
     p
@@ -35,7 +36,7 @@ FPN_3X = osp.join(DET, 'mask-rcnn_vit_fpn_8xb2-ms-crop-3x_coco.py')
 
 
 def test_the_families_are_found():
-    assert (len(SEG_RECIPES), len(CLS_RECIPES), len(DET_RECIPES)) == (21, 12, 40)
+    assert (len(SEG_RECIPES), len(CLS_RECIPES), len(DET_RECIPES)) == (22, 21, 49)
     anchors = {recipe_diff.recipe_of(recipe_diff.Config.fromfile(p), p)['anchor'] for p in DET_RECIPES}
     assert len(anchors) == 3  # mmdet's projects/ViTDet, r50 1x, r50 ms-poly 3x
 

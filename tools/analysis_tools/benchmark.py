@@ -61,7 +61,7 @@ from mmrecvit.benchmark import (
     run_benchmark,
     write_csv,
 )
-from mmrecvit.inputs import bad_input
+from mmrecvit.inputs import bad_input, tool_parser
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout of this tool: its commit names mmrecvit in the report
 
@@ -81,12 +81,7 @@ def non_negative_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/benchmark.py',
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = tool_parser('tools/analysis_tools/benchmark.py', __doc__)
     parser.add_argument('models', nargs='+', metavar='[LABEL=]SPEC', help='models to compare (see below)')
     parser.add_argument('--batch', nargs='+', type=positive_int, default=[1], help='batch sizes (default: 1)')
     parser.add_argument(

@@ -27,6 +27,7 @@ import torch
 from mmrecvit import deploy
 from mmrecvit.benchmark.machine import physical_cores
 from mmrecvit.benchmark.timing import interleaved_order, percentile, time_call
+from mmrecvit.inputs import tool_parser
 from mmrecvit.models import BACKBONES
 from mmrecvit.models.revit_fold import fold_to_plainvit
 
@@ -40,12 +41,7 @@ RUNTIMES = ('eager', 'compile', 'onnxruntime')
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/benchmark_deploy.py',
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = tool_parser('tools/analysis_tools/benchmark_deploy.py', __doc__)
     parser.add_argument('--models', nargs='+', choices=list(MODELS), default=list(MODELS), help='models to time')
     parser.add_argument(
         '--shape',

@@ -1,37 +1,29 @@
-"""One table of what makes a comparison of recipes fair or not, and a check that every difference is declared.
+"""A card of recipes a reviewer can check: every fact of each recipe beside the reference's, every difference declared.
 
-    python tools/analysis_tools/compare.py configs/seg/upernet_{plainvit,srvit,revit}-s_8xb2-160k_ade20k-512x512.py
-    python tools/analysis_tools/compare.py CONFIG... --check     # exit 1 on a difference no recipe declares
-    python tools/analysis_tools/compare.py CONFIG... --out docs/comparison.md --title 'ViTDet-S'
+    python tools/analysis_tools/compare.py REFERENCE RECIPE... [--check] [--out docs/comparison.md --title TITLE]
+    python tools/analysis_tools/compare.py REFERENCE RECIPE... --suggest   # the declarations the recipes lack
+    python tools/analysis_tools/compare.py ... --images data/coco/val2017 --num-images 16   # a ranker's mean work
 
-One row per recipe (mmdet / mmseg / mmpretrain configs), read from the config and the backbone it builds:
-* params: the backbone's; GFLOPs: the backbone's at the test size (one test image: ViTDet's 1024x1024 pad, one
-  512x512 sliding window, the crop), ours (`mmrecvit/models/flops.py`: 2 x MACs of every product the forward runs,
-  the method's own work included) and the papers' convention (the blocks as they run and the patch embedding,
-  without the method's own work: rankers, routers, step transforms, expert merges, the key/value re-projection of
-  exited tokens; linear in depth: docs/methods/edge_recvit.md reproduces Edge-RecViT's 24.39 with it); a ranker's
-  depths need its trained weights: the start's where its file is here, else the full depth (said);
-* start: the checkpoint `init_cfg` loads, and its init distance: the cosine of the model's last map to the function
-  of the weights it loads at the start (1: its own weights; a plain ViT's: measured as
-  tools/analysis_tools/init_distance.py does, on the real file if here, else on timm's random stand-in, said);
-* pretraining: what made the start (a public checkpoint's, or the configs/cls recipe its `made_by` runs);
-* window layout, and the global-attention steps the built model runs at the test grid (its plan);
-* layer decay, drop path, schedule (epochs or iterations), batch.
+Each recipe (an mmdet / mmseg / mmpretrain config; the first is the reference) is read as its whole resolved config,
+flattened, plus the facts of the backbone it builds and of its start (`mmrecvit/mm/card.py`, `card_start.py`): model,
+data and pipelines, optimizer and schedulers, hooks, AMP, seeds; params, GFLOPs per test image (ours and the papers'
+convention), training GFLOPs per image (forward + backward + with_cp's recomputation), global steps, feature layers,
+final norm, eval knobs, the mean lr scale under the layer decay; the start, what made it and how. Every fact where a
+recipe differs from the reference must be declared in its `recipe` data with the value it has
+(`mmrecvit/mm/card_check.py`: `differs = {key: (value, why)}`, a task-dependent value in `measured`), so a changed
+value fails; `--check` exits 1 on anything undeclared, declared with another value, declared but not differing
+(stale), a start that is not its paper's undeclared, or a start file that cannot say its top-1.
 
-A column where the recipes differ is marked with a `≠` in its header, and each cell that differs from the first
-recipe's (the reference: name PlainViT's first) is in bold. A difference is declared in the recipe data beside
-recipe_diff's `intended`: `recipe.differs = {column pattern: why}`, fnmatch-style over the column keys (`start*`: the
-start, its init distance and its pretraining; a method's own from its backbone file's
-`backbone_recipe`, configs/_base_/backbones/); `--check` exits 1 on a cell that differs from the reference in a
-column its recipe does not declare, and lists the declared ones below the table either way.
+The card (Markdown, on stdout) has one column per recipe and one line per property, a cell in bold where it differs
+from the reference's, then each recipe's declared differences and what is wrong. `--out FILE --title TITLE` writes
+it into FILE, replacing the card of that title (the tool writes nothing else: no data, no cache). A ranker's GFLOPs
+(Edge-RecViT) need its trained weights and images: with both (`--images`), the mean over the first `--num-images`
+images of that folder at the test size; else the full depth, said.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import fnmatch
-import math
 import re
 import sys
 from collections.abc import Sequence
@@ -41,261 +33,247 @@ from typing import Any
 import torch
 from mmengine.config import Config
 
+from mmrecvit.inputs import InputError, bad_input, config_file, tool_parser
+from mmrecvit.mm.card import MEASURED, Row, recipe_row, test_size
+from mmrecvit.mm.card_check import Finding, check
+from mmrecvit.mm.card_start import StartError
 from mmrecvit.mm.complexity import markdown_table
-from mmrecvit.models import BACKBONES
-from mmrecvit.models.checkpoint import load_state_dict_into, read_checkpoint
-from mmrecvit.models.flops import BlockWork
-from mmrecvit.models.start import is_plain_vit_checkpoint, load_start, represents_plain_vit
-from mmrecvit.models.windows import Windows
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import init_distance  # noqa: E402  (tools/analysis_tools/init_distance.py: the same measurement)
-
-COLUMNS = {  # key -> header
-    'params': 'params (M)',
-    'gflops': 'GFLOPs, ours',
-    'gflops_paper': 'GFLOPs, papers',
-    'start': 'start',
-    'start_distance': 'init distance',
-    'start_pretraining': 'pretraining',
-    'layout': 'window layout',
-    'global_steps': 'global steps at test',
-    'layer_decay': 'layer decay',
-    'drop_path': 'drop path',
-    'schedule': 'schedule',
-    'batch': 'batch',
-}
 REPO = Path(__file__).resolve().parents[2]  # made_by's recipes are relative to it, wherever the config is
-DATA = REPO / 'data'  # the toy images (written there if absent)
-# The public plain-ViT checkpoints the recipes start from: what made them.
-PUBLIC = {
-    'deit_small_patch16_224-cd65a155.pth': ('DeiT-S', 'IN-1k 300 ep. (DeiT)', 'vit_small_patch16_224'),
-    'deit_base_patch16_224-b5f2ef4d.pth': ('DeiT-B', 'IN-1k 300 ep. (DeiT)', 'vit_base_patch16_224'),
+IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp')
+METHODS = ('plainvit', 'naiverecvit', 'srvit', 'revit', 'edgerecvit', 'morvit')
+DET, SEG = (
+    'configs/det/mask-rcnn_{}_vitdet-fpn_16xb4-amp-lsj-100e_coco.py',
+    'configs/seg/upernet_{}_8xb2-{}_ade20k-512x512.py',
+)
+LD = 'amp-ld0.95-160k'
+# The cards of docs/comparison.md (`--cards`): title -> recipes, the reference first.
+CARDS = {
+    'ViTDet-S': [DET.format(f'{m}-s') for m in METHODS],
+    'ADE20K, UperNet 160k (mmseg)': [SEG.format(f'{m}-s', '160k') for m in METHODS],
+    'ADE20K, UperNet 160k, layer decay 0.95 (ViT-Adapter)': [SEG.format(f'{m}-s', LD) for m in METHODS],
+    'ViTDet-B': [DET.format(f'{m}-b') for m in METHODS],
+    'ADE20K-B, UperNet 160k, layer decay 0.95': [SEG.format(f'{m}-b', LD) for m in METHODS],
+    'Equal budget: ViTDet-S': [
+        DET.format(m)
+        for m in ('plainvit-s-in1k', 'naiverecvit-s', 'srvit-s', 'revit-s', 'edgerecvit-s-scratch', 'morvit-s')
+    ],
+    'References: ViTDet-S': [DET.format(m) for m in ('plainvit-s', 'plainvit-b', 'srvit-s', 'plainvit-ti')]
+    + [DET.format(f'{m}-s') for m in METHODS[1:] if m != 'srvit'],
+    'References: ADE20K, layer decay 0.95': [
+        SEG.format(m, LD) for m in ('plainvit-s', 'plainvit-b', 'srvit-s', 'plainvit-ti')
+    ]
+    + [SEG.format(f'{m}-s', LD) for m in METHODS[1:] if m != 'srvit'],
+    'Ablations: ViTDet-S': [DET.format('plainvit-s')]
+    + [
+        DET.format(m)
+        for pair in (
+            ('srvit-s', 'srvit-s-final'),
+            ('revit-s', 'revit-s-e1'),
+            ('edgerecvit-s', 'edgerecvit-s-full'),
+            ('morvit-s', 'morvit-s-full'),
+        )
+        for m in pair
+    ],
 }
 
 
-def build_backbone(args: dict) -> torch.nn.Module:
-    args = {k: v for k, v in args.items() if k not in ('_delete_', 'init_cfg', 'pretrained', 'with_cp')}
-    return BACKBONES[args.pop('type')](**args).eval()
-
-
-def test_size(cfg: Config) -> tuple[int, int]:
-    """The test input of one square image: a sliding window's crop, else the test pipeline's pad size, or its resize
-    (keep_ratio: a square image is resized to the scale's short side, mmseg's (2048, 512) -> 512x512, mmdet's
-    (1333, 800) -> 800x800; else to the scale itself)."""
-    test_cfg = cfg.model.get('test_cfg') or {}
-    if test_cfg.get('mode') == 'slide':
-        return tuple(test_cfg['crop_size'])
-    steps = {t['type']: t for t in cfg.test_dataloader.dataset.pipeline}
-    for name, key in (('Pad', 'size'), ('Resize', 'scale'), ('RandomResizedCrop', 'scale'), ('ResizeEdge', 'scale')):
-        if name in steps and steps[name].get(key):
-            size = steps[name][key]
-            if isinstance(size, int):
-                return size, size
-            if name == 'Resize' and steps[name].get('keep_ratio'):
-                return min(size), min(size)
-            return size[1], size[0]  # OpenMMLab's scales are (w, h)
-    raise ValueError(f'{cfg.filename}: no test size in its test pipeline or a sliding-window test_cfg')
-
-
-@torch.no_grad()
-def flops_at(model: torch.nn.Module, size: tuple[int, int], weights_here: bool) -> tuple[float, float, list, str]:
-    """(GFLOPs ours, GFLOPs by the papers' convention, the steps run, a note) of one test image, from the forward's
-    own record (its `stats`: the plan it ran and the work outside it); for a ranker without its trained weights,
-    the full-depth plan instead."""
-    grid = (math.ceil(size[0] / model.patch_size), math.ceil(size[1] / model.patch_size))
-    note = ''
-    if type(model).__name__ == 'EdgeRecViT' and not weights_here:
-        plan = model.plan(None, grid)
-        work = [model.embed_work(grid), *plan.work()]
-        note = ' (full depth: the ranker decides)'
-    else:  # a toy image where a ranker or router reads it, else zeros (the work does not depend on them)
-        routed = weights_here and size[0] == size[1]
-        stats = model(init_distance.toy_images(1, size[0], DATA) if routed else torch.zeros(1, 3, *size)).stats
-        plan, work = stats.plan, stats.work
-    # the papers': the blocks as they run and the patch embedding, without the method's own work
-    paper = [w for w in work if getattr(w, 'name', None) == 'patch_embed']
-    paper += [dataclasses.replace(w, new_kv=0.0) for w in work if isinstance(w, BlockWork)]
-    return sum(w.flops for w in work) / 1e9, sum(w.flops for w in paper) / 1e9, list(plan.steps), note
-
-
-def start_of(cfg: Config, model: torch.nn.Module, args: dict, images: int) -> tuple[str, str, str]:
-    """(start, init distance, pretraining) of the backbone's init_cfg."""
-    init = args.get('init_cfg') or {}
-    path = init.get('checkpoint')
-    if path is None:
-        return 'random init', '–', '–'
-    name = Path(path).name
-    if name in PUBLIC:
-        label, pretraining, stand_in = PUBLIC[name]
-        here = Path(path).is_file()
-        sd = read_checkpoint(path) if here else init_distance.load_source(f'timm:{stand_in}', 0)
-        return label, f'{plain_vit_distance(args, sd, images):.4f}' + ('' if here else ' (stand-in)'), pretraining
-    made_by = init.get('made_by', '')
-    recipe = re.search(r'configs/cls/\S+\.py', made_by)
-    if Path(path).is_file() and is_plain_vit_checkpoint(path) and not represents_plain_vit(model):
-        return name, 'a plain ViT it cannot represent', '?'
-    if recipe is None:
-        return name, '1 (its own)' if Path(path).is_file() else '?', '?'
-    cls_cfg = Config.fromfile(str(REPO / recipe.group(0)))
-    base = (cls_cfg.model.backbone.get('init_cfg') or {}).get('checkpoint')
-    epochs = cls_cfg.train_cfg.get('max_epochs')
-    origin = f'{PUBLIC[Path(base).name][0]} + ' if base and Path(base).name in PUBLIC else 'from scratch, '
-    return f'own IN-1k ({Path(recipe.group(0)).name})', '1 (its own)', f'{origin}IN-1k {epochs} ep.'
-
-
-@torch.no_grad()
-def plain_vit_distance(args: dict, sd: dict, images: int) -> float:
-    """The cosine of the backbone's last map (built from `args`, loaded from a plain ViT's state dict) to that ViT's,
-    as init_distance.py measures it (at the ViT's size, global attention: its function)."""
-    arch = init_distance.timm_architecture(sd)
-    heads = max(1, arch['embed_dim'] // 64)
-    x = init_distance.toy_images(images, arch['img_size'], DATA)
-    ref = init_distance.timm_vit(sd, heads)
-    fresh = build_backbone({**args, 'window_size': 0, 'use_rel_pos': False})
-    load_state_dict_into(fresh, sd, 'the plain ViT')
-    normed = not isinstance(fresh.norm, torch.nn.Identity)
-    if normed:
-        target = ref.forward_features(x)[:, ref.num_prefix_tokens :]
-        target = target.transpose(1, 2).reshape(x.shape[0], -1, *fresh.patch_grid(x))
-    else:
-        target = ref.forward_intermediates(x, indices=[arch['depth'] - 1], intermediates_only=True)[-1]
-    return init_distance.distance(fresh(x)[-1], target)[0]
-
-
-def layout_of(args: dict, steps: list[Any]) -> tuple[str, str]:
-    windowed = [s for s in steps if isinstance(s.layout, Windows)]
-    if not windowed:
-        return 'global', f'all {len(steps)}'
-    glob_steps = [s.index for s in steps if not isinstance(s.layout, Windows)]
-    return (
-        f'{args["window_size"]}x{args["window_size"]} windows',
-        f'{len(glob_steps)} of {len(steps)} ({", ".join(map(str, glob_steps))})',
+def view(row: Row) -> dict[str, str]:
+    """What the card shows of a row, property by property, from its facts."""
+    f, c = row.facts, row.cells
+    get = lambda key, default='–': f.get(key, default)  # noqa: E731
+    warmup = get('param_scheduler.LinearLR.end', None)
+    hook = 'custom_hooks.TemperatureScheduleHook.'
+    tau = (
+        f'{get(hook + "start")} -> {get(hook + "end")} ({get(hook + "schedule", "cosine")})'
+        if hook + 'type' in f
+        else '–'
     )
-
-
-def schedule_of(cfg: Config) -> str:
-    train = cfg.train_cfg
-    if train.get('max_iters'):
-        return f'{train["max_iters"]} iterations'
-    times = (
-        cfg.train_dataloader.dataset.get('times', 1)
-        if cfg.train_dataloader.dataset.get('type') == 'RepeatDataset'
-        else 1
+    repeat = (
+        get('train_dataloader.dataset.times', 1) if get('train_dataloader.dataset.type', '') == 'RepeatDataset' else 1
     )
-    return f'{train["max_epochs"] * times} epochs'
-
-
-def batch_of(cfg: Config) -> str:
-    if cfg.get('auto_scale_lr', {}).get('base_batch_size'):
-        return str(cfg.auto_scale_lr.base_batch_size)
-    found = re.search(r'_(\d+)xb(\d+)', Path(cfg.filename).name)
-    return str(int(found.group(1)) * int(found.group(2))) if found else str(cfg.train_dataloader.batch_size)
-
-
-def row_of(path: str, images: int = 4) -> dict[str, Any]:
-    cfg = Config.fromfile(path)
-    args = cfg.model.backbone.to_dict()
-    model = build_backbone(args)
-    h, w = test_size(cfg)
-    start = (args.get('init_cfg') or {}).get('checkpoint')
-    weights_here = bool(start) and Path(start).is_file()
-    if weights_here:
-        load_start(model, args['init_cfg'])
-    gflops, gflops_paper, steps, note = flops_at(model, (h, w), weights_here)
-    layout, global_steps = layout_of(args, steps)
-    start, distance, pretraining = start_of(cfg, model, args, images)
-    paramwise = cfg.optim_wrapper.get('paramwise_cfg') or {}
-    decay = paramwise.get('layer_decay_rate') if cfg.optim_wrapper.get('constructor') else None
-    cells = {
-        'params': f'{sum(p.numel() for p in model.parameters()) / 1e6:.2f}',
-        'gflops': f'{gflops:.{1 if gflops >= 10 else 2}f}{note}',
-        'gflops_paper': f'{gflops_paper:.{1 if gflops_paper >= 10 else 2}f}',
-        'start': start,
-        'start_distance': distance,
-        'start_pretraining': pretraining,
-        'layout': layout,
-        'global_steps': global_steps,
-        'layer_decay': '–' if decay is None else str(decay),
-        'drop_path': str(args.get('drop_path_rate', 0.0)),
-        'schedule': schedule_of(cfg),
-        'batch': batch_of(cfg),
+    epochs = get('train_cfg.max_epochs', None)
+    window = get('model.backbone.window_size', 0)
+    return {
+        'params (M)': f'{f["params"]:.2f}',
+        "GFLOPs per test image, ours / papers'": f'{f["gflops"]:g} / {f["gflops_paper"]:g}'
+        + (f' ({c["work_note"]})' if c.get('work_note') else ''),
+        'training GFLOPs per image': f'{f["train_gflops"]:g}',
+        'train / test size': f'{c["train_size"]} / {c["test_size"]}',
+        'start': c['start'],
+        'its ImageNet-1k top-1': c['top1'],
+        'what made it': f'{Path(get("start.made_by", "–")).name}: {c["pretraining"]}',
+        'feature layers': f['feature_layers'],
+        'final norm': 'yes' if f['final_norm'] else 'no',
+        'attention': f'{window}x{window} windows' if window else 'global',
+        'global steps at test': c['global_steps'] or f['global_steps'],
+        'lr scale (layer decay)': c['lr_scale'],
+        'optimizer, lr, weight decay': f'{get("optim_wrapper.optimizer.type")} {get("optim_wrapper.optimizer.lr")}, '
+        f'{get("optim_wrapper.optimizer.weight_decay")}',
+        'warm-up': '–'
+        if warmup is None
+        else f'{warmup} ' + ('iter.' if not get('param_scheduler.LinearLR.by_epoch', True) else 'ep.'),
+        'drop path; step drop': f'{get("model.backbone.drop_path_rate", 0.0)}; {get("model.backbone.step_drop_rate")}',
+        'eval knobs': f['eval_knobs'],
+        'tau schedule': tau,
+        'AMP': amp_of(f),
+        'schedule': f'{epochs * repeat} epochs' if epochs else f'{get("train_cfg.max_iters")} iterations',
+        'batch per GPU (total)': f'{get("train_dataloader.batch_size")} ({get("auto_scale_lr.base_batch_size")})',
+        'seed; runs': f'{get("randomness.seed")}'
+        + (' per rank' if get('randomness.diff_rank_seed', False) else '')
+        + f'; {row.recipe.get("runs", 1)}',
     }
-    recipe = cfg.get('recipe') or {}
-    return dict(
-        path=path,
-        name=Path(path).stem,
-        method=type(model).__name__,
-        size=f'{h}x{w}',
-        cells=cells,
-        differs=dict(recipe.get('differs') or {}),
-    )
 
 
-def compare(rows: Sequence[dict]) -> tuple[set[str], list[tuple[str, str, str]], list[tuple[str, str, str]]]:
-    """(columns that differ, undeclared (recipe, column, cell), declared (recipe, column, why)) vs the first row."""
-    ref = rows[0]['cells']
-    differing = {c for c in COLUMNS if len({r['cells'][c] for r in rows}) > 1}
-    undeclared, declared = [], []
-    for r in rows[1:]:
-        for c in sorted(differing, key=list(COLUMNS).index):
-            if r['cells'][c] == ref[c]:
-                continue
-            why = next((w for p, w in r['differs'].items() if fnmatch.fnmatchcase(c, p)), None)
-            (declared if why else undeclared).append((r['name'], c, why or r['cells'][c]))
-    return differing, undeclared, declared
+def shown(path: str) -> str:
+    """A path as the card shows it: relative to the repository where it is inside."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else path
 
 
-def render(rows: Sequence[dict], title: str | None = None) -> str:
-    differing, undeclared, declared = compare(rows)
-    header = ['recipe'] + [COLUMNS[c] + (' ≠' if c in differing else '') for c in COLUMNS]
-    ref = rows[0]['cells']
-    body = [
-        [r['name']]
-        + [f'**{r["cells"][c]}**' if r is not rows[0] and r['cells'][c] != ref[c] else r['cells'][c] for c in COLUMNS]
-        for r in rows
-    ]
-    out = [
-        f'### {title}\n' if title else '',
-        f'Test size {rows[0]["size"]}; ≠: the recipes differ; bold: differs from {rows[0]["name"]}.\n',
-    ]
-    out += markdown_table(header, body, 'l' + 'r' * 3 + 'l' * (len(COLUMNS) - 3))
+def amp_of(facts: dict[str, Any]) -> str:
+    if facts.get('optim_wrapper.type') != 'AmpOptimWrapper':
+        return 'fp32'
+    return facts.get('optim_wrapper.dtype') or 'fp16'  # mmengine's default autocast dtype
+
+
+def labels(rows: Sequence[Row]) -> list[str]:
+    """Short column names: the file names without what all of them share at both ends."""
+    names = [r.name for r in rows]
+    head = len(_common([n.split('_') for n in names]))
+    tail = len(_common([n.split('_')[::-1] for n in names]))
+    return ['_'.join(n.split('_')[head : len(n.split('_')) - tail]) or n for n in names]
+
+
+def _common(parts: list[list[str]]) -> list[str]:
+    out = []
+    for words in zip(*parts):
+        if len(set(words)) > 1:
+            break
+        out.append(words[0])
+    return out[: min(len(p) for p in parts) - 1]
+
+
+def render(rows: Sequence[Row], findings: Sequence[Finding], title: str | None) -> str:
+    names, views = labels(rows), [view(r) for r in rows]
+    short = dict(zip([r.name for r in rows], names))
+    body = []
+    for prop in views[0]:
+        cells = [v[prop] for v in views]
+        mark = ' ≠' if len(set(cells)) > 1 else ''
+        body.append([prop + mark] + [c if i == 0 or c == cells[0] else f'**{c}**' for i, c in enumerate(cells)])
+    out = [f'### {title}', ''] if title else []
+    out += [f'Reference: {names[0]}; bold: differs from it; ≠: the recipes differ. Recipes: '
+            + '; '.join(f'{n} = `{shown(r.path)}`' for n, r in zip(names, rows)) + '.', '']  # fmt: skip
+    out += markdown_table(['', *names], body, 'l' * (len(rows) + 1))
+    declared = [f for f in findings if f.kind == 'declared']
     if declared:
-        out += ['', 'Declared differences (`recipe.differs`):', '']
-        out += [f'- {name}, {COLUMNS[c]}: {why}' for name, c, why in declared]
-    if undeclared:
-        out += ['', 'NOT DECLARED:', '']
-        out += [f'- {name}, {COLUMNS[c]}: {cell} (the reference: {ref[c]})' for name, c, cell in undeclared]
+        out += ['', 'Declared differences (`recipe.differs`, key = value: why):', '']
+        out += [f'- {short[f.recipe]}: `{f.key}` = {f.value!r}: {f.text}' for f in declared]
+    wrong = [f for f in findings if f.kind != 'declared']
+    if wrong or any(r.notes for r in rows):
+        out += ['', 'NOT AS DECLARED:', '']
+        out += [f'- {f.kind}: {short.get(f.recipe, f.recipe)}: `{f.key}` = {f.value!r}: {f.text}' for f in wrong]
+        out += [f'- NO MEASURED TOP-1: {short[r.name]}: {note}' for r in rows for note in r.notes]
     return '\n'.join(out) + '\n'
 
 
+def suggest(rows: Sequence[Row], findings: Sequence[Finding]) -> str:
+    """The `differs` and `measured` entries that would make each recipe's declarations true (to edit, not paste
+    blindly: each why is the author's)."""
+    out = []
+    for row in rows[1:]:
+        todo = [f for f in findings if f.recipe == row.name and f.kind in ('NOT DECLARED', 'WRONG VALUE', 'NO VALUE')]
+        stale = [f.key for f in findings if f.recipe == row.name and f.kind == 'STALE']
+        if not (todo or stale):
+            continue
+        out.append(f'# {row.path}')
+        measured = {f.key: f.value for f in todo if f.key in MEASURED}
+        differs = {f.key: (f.value, 'WHY') for f in todo if f.key not in MEASURED}
+        differs.update({k: 'WHY' for k in measured if k not in (row.recipe.get('differs') or {})})
+        differs.update({k: None for k in stale})
+        if differs:
+            out.append(f'differs={differs!r},')
+        if measured:
+            out.append(f'measured={measured!r},')
+    return '\n'.join(out) + '\n' if out else '# every difference is declared with its value\n'
+
+
+def load_images(folder: str, count: int, size: tuple[int, int], cfg_path: str) -> torch.Tensor:
+    """The first `count` images of `folder` (sorted), resized to `size` and normalised as the recipe's data
+    preprocessor does: (count, 3, H, W)."""
+    import mmcv
+
+    files = sorted(p for p in Path(folder).iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)[:count]
+    if len(files) < count:
+        raise InputError(f'--images {folder!r}: {len(files)} images, --num-images asks for {count}')
+    pre = Config.fromfile(cfg_path).model.data_preprocessor
+    mean, std = torch.tensor(pre.mean).view(3, 1, 1), torch.tensor(pre.std).view(3, 1, 1)
+    images = [mmcv.imresize(mmcv.imread(str(p), channel_order='rgb'), (size[1], size[0])) for p in files]
+    return torch.stack([(torch.from_numpy(i).permute(2, 0, 1).float() - mean) / std for i in images])
+
+
+def write_card(path: str, title: str, card: str) -> None:
+    """Put `card` into the file at `path` between its markers, replacing the card of the same title, else appended."""
+    begin, end = f'<!-- card: {title} -->', '<!-- /card -->'
+    text = Path(path).read_text() if Path(path).is_file() else ''
+    block = f'{begin}\n{card}{end}\n'
+    found = re.search(re.escape(begin) + r'.*?' + re.escape(end) + r'\n?', text, re.S)
+    text = text[: found.start()] + block + text[found.end() :] if found else text + ('\n' if text else '') + block
+    Path(path).write_text(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/compare.py',
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = tool_parser('tools/analysis_tools/compare.py', __doc__)
+    parser.add_argument('configs', nargs='*', help='the recipes of a family; the first is the reference')
+    parser.add_argument(
+        '--cards', action='store_true', help='every card of docs/comparison.md (CARDS), each under its title'
     )
-    parser.add_argument('configs', nargs='+', help='recipes to compare (the first is the reference: PlainViT)')
-    parser.add_argument('--check', action='store_true', help='exit 1 if a difference is not declared by its recipe')
-    parser.add_argument('--out', default=None, help='also append the Markdown table to this file')
-    parser.add_argument('--title', default=None, help="the table's heading")
-    parser.add_argument('--images', type=int, default=4, help='toy images for the init distance (default 4)')
+    parser.add_argument('--check', action='store_true', help='exit 1 on anything not as declared')
+    parser.add_argument('--suggest', action='store_true', help='print the declarations the recipes lack')
+    parser.add_argument('--out', default=None, help='write the card into this file (replacing the card of --title)')
+    parser.add_argument('--title', default=None, help="the card's heading (needed with --out)")
+    parser.add_argument('--images', default=None, help="a folder of images for a ranker's mean work")
+    parser.add_argument('--num-images', type=int, default=16, help='how many of --images (default 16)')
     args = parser.parse_args(argv)
-    if len(args.configs) < 2:
-        parser.error('compare needs two recipes or more')
-    for path in args.configs:
-        if not Path(path).is_file():
-            parser.error(f'no such config: {path}')
-    torch.manual_seed(0)
-    rows = [row_of(p, args.images) for p in args.configs]
-    table = render(rows, args.title)
-    print(table, end='')
+    if args.cards == bool(args.configs):
+        parser.error('give the recipes of one family (two or more) or --cards, one of them')
+    if args.configs and len(args.configs) < 2:
+        parser.error(f'compare needs two recipes or more (a reference and one to compare), got {args.configs}')
+    if args.out and not (args.title or args.cards):
+        parser.error('--out needs --title: the card it replaces in the file')
+    families = {title: [str(REPO / p) for p in paths] for title, paths in CARDS.items()} if args.cards else None
+    families = families or {args.title: args.configs}
+    status, measured = 0, {}  # a recipe in several cards is measured once
+    for title, configs in families.items():
+        status = max(status, one_card(configs, title, args, measured))
+    return status
+
+
+def one_card(configs: Sequence[str], title: str | None, args: argparse.Namespace, measured: dict) -> int:
+    """Print (or write) the card of one family; 1 if --check finds anything not as declared."""
+    with bad_input('tools/analysis_tools/compare.py'):
+        paths = [config_file(p) for p in configs]
+        if args.images is not None and not Path(args.images).is_dir():
+            raise InputError(f'--images {args.images!r}: no such folder')
+        rows = []
+        for path in paths:
+            if path not in measured:
+                images = None
+                if args.images is not None:
+                    images = load_images(args.images, args.num_images, test_size(Config.fromfile(path)), path)
+                try:
+                    measured[path] = recipe_row(path, REPO, images)
+                except StartError as e:
+                    raise InputError(f'{path}: {e}') from e
+            rows.append(measured[path])
+    findings = check(rows)
+    card = render(rows, findings, title)
+    print(suggest(rows, findings) if args.suggest else card, end='')
     if args.out:
-        with open(args.out, 'a') as f:
-            f.write(table + '\n')
-    _, undeclared, _ = compare(rows)
-    return 1 if args.check and undeclared else 0
+        write_card(args.out, title, card)
+    bad = any(f.kind != 'declared' for f in findings) or any(r.notes for r in rows)
+    return 1 if args.check and bad else 0
 
 
 if __name__ == '__main__':

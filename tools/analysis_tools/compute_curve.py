@@ -30,13 +30,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from mmengine.config import DictAction
 from tqdm import tqdm
 
-import mmrecvit  # noqa: F401  (compat fixes + registration)
-from mmrecvit.inputs import bad_input, checkpoint_file, config_file
+import mmrecvit.mm  # noqa: F401  (compat fixes + registration)
+from mmrecvit.inputs import bad_input, checkpoint_file, config_file, tool_parser
 from mmrecvit.mm import cli
-from mmrecvit.mm.tooling import in_percent
+from mmrecvit.mm.tooling import add_cfg_options, in_percent
 from mmrecvit.models.compute import check_compute
 
 # The metric each framework's configs report first (the curve's y axis); the CSV keeps all of them.
@@ -45,12 +44,7 @@ COLUMNS = ('label', 'config', 'checkpoint', 'compute', 'backbone_gflops', 'laten
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/compute_curve.py',
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = tool_parser('tools/analysis_tools/compute_curve.py', __doc__)
     parser.add_argument(
         'pairs',
         nargs='+',
@@ -73,13 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument('--flops-images', type=int, default=4, help='test inputs the GFLOPs are averaged over')
     parser.add_argument('--latency-runs', type=int, default=5, help='timed backbone forwards per setting')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        default=None,
-        help='override settings of every config, key=value (as tools/test.py)',
-    )
+    add_cfg_options(parser, 'settings of every config', 'tools/test.py')
     return parser
 
 

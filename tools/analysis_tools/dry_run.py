@@ -9,14 +9,14 @@
 The recipe is built as written (model at its real size, its pipeline, data preprocessor, optimizer wrapper and
 constructor; random weights) and its dataset replaced by synthetic images of the dataset's typical size with
 random boxes/masks/segmentation maps/labels, sent through the recipe's own train and test pipelines, so the model
-gets the recipe's input sizes (mmrecvit/mm/dry_run.py). Printed per iteration: wall time (median of --repeats,
+gets the recipe's input sizes (mmrecvit/benchmark/dry_run_mm.py). Printed per iteration: wall time (median of --repeats,
 nothing instrumented), peak memory per image and the activations saved for the backward per image (tensors
 allocated during the iteration: parameters and optimizer state not counted; CUDA allocator or tensor bookkeeping
 on the CPU), and the FLOPs it executed (torch's FlopCounterMode, 2 x MACs; training: forward + backward + the
 recomputation with_cp adds). AMP recipes run in fp32 on the CPU.
 
 A detectron2 LazyConfig (configs/d2/) is dry-run the same way with detectron2's own parts: its mappers (LSJ),
-model, optimizer and trainer step (mmrecvit/d2/dry_run.py); --cfg-options are then its overrides.
+model, optimizer and trainer step (mmrecvit/benchmark/dry_run_d2.py); --cfg-options are then its overrides.
 
 --all measures every recipe (configs/det, seg, cls, d2; toys, _base_ and common excluded), appending each to
 --cache as it finishes (a rerun skips what the cache holds), and rewrites --out (the dry-run table) and --costs
@@ -27,6 +27,7 @@ without with_cp, GPU hours at --gpu-rate) after each. --from-cache only rewrites
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -36,11 +37,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mmengine.config import DictAction
-
+from mmrecvit.benchmark.dry_run import DryRunOptions
 from mmrecvit.benchmark.machine import cpu_model, mmrecvit_version, physical_cores
-from mmrecvit.inputs import bad_input, config_file
+from mmrecvit.inputs import bad_input, config_file, tool_parser
 from mmrecvit.mm.costs import DEFAULT_GPU_RATE, GPU_RATE_ASSUMPTION, cost_table, dry_run_table
+from mmrecvit.mm.tooling import add_cfg_options
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout of this tool: its configs/ and its commit
 
@@ -72,7 +73,7 @@ COST_NOTES = [
     "– where not measured: SR-ViT-B's ViTDet recipe without checkpointing outgrew the 24 GiB of the machine "
     "that made this table (killed; SR-ViT-S's keeps 10.2 GiB per image, ViT-B about 1.7x ViT-S).",
     "- detectron2 LazyConfigs (configs/d2/): their ViTDet models run by detectron2's own trainer step "
-    '(mmrecvit/d2/dry_run.py); their schedule is 184375 iterations of 64 images (99.8 COCO epochs).',
+    '(mmrecvit/benchmark/dry_run_d2.py); their schedule is 184375 iterations of 64 images (99.8 COCO epochs).',
     '',
 ]
 
@@ -110,12 +111,7 @@ def recipes(repo: Path = REPO) -> list[Path]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/dry_run.py',
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = tool_parser('tools/analysis_tools/dry_run.py', __doc__)
     parser.add_argument('configs', nargs='*', help='recipe config files (or --all)')
     parser.add_argument('--all', action='store_true', help='every paper recipe under configs/det, seg, cls, d2')
     parser.add_argument('--batch', type=int, default=None, help="images per iteration (default: the recipe's per GPU)")
@@ -140,13 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f'sustained training TFLOP/s per GPU for the GPU hours (default {DEFAULT_GPU_RATE:g}: an assumption)',
     )
     parser.add_argument('--no-progress', dest='progress', action='store_false', help='no progress bar')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        default=None,
-        help='override config settings, key=value (as tools/train.py)',
-    )
+    add_cfg_options(parser)
     return parser
 
 
@@ -155,9 +145,9 @@ def dry_run_of(path: str | Path) -> Callable[..., Any]:
     from mmrecvit.mm.tooling import is_lazy_config
 
     if is_lazy_config(path):
-        from mmrecvit.d2.dry_run import dry_run
+        from mmrecvit.benchmark.dry_run_d2 import dry_run
     else:
-        from mmrecvit.mm.dry_run import dry_run
+        from mmrecvit.benchmark.dry_run_mm import dry_run
     return dry_run
 
 
@@ -166,29 +156,16 @@ def measure(path: Path, args: argparse.Namespace, say) -> dict:
     dry_run = dry_run_of(path)
     cp = {'as-written': None, 'both': None, 'on': True, 'off': False}[args.with_cp]
     rel = os.path.relpath(path, REPO) if str(path).startswith(str(REPO)) else str(path)
-    result = dry_run(
-        str(path),
-        batch=args.batch,
-        repeats=args.repeats,
-        device=args.device,
-        with_cp=cp,
-        test=args.test,
-        cfg_options=args.cfg_options,
-        progress=say,
+    options = DryRunOptions(
+        batch=args.batch, repeats=args.repeats, device=args.device, with_cp=cp, test=args.test, progress=say
     )
+    options.cfg_options = args.cfg_options
+    result = dry_run(str(path), options)
     record = dict(result.record(), config=rel, name=Path(path).stem)
     if args.with_cp == 'both' and result.with_cp is not None:
         flip = not result.with_cp
-        other = dry_run(
-            str(path),
-            batch=args.batch,
-            repeats=0,
-            device=args.device,
-            with_cp=flip,
-            test=False,
-            cfg_options=args.cfg_options,
-            progress=lambda s: say(f'with_cp={flip} {s}'),
-        )
+        only_train = dataclasses.replace(options, repeats=0, with_cp=flip, test=False)
+        other = dry_run(str(path), dataclasses.replace(only_train, progress=lambda s: say(f'with_cp={flip} {s}')))
         record['other_cp'] = dict(
             with_cp=other.with_cp,
             saved_bytes=other.train.saved_bytes,
@@ -295,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> list[dict]:
             record = measure(path.resolve(), args, say)
         except Exception as e:  # noqa: BLE001  (the table says which recipe failed and why; the others go on)
             if not args.all:
-                from mmrecvit.benchmark.step import RecipeError
+                from mmrecvit.benchmark.dry_run import RecipeError
 
                 if isinstance(e, RecipeError):
                     parser.error(str(e))

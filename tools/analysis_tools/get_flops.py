@@ -26,31 +26,24 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from mmengine.config import DictAction
-
-from mmrecvit.inputs import bad_input, checkpoint_file, image_file
+from mmrecvit.inputs import bad_input, checkpoint_file, image_file, tool_parser
 from mmrecvit.mm.complexity import FLOP_CONVENTION, ComplexityReport, count_complexity, format_report
-from mmrecvit.mm.tooling import build_model, default_image, init_scope, load_config, prepare_inputs, shape_arg
+from mmrecvit.mm.tooling import (
+    add_cfg_options,
+    add_shape_option,
+    default_image,
+    load_model,
+    prepare_inputs,
+    shape_arg,
+)
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout of this tool; default images go to its data/
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/get_flops.py',
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = tool_parser('tools/analysis_tools/get_flops.py', __doc__)
     parser.add_argument('config', help='mmdet, mmseg or mmpretrain config file')
-    parser.add_argument(
-        '--shape',
-        type=int,
-        nargs='+',
-        default=None,
-        metavar='PX',
-        help='model input H [W] in pixels (default: the test pipeline applied to the image)',
-    )
+    add_shape_option(parser, 'model input H [W] in pixels (default: the test pipeline applied to the image)')
     parser.add_argument('--per-step', action='store_true', help='also print one row per block application')
     parser.add_argument('--image', default=None, help='input image (default: a toy val image from data/)')
     parser.add_argument(
@@ -66,13 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         action='store_false',
         help='skip the cross-check trace of the whole backbone by mmengine',
     )
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        default=None,
-        help='override config settings, key=value (as tools/train.py)',
-    )
+    add_cfg_options(parser)
     return parser
 
 
@@ -83,9 +70,7 @@ def main(argv: Sequence[str] | None = None) -> ComplexityReport:
     with bad_input(parser.prog):  # a wrong file, argument or checkpoint: one line
         image = args.image and Path(image_file(args.image, '--image'))
         checkpoint = args.checkpoint and checkpoint_file(args.checkpoint, '--checkpoint', allow_none=False)
-        cfg = load_config(args.config, args.cfg_options)
-        scope = init_scope(cfg)
-        model, weights = build_model(cfg, checkpoint, seed=args.seed)
+        cfg, scope, model, weights = load_model(args.config, checkpoint, args.cfg_options, args.seed)
     image = image or default_image(scope, REPO / 'data')
     data = prepare_inputs(model, cfg, image, shape)
     report = count_complexity(model, data, trace_backbone=args.trace)

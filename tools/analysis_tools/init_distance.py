@@ -27,7 +27,6 @@ to), both with its final norm: at its DeiT start (CHECKPOINT through its key map
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from mmrecvit.datasets import TOY_COCO_DIR, make_toy_data
-from mmrecvit.inputs import InputError, bad_input, checkpoint_file
+from mmrecvit.inputs import InputError, bad_input, checkpoint_file, tool_parser
 from mmrecvit.mm.complexity import markdown_table
 from mmrecvit.models import BACKBONES
 from mmrecvit.models.checkpoint import (
@@ -196,12 +195,7 @@ def format_rows(rows: Sequence[dict[str, Any]], inputs: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/init_distance.py',
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = tool_parser('tools/analysis_tools/init_distance.py', __doc__)
     parser.add_argument('checkpoint', help='timm/DeiT checkpoint file, or timm:NAME for a random timm model')
     parser.add_argument('--num-heads', type=int, default=None, help='attention heads (default: width / 64, as DeiT)')
     parser.add_argument('--images', type=int, default=8, help='toy val images and random inputs each (default 8)')

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from mmengine.registry import init_default_scope
 from PIL import Image
 
-import mmrecvit  # noqa: F401  (registration)
+import mmrecvit.mm  # noqa: F401  (registration)
 from mmrecvit.inputs import bad_input, checkpoint_file
 from mmrecvit.mm.tooling import build_model, load_config
 

@@ -38,16 +38,15 @@ matplotlib.use('Agg')  # files only, no display
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import BoundaryNorm, Normalize
-from mmengine.config import DictAction
 from mpl_toolkits.axes_grid1 import make_axes_locatable
 
-from mmrecvit.inputs import bad_input, checkpoint_file, image_file
+from mmrecvit.inputs import bad_input, checkpoint_file, image_file, tool_parser
 from mmrecvit.mm.tooling import (
-    build_model,
+    add_cfg_options,
+    add_shape_option,
     default_image,
     forward_backbone,
-    init_scope,
-    load_config,
+    load_model,
     prepare_inputs,
     shape_arg,
 )
@@ -236,32 +235,14 @@ def visualize(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog='tools/analysis_tools/visualize_depth.py',
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = tool_parser('tools/analysis_tools/visualize_depth.py', __doc__)
     parser.add_argument('config', help='mmdet, mmseg or mmpretrain config file')
     parser.add_argument('checkpoint', help="checkpoint file, or 'none' for the random initialisation")
     parser.add_argument('images', nargs='*', metavar='IMAGE', help='image files (default: a toy val image)')
     parser.add_argument('--out-dir', default='work_dirs/visualize_depth', help='where the PNGs go')
-    parser.add_argument(
-        '--shape',
-        type=int,
-        nargs='+',
-        default=None,
-        metavar='PX',
-        help='resize each image to exactly H [W] (default: the test pipeline)',
-    )
+    add_shape_option(parser, 'resize each image to exactly H [W] (default: the test pipeline)')
     parser.add_argument('--seed', type=int, default=0, help='torch seed of the random initialisation (default 0)')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        default=None,
-        help='override config settings, key=value (as tools/train.py)',
-    )
+    add_cfg_options(parser)
     return parser
 
 
@@ -271,9 +252,9 @@ def main(argv: Sequence[str] | None = None) -> list[Path]:
     shape = shape_arg(parser, args.shape)
     with bad_input(parser.prog):  # a wrong file, argument or checkpoint: one line
         images = [Path(image_file(p)) for p in args.images]
-        cfg = load_config(args.config, args.cfg_options)
-        scope = init_scope(cfg)
-        model, weights = build_model(cfg, checkpoint_file(args.checkpoint), seed=args.seed)
+        cfg, scope, model, weights = load_model(
+            args.config, checkpoint_file(args.checkpoint), args.cfg_options, args.seed
+        )
     print(f'weights: {weights}')
     images = images or [default_image(scope, REPO / 'data')]
     written = visualize(model, cfg, images, Path(args.out_dir), weights, shape)

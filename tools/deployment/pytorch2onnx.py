@@ -38,20 +38,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from mmengine.config import DictAction
 
-from mmrecvit import deploy
-from mmrecvit.inputs import bad_input, checkpoint_file
-from mmrecvit.mm.tooling import build_model, init_scope, load_config
+import mmrecvit.deploy as deploy
+from mmrecvit.inputs import bad_input, checkpoint_file, tool_parser
+from mmrecvit.mm.tooling import add_cfg_options, load_model
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog='tools/deployment/pytorch2onnx.py',
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = tool_parser('tools/deployment/pytorch2onnx.py', __doc__)
     parser.add_argument('config', help='mmdet, mmseg or mmpretrain config file')
     parser.add_argument('checkpoint', help="weights (whole model or backbone/timm), or 'none' for random weights")
     parser.add_argument(
@@ -86,13 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f'max |onnxruntime - eager| allowed (default {deploy.TOLERANCE:g})',
     )
     parser.add_argument('--seed', type=int, default=0, help='seed of the random weights and inputs (default 0)')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=DictAction,
-        default=None,
-        help='override config settings, key=value (as tools/train.py)',
-    )
+    add_cfg_options(parser)
     return parser
 
 
@@ -134,9 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = check_sizes(parser, args)
     with bad_input(parser.prog):  # a wrong file, argument or checkpoint: one line
-        cfg = load_config(args.config, args.cfg_options)
-        scope = init_scope(cfg)
-        model, weights = build_model(cfg, checkpoint_file(args.checkpoint), seed=args.seed)
+        cfg, scope, model, weights = load_model(
+            args.config, checkpoint_file(args.checkpoint), args.cfg_options, args.seed
+        )
     folded = args.revit_mode == 'fold' and deploy.fold_revit_backbone(model)
     module = deploy.export_module(model, scope)
     try:

@@ -21,7 +21,6 @@ what the papers report (ImageNet; the papers: docs/glossary.md).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -33,7 +32,7 @@ import torch
 import yaml
 
 from mmrecvit.benchmark import interleaved_order, time_call
-from mmrecvit.inputs import InputError, bad_input, config_file
+from mmrecvit.inputs import InputError, bad_input, config_file, tool_parser
 from mmrecvit.mm.complexity import count_complexity
 from mmrecvit.mm.tooling import build_model, default_image, in_percent, init_scope, load_config, prepare_inputs
 
@@ -311,12 +310,7 @@ def markdown_table(entries: list[dict[str, Any]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    parser = argparse.ArgumentParser(
-        prog='tools/misc/gen_metafile.py',
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = tool_parser('tools/misc/gen_metafile.py', __doc__)
     parser.add_argument('--configs', nargs='+', default=None, help='configs to index (default: all in configs/)')
     parser.add_argument('--out', default=str(REPO / 'metafile.yml'), help='metafile path (default: metafile.yml)')
     parser.add_argument('--json', default=None, help='also write the raw measurements as JSON')

@@ -28,7 +28,6 @@ compared with the converted one, so the file is known to work in a config.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,9 @@ import torch
 from mmengine.config import Config
 from torch import Tensor, nn
 
-import mmrecvit  # noqa: F401  (logging of the checkpoint filter goes to mmengine's logger)
+import mmrecvit.mm  # noqa: F401  (logging of the checkpoint filter goes to mmengine's logger)
 from mmrecvit.benchmark import SpecError, parse_spec
-from mmrecvit.inputs import bad_input, checkpoint_file, config_file
+from mmrecvit.inputs import bad_input, checkpoint_file, config_file, tool_parser
 from mmrecvit.models import BACKBONES, PlainViT, SRViT
 from mmrecvit.models.checkpoint import (
     CheckpointError,
@@ -148,12 +147,7 @@ def convert(
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(
-        prog='tools/model_converters/timm2mmrecvit.py',
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = tool_parser('tools/model_converters/timm2mmrecvit.py', __doc__)
     parser.add_argument('src', help='timm/DeiT checkpoint')
     parser.add_argument('dst', help='output file (a state dict for init_cfg=dict(type="Pretrained", ...))')
     target = parser.add_mutually_exclusive_group(required=True)

@@ -14,7 +14,10 @@ backbone = dict(
     )
 )
 backbone_recipe = dict(
-    differs={'start*': 'its own ImageNet-1k checkpoint, where its paper starts: it cannot represent a plain ViT'},
+    differs={
+        'start.checkpoint': ('morvit-small_in1k.pth', 'its own ImageNet-1k classifier, where its paper starts'),
+        'start.made_by': ('configs/cls/morvit-small_4xb256_in1k.py', "from scratch, DeiT's recipe"),
+    },
     intended={
         'model.backbone.init_cfg.*': 'its own ImageNet-1k checkpoint, where its paper starts (docs/pretraining.md)'
     },

@@ -3,3 +3,4 @@
 # toys' figures were measured (docs/compute.md, docs/demo.md; MoR's from-scratch 0.1 is one --cfg-options away).
 _base_ = './morvit-s_in1k.py'
 backbone = dict(arch='tiny', depth=6, num_recursions=None, router_alpha=1.0, init_cfg=None)
+backbone_recipe = dict(paper_start=None)  # trained from scratch: no paper start

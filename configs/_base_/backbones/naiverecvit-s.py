@@ -5,7 +5,13 @@
 _base_ = './plainvit-s.py'
 backbone = dict(type='NaiveRecursiveViT', num_blocks=3, timm_init='cycle')
 backbone_recipe = dict(
-    differs={  # from PlainViT's, where a comparison table shows it (tools/analysis_tools/compare.py)
+    paper_start=None,  # no paper: the naive baseline the recursive papers describe (docs/methods/baselines.md)
+    # its differences from PlainViT's recipe, with their values (tools/analysis_tools/compare.py; MEASURED facts: the why
+    # here, the value in each task's recipe, `recipe.measured`)
+    differs={
+        'model.backbone.type': ('NaiveRecursiveViT', 'the method: k unique blocks applied cyclically'),
+        'model.backbone.num_blocks': (3, 'its 3 unique blocks serve the 12 layers (docs/methods/baselines.md)'),
+        'model.backbone.timm_init': ('cycle', 'how it would start from DeiT (unused from its own checkpoint)'),
         'params': 'its 3 unique blocks serve the 12 layers: a quarter of the block parameters (docs/methods/baselines.md)',
     },
     intended={

@@ -13,7 +13,13 @@ backbone = dict(
     )
 )
 backbone_recipe = dict(
-    differs={'start*': 'its own ImageNet-1k checkpoint, where its paper starts: it cannot represent a plain ViT'},
+    differs={
+        'start.checkpoint': (
+            'naiverecvit-small_in1k.pth',
+            'its own ImageNet-1k classifier (no paper: as the recursive papers train theirs)',
+        ),
+        'start.made_by': ('configs/cls/naiverecvit-small_4xb256_in1k.py', "from scratch, DeiT's recipe"),
+    },
     intended={
         'model.backbone.init_cfg.*': 'its own ImageNet-1k checkpoint, where its paper starts (docs/pretraining.md)'
     },

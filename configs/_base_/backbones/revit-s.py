@@ -6,9 +6,17 @@
 _base_ = './plainvit-s.py'
 backbone = dict(type='ReViT', num_experts=4, timm_init='average', timm_gates='programmed')
 backbone_recipe = dict(
-    differs={  # from PlainViT's, where a comparison table shows it (tools/analysis_tools/compare.py)
+    paper_start='configs/cls/revit-small_4xb256_in1k.py',  # its own supervised ImageNet-1k classifier, as its paper
+    # its differences from PlainViT's recipe, with their values (tools/analysis_tools/compare.py; MEASURED facts: the why
+    # here, the value in each task's recipe, `recipe.measured`)
+    differs={
+        'model.backbone.type': ('ReViT', 'the method: one block, depth-programmed expert FFNs'),
+        'model.backbone.num_experts': (4, "E = 4 expert FFNs (its paper's S/16: 78.2 %)"),
+        'model.backbone.timm_init': ('average', 'how it would start from DeiT (unused from its own checkpoint)'),
+        'model.backbone.timm_gates': ('programmed', 'how it would start from DeiT (unused from its own checkpoint)'),
         'params': 'one shared attention and 4 expert FFNs for the 12 layers (docs/methods/revit.md)',
         'gflops': "each step's FFN merged from the experts: the merge's work (docs/methods/revit.md)",
+        'train_gflops': "each step's FFN merged from the experts, and the merge's backward",
     },
     intended={
         'model.backbone.num_experts': "reViT's experts per block",

@@ -5,4 +5,9 @@ _base_ = './revit-s.py'
 backbone = dict(
     step_drop_rate=0.0, init_cfg=dict(type='Pretrained', checkpoint='checkpoints/deit_small_patch16_224-cd65a155.pth')
 )
-backbone_recipe = dict(intended={'model.backbone.step_drop_rate': "reViT's step dropout"})
+backbone_recipe = dict(
+    differs={
+        'model.backbone.step_drop_rate': (0.0, 'trained at the depth it is tested at (the -elastic recipes: 0.3)')
+    },
+    intended={'model.backbone.step_drop_rate': "reViT's step dropout"},
+)

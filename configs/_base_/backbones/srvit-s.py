@@ -7,11 +7,26 @@
 _base_ = './plainvit-s.py'
 backbone = dict(type='SRViT', unit_sizes=(4, 4, 2, 2), num_recursions=4, readout='soft', timm_init='function')
 backbone_recipe = dict(
-    differs={  # from PlainViT's, where a comparison table shows it (tools/analysis_tools/compare.py)
+    paper_start='configs/cls/srvit-small_4xb256_in1k.py',  # its own ImageNet-1k classifier at T=4, as its paper
+    # its differences from PlainViT's recipe, with their values (tools/analysis_tools/compare.py; MEASURED facts: the why
+    # here, the value in each task's recipe, `recipe.measured`)
+    differs={
+        'model.backbone.type': ('SRViT', 'the method: recursion units whose recursions are mixed per token'),
+        'model.backbone.unit_sizes': ((4, 4, 2, 2), "SR-ViT's recursion units, coarse to fine (docs/methods/srvit.md)"),
+        'model.backbone.num_recursions': (4, 'T = 4 recursions of every unit (its paper: 82.48 % at T=4)'),
+        'model.backbone.readout': ('soft', "SR-ViT's readout: the soft mixture of the recursions"),
+        'model.backbone.timm_init': ('function', 'how it would start from DeiT (unused from its own checkpoint)'),
         'params': 'the step transforms and routers of its recursions (+1.77 M at S: docs/methods/srvit.md)',
         'gflops': 'each unit runs its 4 recursions: 48 block applications for 12 layers (docs/methods/srvit.md)',
         'gflops_paper': 'each unit runs its 4 recursions: 4x the layer applications',
+        'train_gflops': 'training runs every recursion too: 4x the layer applications',
         'global_steps': "its units' recursions: the global steps of its plan at the test grid (docs/methods/srvit.md)",
+        'lr_scale': 'its step transforms and routers (1.77 M at S) train at x1 (mmrecvit/models/layer_decay.py)',
+        'feature_layers': (
+            '3, 7, 9, 11',
+            "the units' last layers are its multi-level features (docs/methods/srvit.md)",
+        ),
+        'eval_knobs': ('eval_recursions 4, 4, 4, 4', 'every recursion at test, as trained'),
     },
     intended={
         'model.backbone.unit_sizes': "SR-ViT's recursion units",

@@ -7,7 +7,7 @@
 # (configs/_base_/backbones/<method>-s.py).
 #   image -> backbone (out_type='cls_token': the final CLS token after the final norm) -> linear head
 _base_ = 'mmpretrain::deit/deit-small_4xb256_in1k.py'
-custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)
+custom_imports = dict(imports=['mmrecvit.mm'], allow_failed_imports=False)
 
 embed_dim = 384  # ViT-S; a per-method config changing the width must also set the head's in_channels
 model = dict(
@@ -21,8 +21,15 @@ model = dict(
 
 # RecursionHook adds the backbones' auxiliary losses (router, ranker and expert losses) and recursion
 # statistics to the loss dict / training log; RNGStateHook makes `--resume` exact (mmrecvit/mm/hooks/rng_state_hook.py);
-# TF32Hook allows TensorFloat-32 in fp32 matmuls/convolutions on GPUs that have it (a no-op on CPU).
-custom_hooks = [dict(type='RecursionHook'), dict(type='RNGStateHook'), dict(type='TF32Hook')]
+# TF32Hook allows TensorFloat-32 in fp32 matmuls/convolutions on GPUs that have it (a no-op on CPU); StartMetaHook
+# writes the last validation's top-1 into the last checkpoint's meta, so a dense recipe that starts from it can show
+# its quality (tools/analysis_tools/compare.py; mmrecvit/mm/hooks/start_meta_hook.py).
+custom_hooks = [
+    dict(type='RecursionHook'),
+    dict(type='RNGStateHook'),
+    dict(type='TF32Hook'),
+    dict(type='StartMetaHook'),
+]
 # AtomicCheckpointHook: mmengine's CheckpointHook with write + fsync + rename, then last_checkpoint, then deleting old
 # ones, so a run killed at any moment (also mid-save) resumes from a complete checkpoint
 # (mmrecvit/mm/hooks/atomic_checkpoint_hook.py).
@@ -45,7 +52,7 @@ recipe = dict(
     anchor='mmpretrain::deit/deit-small_4xb256_in1k.py',
     intended={
         'custom_imports.*': 'registers mmrecvit',
-        'custom_hooks.*': 'RecursionHook, RNGStateHook, TF32Hook (above)',
+        'custom_hooks.*': 'RecursionHook, RNGStateHook, TF32Hook, StartMetaHook (above)',
         'default_hooks.checkpoint.type': 'AtomicCheckpointHook (above)',
         'find_unused_parameters': 'stated (above)',
         'randomness.*': 'seed 0 with diff_rank_seed (above)',

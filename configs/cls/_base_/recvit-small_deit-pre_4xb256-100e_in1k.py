@@ -9,7 +9,9 @@
 _base_ = './recvit-small_4xb256_in1k.py'
 
 deit_checkpoint = 'checkpoints/deit_small_patch16_224-cd65a155.pth'
-model = dict(backbone=dict(init_cfg=dict(type='Pretrained', checkpoint=deit_checkpoint)))
+# purpose: DeiT is where this pretraining starts on purpose: no warning for a method that cannot represent it
+# (mmrecvit/models/start.py warns on a transfer from it).
+model = dict(backbone=dict(init_cfg=dict(type='Pretrained', checkpoint=deit_checkpoint, purpose='pretraining')))
 
 max_epochs = 100
 train_cfg = dict(max_epochs=max_epochs)

@@ -31,6 +31,8 @@ lr_multiplier = L(WarmupParamScheduler)(
 optimizer = model_zoo.get_config('common/optim.py').AdamW
 optimizer.params._target_ = optimizer_params  # get_default_optimizer_params with our layer decay
 optimizer.params.layer_decay_rate = 0.7
+# 0.7 as it does to a plain ViT, for every method (mmrecvit.models.layer_decay 'matched'; docs/comparison.md)
+optimizer.params.layer_decay_policy = 'matched'
 optimizer.params.overrides = {'pos_embed': {'weight_decay': 0.0}, 'cls_token': {'weight_decay': 0.0}}
 
 # The anchor (detectron2's projects/ViTDet, vendored: not in detectron2's wheel) and every intended difference from
@@ -67,6 +69,7 @@ recipe = dict(
         'train.init_checkpoint': 'none: the backbone loads its own weights (the anchor: MAE ViT-B, matching heuristics)',
         # optimizer: layer decay 0.7 as the anchor's (key_map), the layer depths from the backbone
         'optimizer.params._target_': "get_default_optimizer_params with mmrecvit's recursion-aware layer decay",
+        'optimizer.params.layer_decay_policy': "0.7 means a plain ViT's mean lr scale for every method (the mm twins')",
         'optimizer.params.lr_factor_func._target_': "ours: the backbone's layer depths (mmrecvit.d2.optim), not "
         "get_vit_lr_decay_rate's `blocks.<i>`",
         'optimizer.params.lr_factor_func.num_layers': "ours: from the backbone's layer positions",

@@ -71,20 +71,7 @@ tta_pipeline = [
             [dict(type='Resize', scale=image_size, keep_ratio=True)],
             [dict(type='RandomFlip', prob=1.0), dict(type='RandomFlip', prob=0.0)],
             [dict(type='LoadAnnotations', with_bbox=True, with_mask=True)],
-            [
-                dict(
-                    type='PackDetInputs',
-                    meta_keys=(
-                        'img_id',
-                        'img_path',
-                        'ori_shape',
-                        'img_shape',
-                        'scale_factor',
-                        'flip',
-                        'flip_direction',
-                    ),
-                )
-            ],
+            [dict(type='PackDetInputs')],
         ],
     ),
 ]

@@ -61,20 +61,7 @@ tta_pipeline = [
             [dict(type='RandomFlip', prob=1.0), dict(type='RandomFlip', prob=0.0)],
             [dict(type='Pad', size=image_size, pad_val=dict(img=(114, 114, 114)))],
             [dict(type='LoadAnnotations', with_bbox=True, with_mask=True)],
-            [
-                dict(
-                    type='PackDetInputs',
-                    meta_keys=(
-                        'img_id',
-                        'img_path',
-                        'ori_shape',
-                        'img_shape',
-                        'scale_factor',
-                        'flip',
-                        'flip_direction',
-                    ),
-                )
-            ],
+            [dict(type='PackDetInputs')],
         ],
     ),
 ]
@@ -86,6 +73,9 @@ optim_wrapper = dict(
     optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.1),
     paramwise_cfg=dict(
         layer_decay_rate=0.7,
+        # 0.7 means for every method what it does to a plain ViT: each backbone gets the rate at which its embeddings
+        # and blocks have a plain ViT's mean lr scale at 0.7 (mmrecvit/models/layer_decay.py; docs/comparison.md)
+        layer_decay_policy='matched',
         norm_decay_mult=0.0,
         custom_keys={
             'pos_embed': dict(decay_mult=0.0),
@@ -160,7 +150,8 @@ recipe = dict(
         'model.neck*': "SimplePyramid (the recursion steps' maps) + mmdet's FPN with its top-down path, LayerNorm "
         "(the anchor: ViTDet's SimpleFPN from the last map)",
         'optim_wrapper.constructor': "mmrecvit's recursion-aware layer decay (the backbones' layer positions)",
-        'optim_wrapper.paramwise_cfg.*': 'layer decay 0.7 (the same rate) and no weight decay on norms, '
-        "positions and the CLS token, in our constructor's words",
+        'optim_wrapper.paramwise_cfg.*': 'layer decay 0.7 (the same rate; for a recursive method the rate with a '
+        "plain ViT's mean lr scale at 0.7) and no weight decay on norms, positions and the CLS token, in our "
+        "constructor's words",
     },
 )

@@ -1,4 +1,5 @@
-# The toy (CPU) variant of ./feature-distill_4xb256-100e_in1k.py: the same distillation of an S-size student on the
+# The toy (CPU) variant of ./feature-distill_4xb256-100e_in1k.py: the same distillation (the pyramid's layers) of an
+# S-size student on the
 # toy COCO images (any image folder serves; tools/misc/make_toy_data.py writes them) at 112x112 (a quarter of
 # ImageNet's tokens: CPU time), 60 iterations of batch 8, minutes on 2 CPU cores. No pretrained weights are on these
 # machines: the teacher is a stand-in, timm's randomly initialised ViT-S under seed 0 (the one

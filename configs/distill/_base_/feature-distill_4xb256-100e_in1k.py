@@ -1,6 +1,9 @@
-# Feature distillation of an mmrecvit backbone from a frozen timm teacher, without labels (issue 37.1;
-# mmrecvit/mm/feature_distill.py): the cheap fair start of a method that cannot represent a plain ViT, made as reViT's
-# paper makes one (the MSE of the final post-norm tokens to the teacher's; no intermediate layers).
+# Feature distillation of an mmrecvit backbone from a frozen timm teacher, without labels (issues 37.1, 45;
+# mmrecvit/mm/feature_distill.py). From DeiT, the baseline itself, it is a DeiT-IMITATION CONTROL, not a paper's start:
+# it trains a method to compute what PlainViT's start computes, at the layers the dense recipes' pyramid reads
+# (layers='pyramid': the student's out_indices to DeiT's layers at the same relative depth, each layer normalised), so
+# it can bring a student towards PlainViT and no further. (reViT's own distilled start, from DINOv2's final features:
+# revit-s_feature-distill-dinov2-b_4xb256-100e_in1k.py.) PlainViT and SR-ViT represent DeiT already: no recipe.
 # * data: any image folder (`data_root` / `data_prefix`): here ImageNet-1k's train images, their labels unused;
 #   RandomResizedCrop 224 + flip, the teacher seeing the student's crop;
 # * 100 epochs at batch 1024 (4 GPUs x 256), AdamW lr 5e-4 x batch/512, weight decay 0.05 (none on norms, biases,
@@ -10,15 +13,17 @@
 #   `--cfg-options model.teacher.name=vit_small_patch14_dinov2.lvd142m model.teacher.checkpoint=PATH` (a missing file
 #   is an error with the command that fetches it);
 # * student: the method's DeiT start (configs/_base_/backbones/<method>-s_deit.py, a per-method config's second
-#   _base_) with its final norm, drop path 0.1.
+#   _base_) with its final norm, drop path 0.1; the DeiT start is where a distillation starts on purpose (purpose:
+#   no start warning, mmrecvit/models/start.py).
 # The last checkpoint is the dense recipes' distilled start (configs/_base_/backbones/<method>-s_distill.py).
 _base_ = 'mmpretrain::_base_/default_runtime.py'
-custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.feature_distill'], allow_failed_imports=False)
+custom_imports = dict(imports=['mmrecvit.mm', 'mmrecvit.mm.feature_distill'], allow_failed_imports=False)
 
 model = dict(
     type='FeatureDistiller',
-    backbone=dict(final_norm=True, drop_path_rate=0.1),
+    backbone=dict(final_norm=True, drop_path_rate=0.1, init_cfg=dict(purpose='distillation')),
     teacher=dict(name='deit_small_patch16_224.fb_in1k', checkpoint='checkpoints/deit_small_patch16_224-cd65a155.pth'),
+    layers='pyramid',
     data_preprocessor=dict(
         type='ClsDataPreprocessor', mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True
     ),

@@ -10,7 +10,7 @@ _base_ = [
     'mmseg::_base_/default_runtime.py',
     'mmseg::_base_/schedules/schedule_160k.py',
 ]
-custom_imports = dict(imports=['mmrecvit'], allow_failed_imports=False)
+custom_imports = dict(imports=['mmrecvit.mm'], allow_failed_imports=False)
 
 crop_size = (512, 512)
 embed_dim = 384  # ViT-S; a per-method config changing the width must also set the neck/head channels

@@ -17,7 +17,8 @@ model = dict(
 optim_wrapper = dict(
     type='AmpOptimWrapper',  # fp16 autocast (its default dtype) with dynamic loss scaling
     constructor='LayerDecayOptimWrapperConstructor',
-    paramwise_cfg=dict(layer_decay_rate=0.95, custom_keys={'bias': dict(decay_mult=0.0)}),
+    # 0.95 as it does to a plain ViT, for every method (mmrecvit/models/layer_decay.py 'matched'; docs/comparison.md)
+    paramwise_cfg=dict(layer_decay_rate=0.95, layer_decay_policy='matched', custom_keys={'bias': dict(decay_mult=0.0)}),
 )
 recipe = dict(
     intended={  # ViT-Adapter's changes above, on the base's intended differences from mmseg's file
@@ -26,6 +27,7 @@ recipe = dict(
         'optim_wrapper.type': 'fp16 AMP',
         'optim_wrapper.constructor': 'layer-wise lr decay',
         'optim_wrapper.paramwise_cfg.layer_decay_rate': "ViT-Adapter's 0.95",
+        'optim_wrapper.paramwise_cfg.layer_decay_policy': "0.95 means a plain ViT's mean lr scale for every method",
         'optim_wrapper.paramwise_cfg.custom_keys.bias.*': 'no weight decay on biases',
     }
 )

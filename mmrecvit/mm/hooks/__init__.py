@@ -7,15 +7,17 @@ the loss dict, exact resume, TF32, a temperature schedule and kill-safe checkpoi
 * `tf32_hook.py`: `TF32Hook`, TensorFloat-32 in fp32 matmuls and convolutions;
 * `temperature_schedule_hook.py`: `TemperatureScheduleHook`, Edge-RecViT's `gumbel_tau` annealed;
 * `atomic_checkpoint_hook.py`: `AtomicCheckpointHook`, `CheckpointHook` whose checkpoints survive a
-  kill at any moment (`replace_atomically`, `write_text_atomically`).
+  kill at any moment (`replace_atomically`, `write_text_atomically`);
+* `start_meta_hook.py`: `StartMetaHook`, the measured top-1 in the last checkpoint's meta (`mm/start_meta.py`).
 
 The hooks register nothing themselves: `mmrecvit.mm.registry.register_all` registers `HOOK_CLASSES`
-into each framework's `HOOKS` once, on `import mmrecvit`.
+into each framework's `HOOKS` once, on `import mmrecvit.mm`.
 """
 
 from .atomic_checkpoint_hook import AtomicCheckpointHook, replace_atomically, write_text_atomically
 from .recursion_hook import RecursionHook
 from .rng_state_hook import RNGStateHook, get_rng_states, set_rng_states
+from .start_meta_hook import StartMetaHook
 from .temperature_schedule_hook import TemperatureScheduleHook
 from .tf32_hook import TF32Hook
 
@@ -25,6 +27,7 @@ HOOK_CLASSES = {
     'TemperatureScheduleHook': TemperatureScheduleHook,
     'TF32Hook': TF32Hook,
     'AtomicCheckpointHook': AtomicCheckpointHook,
+    'StartMetaHook': StartMetaHook,
 }
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     'AtomicCheckpointHook',
     'RNGStateHook',
     'RecursionHook',
+    'StartMetaHook',
     'TF32Hook',
     'TemperatureScheduleHook',
     'get_rng_states',

@@ -6,7 +6,7 @@
 # Widths follow `embed_dim`: mmengine evaluates this file before the configs inheriting it, so a recipe of another
 # width sets `embed_dim` and restates the neck's widths from it (../mask-rcnn_vit-b_vitdet-fpn_16xb4-amp-lsj-100e_coco.py).
 _base_ = 'mmdet::_base_/models/mask-rcnn_r50_fpn.py'
-custom_imports = dict(imports=['mmrecvit', 'mmrecvit.mm.tta', 'mmrecvit.mm.coco'], allow_failed_imports=False)
+custom_imports = dict(imports=['mmrecvit.mm', 'mmrecvit.mm.tta', 'mmrecvit.mm.coco'], allow_failed_imports=False)
 
 embed_dim = 384  # ViT-S
 model = dict(
@@ -50,20 +50,7 @@ tta_pipeline = [
             [dict(type='Resize', scale=(1333, 800), keep_ratio=True)],
             [dict(type='RandomFlip', prob=1.0), dict(type='RandomFlip', prob=0.0)],
             [dict(type='LoadAnnotations', with_bbox=True, with_mask=True)],
-            [
-                dict(
-                    type='PackDetInputs',
-                    meta_keys=(
-                        'img_id',
-                        'img_path',
-                        'ori_shape',
-                        'img_shape',
-                        'scale_factor',
-                        'flip',
-                        'flip_direction',
-                    ),
-                )
-            ],
+            [dict(type='PackDetInputs')],
         ],
     ),
 ]

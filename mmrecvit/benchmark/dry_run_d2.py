@@ -1,14 +1,15 @@
 """Dry run of a detectron2 LazyConfig recipe (configs/d2/): one training and one test iteration at its real sizes.
 
-The d2 twin of `mmrecvit/mm/dry_run.py`, with detectron2's own parts: the config's `model` instantiated with
+The d2 twin of `dry_run_mm.py`, with detectron2's own parts: the config's `model` instantiated with
 random weights (the backbone's `pretrained` is dropped), its `optimizer` (our layer decay), its train and test
 `DatasetMapper`s (`dataloader.{train,test}.mapper`: LSJ's flip, resize and 1024 crop; the test resize) applied
 to synthetic COCO-sized images (PNG files with random boxes, polygon masks and labels, as a registered COCO set's
 records are), and detectron2's own training step: `SimpleTrainer.run_step` (forward, sum of the loss dict,
 zero_grad, backward, optimizer step), `AMPTrainer`'s on CUDA when `train.amp.enabled` (on the CPU the recipe runs
 in fp32: detectron2's AMPTrainer needs CUDA). A test iteration is the model in eval mode on a test-mapper batch,
-without gradients. Both are measured by `mmrecvit.benchmark.step.measure_step`; the saved activations are read
-at the optimizer's `zero_grad`, which detectron2's trainers call right before the backward.
+without gradients. Both are measured by `step.measure_step` (the test iteration by the shared
+`dry_run.measure_test`); the saved activations are read at the optimizer's `zero_grad`, which detectron2's
+trainers call right before the backward.
 
 Batch: `dataloader.train.total_batch_size` is the global batch; per GPU it is that over the 64 GPUs ViTDet trains
 on (`D2_GPUS`; projects/ViTDet/README.md: "64 GPUs with batch size as 64"), one image.
@@ -19,7 +20,6 @@ from __future__ import annotations
 import copy
 import os.path as osp
 import tempfile
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,9 +30,9 @@ from detectron2.structures import BoxMode
 from detectron2.utils.events import EventStorage
 from PIL import Image
 
-from ..benchmark.step import DATASETS, DryRun, RecipeError, Schedule, measure_step, random_boxes
 from ..models import ViTBackbone
-from ..models.flops import total_flops
+from .dry_run import DATASETS, DryRun, DryRunOptions, RecipeError, Schedule, measure_test, random_boxes
+from .step import measure_step
 
 D2_GPUS = 64  # ViTDet's: the per-GPU batch is total_batch_size / 64
 NET = 'backbone.net.net'  # the mmrecvit backbone in a RecViTRCNN: LayerFeaturePyramid.net (RecViTBackbone).net
@@ -102,26 +102,16 @@ def synthetic_records(
     return records
 
 
-def dry_run(
-    path: str,
-    batch: int | None = None,
-    repeats: int = 1,
-    device: str | None = None,
-    with_cp: bool | None = None,
-    test: bool = True,
-    cfg_options: dict | None = None,
-    image_hw: tuple[int, int] | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> DryRun:
+def dry_run(path: str, options: DryRunOptions | None = None) -> DryRun:
     """Build the LazyConfig recipe at `path` and measure a training (and a test) iteration; see the module
-    docstring. Arguments as `mmrecvit.mm.dry_run.dry_run`'s (`cfg_options`: LazyConfig overrides)."""
-    dev = torch.device(device or ('cuda' if torch.cuda.is_available() else 'cpu'))
-    cfg = load_recipe(path, cfg_options)
-    say = progress or (lambda _what: None)
+    docstring and `DryRunOptions` (`cfg_options`: LazyConfig overrides)."""
+    opts = options or DryRunOptions()
+    dev, say = opts.torch_device(), opts.say
+    cfg = load_recipe(path, opts.cfg_options)
     net_cfg = cfg.model.backbone.net
     net_cfg.pretrained, net_cfg.init_cfg = None, None  # random weights
-    if with_cp is not None:
-        net_cfg.with_cp = with_cp
+    if opts.with_cp is not None:
+        net_cfg.with_cp = opts.with_cp
     amp = bool(_get(cfg, 'train.amp.enabled'))
     dtype, notes = 'fp32', []
     if amp and dev.type == 'cuda':
@@ -135,7 +125,7 @@ def dry_run(
         raise RecipeError(f'{path}: model.{NET} is a {type(net).__name__}, not an mmrecvit backbone')
     cfg.optimizer.params.model = model
     optimizer = instantiate(cfg.optimizer)
-    per_gpu = batch or max(1, int(cfg.dataloader.train.total_batch_size) // D2_GPUS)
+    per_gpu = opts.batch or max(1, int(cfg.dataloader.train.total_batch_size) // D2_GPUS)
     result = DryRun(
         config=path,
         scope='detectron2',
@@ -152,31 +142,21 @@ def dry_run(
     classes = int(_get(cfg, 'model.roi_heads.num_classes') or 80)
     with tempfile.TemporaryDirectory(prefix='dry_run_') as folder:
         say('data')
-        records = synthetic_records(folder, per_gpu, tuple(image_hw or DATASETS['detectron2'].image_hw), classes)
+        records = synthetic_records(folder, per_gpu, tuple(opts.image_hw or DATASETS['detectron2'].image_hw), classes)
         train_batch = [instantiate(cfg.dataloader.train.mapper)(copy.deepcopy(r)) for r in records]
-        test_batch = [instantiate(cfg.dataloader.test.mapper)(copy.deepcopy(r)) for r in records] if test else []
+        test_batch = [instantiate(cfg.dataloader.test.mapper)(copy.deepcopy(r)) for r in records] if opts.test else []
     with torch.no_grad():
         result.train_shape = tuple(model.preprocess_image(train_batch).tensor.shape)
-    loader = iter([copy.deepcopy(train_batch) for _ in range(repeats + 1)])
+    loader = iter([copy.deepcopy(train_batch) for _ in range(opts.repeats + 1)])
     trainer = (AMPTrainer if dtype != 'fp32' else SimpleTrainer)(model, loader, optimizer)
     with EventStorage(0) as trainer.storage:  # the trainer's step logs its losses and RecViTRCNN its statistics
         trainer.iter = 0
         result.train = measure_step(
-            trainer.run_step, dev, repeats, probe=(optimizer, 'zero_grad'), progress=lambda s: say(f'train {s}')
+            trainer.run_step, dev, opts.repeats, probe=(optimizer, 'zero_grad'), progress=lambda s: say(f'train {s}')
         )
-    if test:
+    if opts.test:
         with torch.no_grad():
             result.test_shape = tuple(model.preprocess_image(test_batch).tensor.shape)
         model.eval()
-        copies = [copy.deepcopy(test_batch) for _ in range(repeats + 1)]
-
-        def test_step() -> Any:
-            with torch.no_grad():
-                return model(copies.pop())
-
-        forwards: list[float] = []  # the backbone's FLOP model of each of its forwards
-        hook = net.register_forward_hook(lambda m, a, o: forwards.append(float(total_flops(o.stats.work))))
-        result.test = measure_step(test_step, dev, repeats, progress=lambda s: say(f'test {s}'))
-        hook.remove()
-        result.backbone_model_flops = sum(forwards) / (repeats + 1) * len(test_batch)
+        result.test, result.backbone_model_flops = measure_test(model, test_batch, len(test_batch), net, opts)
     return result

@@ -12,8 +12,8 @@ own dataloader settings (sampler, batch sampler, collate), one worker.
 A training iteration is `model.train_step(batch, optim_wrapper)` (preprocess, forward, loss, backward,
 optimizer step) after the hooks that change what it computes have run (`MODEL_HOOKS`: the backbones' aux
 losses in the loss, TF32); a test iteration `model.test_step(batch)` without gradients. Both are measured by
-`mmrecvit.benchmark.step.measure_step`. AMP recipes run in fp32 on the CPU (mmengine's AmpOptimWrapper
-needs CUDA): `DryRun.dtype` says what ran.
+`step.measure_step` (the test iteration by the shared `dry_run.measure_test`). AMP recipes run in fp32 on the
+CPU (mmengine's AmpOptimWrapper needs CUDA): `DryRun.dtype` says what ran.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import copy
 import importlib
 import re
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +31,13 @@ from mmengine.config import Config
 from mmengine.dataset import Compose
 from mmengine.runner import Runner
 
-from ..benchmark.step import DATASETS, DryRun, RecipeError, Schedule, measure_step, random_boxes
-from ..models import ViTBackbone
-from ..models.flops import total_flops
-from .cli import build_runner
+from ..mm.cli import build_runner
+from .dry_run import DATASETS, DryRun, DryRunOptions, RecipeError, Schedule, measure_test, random_boxes
+from .step import measure_step
 
 MODEL_HOOKS = ('RecursionHook', 'TF32Hook')  # hooks that change an iteration's computation: run before it
 RECIPE_KEYS = ('model', 'train_dataloader', 'train_cfg', 'optim_wrapper', 'test_dataloader')
-SCOPES = ('mmdet', 'mmseg', 'mmpretrain')  # (detectron2 LazyConfigs: mmrecvit/d2/dry_run.py)
+SCOPES = ('mmdet', 'mmseg', 'mmpretrain')  # (detectron2 LazyConfigs: dry_run_d2.py)
 
 
 def check_recipe(cfg: Config, path: str) -> str:
@@ -236,29 +234,15 @@ def _batch(runner: Runner, dataloader_cfg: dict, dataset: SyntheticDataset, batc
     return next(iter(Runner.build_dataloader(loader, seed=0)))
 
 
-def dry_run(
-    path: str,
-    batch: int | None = None,
-    repeats: int = 1,
-    device: str | None = None,
-    with_cp: bool | None = None,
-    test: bool = True,
-    cfg_options: dict | None = None,
-    image_hw: tuple[int, int] | None = None,
-    progress: Callable[[str], None] | None = None,
-) -> DryRun:
-    """Build the recipe at `path` and measure a training (and a test) iteration; see the module docstring.
-
-    `batch`: images per iteration (default: the recipe's per-GPU batch); `with_cp`: set the backbone's
-    activation checkpointing (default: as written); `image_hw`: the synthetic image size (default: the
-    dataset's, `DATASETS`); `progress(what)` is told what runs next.
-    """
-    dev = torch.device(device or ('cuda' if torch.cuda.is_available() else 'cpu'))
+def dry_run(path: str, options: DryRunOptions | None = None) -> DryRun:
+    """Build the recipe at `path` and measure a training (and a test) iteration; see the module docstring and
+    `DryRunOptions` (`batch`: images per iteration, default the recipe's per-GPU batch)."""
+    opts = options or DryRunOptions()
+    dev, say, batch = opts.torch_device(), opts.say, opts.batch
     cfg0 = Config.fromfile(path)
     scope = check_recipe(cfg0, path)
-    say = progress or (lambda _what: None)
     with tempfile.TemporaryDirectory(prefix='dry_run_') as work_dir:
-        cfg, dtype, notes = prepare_config(cfg0, dev, work_dir, with_cp, cfg_options)
+        cfg, dtype, notes = prepare_config(cfg0, dev, work_dir, opts.with_cp, opts.cfg_options)
         say('build')
         runner = build_runner(cfg, 'none', 'dry_run.py')
         model = runner.model.to(dev)
@@ -279,7 +263,7 @@ def dry_run(
             schedule=schedule(cfg, path, scope),
             notes=notes,
         )
-        hw = tuple(image_hw or DATASETS[scope].image_hw)
+        hw = tuple(opts.image_hw or DATASETS[scope].image_hw)
 
         def dataset(loader_cfg: dict) -> SyntheticDataset:
             inner, _ = innermost(loader_cfg.dataset)
@@ -296,31 +280,20 @@ def dry_run(
             result.train_shape = tuple(model.data_preprocessor(copy.deepcopy(train_batch), True)['inputs'].shape)
         optim_wrapper = runner.build_optim_wrapper(cfg.optim_wrapper)
         model.train()
-        copies = [copy.deepcopy(train_batch) for _ in range(repeats + 1)]
+        copies = [copy.deepcopy(train_batch) for _ in range(opts.repeats + 1)]
         result.train = measure_step(
             lambda: model.train_step(copies.pop(), optim_wrapper),
             dev,
-            repeats,
+            opts.repeats,
             probe=(optim_wrapper, 'backward'),
             progress=lambda s: say(f'train {s}'),
         )
-        if test:
+        if opts.test:
             test_batch = _batch(runner, cfg.test_dataloader, dataset(cfg.test_dataloader), batch)
             with torch.no_grad():
                 result.test_shape = tuple(model.data_preprocessor(copy.deepcopy(test_batch), False)['inputs'].shape)
-            model.eval()
-            copies = [copy.deepcopy(test_batch) for _ in range(repeats + 1)]
-
-            def test_step() -> Any:
-                with torch.no_grad():
-                    return model.test_step(copies.pop())
-
-            forwards: list[float] = []  # the FLOP model of each backbone forward (a sliding-window test runs several)
-            hook = None
-            if isinstance(backbone, ViTBackbone):
-                hook = backbone.register_forward_hook(lambda m, a, o: forwards.append(float(total_flops(o.stats.work))))
-            result.test = measure_step(test_step, dev, repeats, progress=lambda s: say(f'test {s}'))
-            if hook is not None:
-                hook.remove()
-                result.backbone_model_flops = sum(forwards) / (repeats + 1) * len(test_batch['inputs'])
+            model.eval()  # a sliding-window test runs several backbone forwards: `measure_test` sums them
+            result.test, result.backbone_model_flops = measure_test(
+                model.test_step, test_batch, len(test_batch['inputs']), backbone, opts
+            )
     return result

@@ -1,4 +1,4 @@
-"""The compatibility fixes of mmrecvit.compat (issue 2 §1)."""
+"""The compatibility fixes of mmrecvit.mm.compat (issue 2 §1)."""
 
 import io
 import pickle
@@ -10,7 +10,7 @@ from mmengine.model import BaseModel
 from mmengine.runner import CheckpointLoader, Runner
 from torch import nn
 
-import mmrecvit  # noqa: F401  (applies the fixes)
+import mmrecvit.mm  # noqa: F401  (applies the fixes)
 
 
 class _Tiny(BaseModel):
@@ -86,7 +86,7 @@ def test_package_configs_resolve_from_one_metafile_index_per_package(monkeypatch
     from mmengine.fileio import load
     from mmengine.utils import get_installed_path
 
-    from mmrecvit import compat
+    from mmrecvit.mm import compat
 
     mmdet = get_installed_path('mmdet')
     compat._metafile_index.cache_clear()
@@ -123,13 +123,16 @@ def test_mmdet_and_mmpretrain_models_import_beside_transformers_5():
     if int(version.split('.')[0]) < 5:
         pytest.skip(f'transformers {version} < 5 keeps what mmpretrain imports')
     code = (
-        'import mmrecvit, mmdet.models, mmpretrain.models, mmpretrain.utils.dependency as d\n'
+        'import mmrecvit.mm, mmdet.models, mmpretrain.models, mmpretrain.utils.dependency as d\n'
         'from mmpretrain.registry import MODELS\n'
         "print(d.WITH_MULTIMODAL, MODELS.get('ImageClassifier').__name__)"
     )
     res = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=SUBPROCESS_ENV)
     assert res.returncode == 0 and res.stdout.split() == ['False', 'ImageClassifier'], res.stderr[-2000:]
-    bare = subprocess.run(
-        [sys.executable, '-c', 'import mmpretrain.models'], capture_output=True, text=True, env=SUBPROCESS_ENV
+    without_hook = (  # the import hook of a `.pth` in site-packages does the fix at start: take it off
+        'import sys\n'
+        "sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, 'mmrecvit_import_hook', False)]\n"
+        'import mmpretrain.models\n'
     )
+    bare = subprocess.run([sys.executable, '-c', without_hook], capture_output=True, text=True, env=SUBPROCESS_ENV)
     assert bare.returncode != 0 and 'NoneType takes no arguments' in bare.stderr  # what the fix is for

@@ -1,7 +1,7 @@
 """Small fixes that let the OpenMMLab stack (mmengine 0.10.7, mmdet 3.3.0, mmseg 1.2.2, mmpretrain
-1.2.0) run on current torch/numpy. Applied once by `import mmrecvit`; nothing in site-packages is edited.
+1.2.0) run on current torch/numpy. Applied once by `import mmrecvit.mm`; nothing in site-packages is edited.
 
-Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` covers each one.
+Each fix says what breaks, why, and how it is fixed; `tests/mm/test_compat.py` covers each one.
 
 1. `torch.load` defaults to `weights_only=True` since torch 2.6, and mmengine 0.10.7 calls it
    without the argument, so `--resume`, `load_from`, `tools/test.py` and the inferencers fail on
@@ -24,7 +24,9 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    own error. It is re-registered as `mmrecvit.models.checkpoint_files.load_checkpoint_file`, the one
    reader of our tools and backbones: `weights_only=True` explicitly, one error naming the file
    for a truncated/corrupt/foreign file, a refused pickled object or NaN/inf weights. A compat fix,
-   not a hook, because the inferencers and `load_checkpoint` load outside any Runner.
+   not a hook, because the inferencers and `load_checkpoint` load outside any Runner. Its downloads (`http(s)://`,
+   and `open-mmlab://`, `torchvision://` through them) read with torch.hub's `load_state_dict_from_url`, whose default
+   is `weights_only=False`: its module's `load_url` becomes `checkpoint_files.load_url`, the same cache read by ours.
 
 4. mmengine resolves every `mmdet::`/`mmseg::`/`mmpretrain::` base config by first looking the name up
    among the package's model-index metafiles, which it re-parses (about 100 YAML files, pure-Python
@@ -41,9 +43,10 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
    `find_pruneable_heads_and_indices` from `transformers.modeling_utils`, which transformers 5 removed: its
    bare `except` leaves `PreTrainedModel = None`, and `import mmpretrain.models` (hence `import mmdet.models`,
    whose ReID preprocessor imports mmpretrain's) fails with `TypeError: NoneType takes no arguments`. With
-   transformers >= 5 installed (our `[hf]` extra) and mmpretrain's models not yet imported, `WITH_MULTIMODAL`
-   is set False before they are: mmpretrain then registers its placeholders for BLIP, CLIP, Flamingo... (which
-   say they need other dependencies when built), and everything else of mmpretrain, mmdet and mmseg imports.
+   transformers >= 5 installed (our `[hf]` extra), `WITH_MULTIMODAL` is set False before mmpretrain's models
+   or datasets are imported, by whatever imports them first (`_mmrecvit_import_hook.py`): mmpretrain then registers its
+   placeholders for BLIP, CLIP, Flamingo... (which say they need other dependencies when built), and everything
+   else of mmpretrain, mmdet and mmseg imports.
 6. The pinned stack's notices about its own internals, which a user of these configs can do nothing about, are
    silenced one by one (`QUIET_WARNINGS`: the module that warns, the category and the message; nothing else is
    filtered): setuptools' `pkg_resources` deprecation (mmengine and mmseg import it; we pin setuptools < 82
@@ -54,12 +57,15 @@ Each fix says what breaks, why, and how it is fixed; `tests/test_compat.py` cove
 7. mmcv-lite (the default set-up: mmcv without compiled ops, nothing to compile) has no `mmcv._ext`, so
    `import mmcv.ops`, hence `mmdet.models`/`mmdet.apis`/`mmseg.models`, fails. `mmrecvit.mm.mmcv_ext` provides the
    entry points our recipes reach from torchvision's kernels (CPU and CUDA) and is found as `mmcv._ext` only where
-   no compiled one is installed (a finder at the end of `sys.meta_path`): a full mmcv is used as it is.
+   no compiled one is installed (`_mmrecvit_import_hook.py`): a full mmcv is used as it is.
+
+Fixes 5 and 7 must act before mmdet or mmpretrain imports, whoever imports them first: the import hook does, put
+on `sys.meta_path` at interpreter start by a `.pth` file the wheel and scripts/setup.sh install, or by `apply()`.
 8. mmengine resolves `<scope>::<file>` in `_base_` only for the OpenMMLab packages it lists, and gives the base's
    dicts that scope. `mmrecvit::<folder>/<file>.py` names one of our installed configs (`mmrecvit.configs`): it
    resolves to that file and inherits like a local `_base_` file (its dicts keep the scopes the file sets).
 
-numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/test_compat.py`).
+numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/mm/test_compat.py`).
 
 mmpretrain 1.2.0 with mmcv 2.1.0 / mmengine 0.10.7 / torch 2.14 / numpy 2: nothing beyond fix 1 was
 needed on the classification paths we use: the toy classifiers train, test and infer through
@@ -77,13 +83,14 @@ import importlib.util
 import os.path as osp
 import pickle
 import re
-import sys
 import warnings
 
 import numpy as np
 import torch
 
-from . import configs
+import _mmrecvit_import_hook
+
+from .. import configs
 
 _applied = False
 _import_errors_said: set[str] = set()
@@ -133,7 +140,7 @@ def load_local_checkpoint(filename: str, map_location: object = None) -> object:
     """mmengine's local-file loader, through ours (fix 3)."""
     import os.path as osp
 
-    from .models.checkpoint_files import load_checkpoint_file
+    from ..models.checkpoint_files import load_checkpoint_file
 
     return load_checkpoint_file(osp.expanduser(filename), map_location='cpu' if map_location is None else map_location)
 
@@ -171,19 +178,6 @@ def is_installed(package: str) -> bool:
         return spec is not None and spec.origin is not None
 
 
-def mmpretrain_multimodal_breaks() -> bool:
-    """Whether importing mmpretrain's models would fail on transformers >= 5 (fix 5): both installed, mmcv too
-    (mmpretrain imports it: without it nothing of mmpretrain imports), and its models not yet imported (after that
-    the flag has been read)."""
-    if any(importlib.util.find_spec(m) is None for m in ('mmpretrain', 'mmcv')) or 'mmpretrain.models' in sys.modules:
-        return False
-    try:
-        major = int(importlib.metadata.version('transformers').split('.')[0])
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return major >= 5
-
-
 def quiet_warnings() -> None:
     """Fix 6: a filter per `QUIET_WARNINGS` entry, ahead of the filters already there."""
     for module, category, message in QUIET_WARNINGS:
@@ -216,7 +210,8 @@ def unusable(*modules: str) -> str | None:
         if str(e) not in _import_errors_said:
             _import_errors_said.add(str(e))
             warnings.warn(
-                f'mmrecvit: OpenMMLab is installed but does not import ({e}): its fixes and registration are off'
+                f'mmrecvit: OpenMMLab is installed but does not import ({e}): its fixes and registration are off '
+                '(docs/install.md#pip-the-core-and-the-extras)'
             )
         return f'{", ".join(modules)} installed but not importable ({e})'
     return None
@@ -228,23 +223,21 @@ def apply() -> None:
     if _applied:
         return
     quiet_warnings()
-    if importlib.util.find_spec('mmcv') is not None:
-        from .mm import mmcv_ext
-
-        mmcv_ext.install()
+    _mmrecvit_import_hook.install()  # fixes 5 and 7, where no `.pth` installed it at start
     if unusable('mmengine.runner') is None:
         torch.serialization.add_safe_globals(mmengine_safe_globals())
         from mmengine.runner.checkpoint import CheckpointLoader
 
         CheckpointLoader.register_scheme(prefixes='', loader=load_local_checkpoint, force=True)
+        import mmengine.runner.checkpoint as mm_checkpoint
+
+        from ..models.checkpoint_files import load_url
+
+        mm_checkpoint.load_url = load_url  # read by its `load_from_http` (fix 3)
         import mmengine.config.config as config_module
         import mmengine.config.utils as config_utils
 
         config_utils._get_cfg_metainfo = cfg_metainfo  # looked up by name in `_get_external_cfg_path`
         config_module.is_installed = is_installed  # `Config._get_cfg_path`'s own import of it
         config_module.Config._get_cfg_path = _get_cfg_path(config_module.Config._get_cfg_path)
-        if mmpretrain_multimodal_breaks():  # here: mmpretrain imports mmengine.runner (and its cv2)
-            import mmpretrain.utils.dependency as dependency  # read by mmpretrain.models/datasets when imported
-
-            dependency.WITH_MULTIMODAL = False
     _applied = True

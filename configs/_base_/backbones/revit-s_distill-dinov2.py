@@ -1,0 +1,34 @@
+# reViT-S's own distilled start, the stronger-teacher variant of its paper's distillation: from scratch to
+# DINOv2-B/14's final features (configs/distill/revit-s_feature-distill-dinov2-b_4xb256-100e_in1k.py). Name this file instead of
+# revit-s_in1k.py (its supervised start) as a recipe's second _base_.
+_base_ = './revit-s_in1k.py'
+backbone = dict(
+    init_cfg=dict(
+        checkpoint='checkpoints/revit-small_distill-dinov2-b.pth',
+        made_by='python tools/train.py configs/distill/revit-s_feature-distill-dinov2-b_4xb256-100e_in1k.py'
+        ' --work-dir work_dirs/revit-small_distill-dinov2-b'
+        ' && cp $(cat work_dirs/revit-small_distill-dinov2-b/last_checkpoint) checkpoints/revit-small_distill-dinov2-b.pth',
+    )
+)
+backbone_recipe = dict(
+    differs={
+        'paper_start': (
+            'configs/distill/revit-s_feature-distill-dinov2-b_4xb256-100e_in1k.py',
+            "its paper's distilled start (DINOv2), beside its supervised one",
+        ),
+        'start.checkpoint': (
+            'revit-small_distill-dinov2-b.pth',
+            "distilled from DINOv2-B/14's final features, as its paper",
+        ),
+        'start.made_by': (
+            'configs/distill/revit-s_feature-distill-dinov2-b_4xb256-100e_in1k.py',
+            "its paper's distillation",
+        ),
+        'pretraining.epochs': (100, "a decision: the paper's schedule is not in our notes"),
+        'pretraining.mixup': (False, 'no labels'),
+        'pretraining.loss': (
+            'feature MSE to vit_base_patch14_dinov2.lvd142m, layers final',
+            "its paper: the teacher's final features",
+        ),
+    },
+)

@@ -1,0 +1,5 @@
+# PlainViT-S from its own ImageNet-1k checkpoint (DeiT's recipe run here), the reference of the equal-budget family (docs/comparison.md).
+# ViTDet's COCO recipe (LSJ 1024, 100 epochs): the first _base_; the backbone: configs/_base_/backbones/plainvit-s_in1k.py.
+_base_ = ['./_base_/mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/plainvit-s_in1k.py']
+model = dict(backbone=_base_.backbone)
+recipe = _base_.backbone_recipe  # the backbone's differences from the anchor's and the other methods'

@@ -1,4 +1,0 @@
-# Feature distillation of srvit at DeiT-S size from DeiT-S, without labels (the _base_'s recipe), the student starting at
-# its method's DeiT start (configs/_base_/backbones/srvit-s_deit.py).
-_base_ = ['./_base_/feature-distill_4xb256-100e_in1k.py', '../_base_/backbones/srvit-s_deit.py']
-model = dict(backbone=_base_.backbone)
