@@ -29,6 +29,7 @@ from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blo
 from .checks import check_choice, check_float, check_int, check_sequence
 from .flops import linear_work
 from .mor_routing import ExpertChoice, TokenChoice, token_choice
+from .numerics import RouterLinear
 from .plan import Forward, Plan, Step, step_work
 from .registry import register_backbone
 from .token_adaptive import UPDATES, DepthSubsets, TokenSubset, capacity_tokens, subset_work
@@ -53,7 +54,7 @@ def kept_tokens(capacities: Sequence[float], num_patches: int) -> list[int]:
 
 
 def _make_router(dim: int, out_features: int) -> nn.Linear:
-    router = nn.Linear(dim, out_features)
+    router = RouterLinear(dim, out_features)  # fp32 products (`numerics.py`, "Routers decide in fp32")
     trunc_normal_(router.weight, std=0.02)
     nn.init.zeros_(router.bias)
     return router
