@@ -11,6 +11,9 @@ job per module, in the order a run uses them:
     timing.py   the measuring run (`run_benchmark`): interleaving, matmul probe, rows and ratios
     report.py   Markdown and CSV
     step.py     one whole training / test step measured (time, peak and saved memory, executed FLOPs): the dry run
+    host_sync.py  `HostSyncCounter`: what would make the host wait for a CUDA stream, counted on any device
+    gpu_check.py  the GPU check (scripts/gpu_check.sh): every check with a pass/fail threshold, a CPU dry mode;
+                its checks in gpu_check_models.py, gpu_check_compile.py, gpu_check_runs.py, gpu_check_ops.py
 
 Model specs (`specs.py`) name a backbone of ours `ClassName(kw=literal, ...)`, a timm model
 `timm:name(...)` or a config `path/to/config.py(...)`; how each is built and timed: `build.py`.
