@@ -15,6 +15,9 @@ job per module, in the order a run uses them:
                 `dry_run_d2.py`: detectron2 LazyConfigs): one training and one test iteration at real sizes
     overhead.py the Python overhead of a forward (library calls, overhead-bound latency)
     imports.py  what an import costs, in fresh interpreters
+    host_sync.py  `HostSyncCounter`: what would make the host wait for a CUDA stream, counted on any device
+    gpu_check.py  the GPU check (scripts/gpu_check.sh): every check with a pass/fail threshold, a CPU dry mode;
+                its checks in gpu_check_models.py, gpu_check_compile.py, gpu_check_runs.py, gpu_check_ops.py
 
 Model specs (`specs.py`) name a backbone of ours `ClassName(kw=literal, ...)`, a timm model
 `timm:name(...)` or a config `path/to/config.py(...)`; how each is built and timed: `build.py`.

@@ -21,9 +21,9 @@ GPU_RATE_ASSUMPTION = (
     "an assumption, not a measurement: about a third of an A100's dense fp16/bf16 peak "
     '(312 TFLOP/s); a whole detector step (RoI ops, data loading, small kernels) may sustain far '
     'less; '
-    "pass `--gpu-rate` with your own, e.g. from scripts/gpu_check.sh's report: images/s x 3 x "
-    "GFLOPs/img of its window-cp training rows (its GFLOPs are the forward's; forward + backward "
-    'is about 3x, with_cp adds the recomputed backbone forward)'
+    "pass `--gpu-rate` with your own, e.g. the TFLOP/s of the recipes rows of scripts/gpu_check.sh's "
+    'report (work_dirs/gpu_check/cuda.md: the FLOPs one real training iteration of the recipe executed, '
+    'over its time)'
 )
 MIB = 2**20
 

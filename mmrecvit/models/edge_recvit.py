@@ -32,7 +32,7 @@ from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blo
 from .checks import check_bool, check_choice, check_float, check_int
 from .compute import largest_within
 from .flops import BlockWork, Work, linear_work
-from .numerics import finite, full_precision
+from .numerics import RouterLinear, finite, full_precision
 from .registry import register_backbone
 from .schedule import Step, step_work
 from .stats import ForwardStats
@@ -54,9 +54,9 @@ class EarrRanker(nn.Module):
 
     def __init__(self, dim: int, depth: int) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(dim, 2 * dim, bias=False)
+        self.fc1 = RouterLinear(dim, 2 * dim, bias=False)  # fp32 products (`numerics.py`, "Routers decide in fp32")
         self.act = nn.GELU()
-        self.fc2 = nn.Linear(2 * dim, depth, bias=False)
+        self.fc2 = RouterLinear(2 * dim, depth, bias=False)
         for fc in (self.fc1, self.fc2):
             trunc_normal_(fc.weight, std=0.02)
 
@@ -273,6 +273,7 @@ class EdgeRecViT(ViTBackbone):
             gates = still_active_gates(y)
             if self.tail_on_all:
                 gates = torch.cat([gates[..., :-1], torch.ones_like(gates[..., -1:])], -1)
+            gates = gates.to(x.dtype)  # 0/1 exactly: fp32 from the ranker, the model's dtype
             # The reference: every token through every layer, `h <- h + a_s (Block_s(h) - h)`; without `frozen_kv`
             # the keys are the tokens still active at s.
             for step in steps:

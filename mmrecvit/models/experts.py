@@ -17,6 +17,8 @@ import torch.nn.functional as F
 from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
+from .numerics import RouterLinear
+
 
 def depth_coordinates(num_steps: int) -> list[float]:
     """The normalised depth grid `s_t = t/(L-1)`, t = 0..L-1 (docs/methods/revit.md), as Python floats.
@@ -57,7 +59,9 @@ class ExpertLinear(nn.Module):
         trunc_normal_(self.weight, std=0.02)  # each expert as a timm Linear
 
     def merge(self, gates: Tensor) -> tuple[Tensor, Tensor]:
-        """gates (..., E) -> weight (..., out, in), bias (..., out): `Σ_e g_e θ_e`."""
+        """gates (..., E) -> weight (..., out, in), bias (..., out): `Σ_e g_e θ_e`, in the experts' dtype (the router's
+        gates are fp32, `numerics.py`)."""
+        gates = gates.to(self.weight.dtype)
         # (..., E) @ (E, out*in) -> (..., out*in) -> (..., out, in)
         weight = (gates @ self.weight.flatten(1)).unflatten(-1, self.weight.shape[1:])
         return weight, gates @ self.bias
@@ -99,9 +103,9 @@ class DepthRouter(nn.Module):
 
     def __init__(self, num_experts: int, hidden_dim: int = 16) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(1, hidden_dim)
+        self.fc1 = RouterLinear(1, hidden_dim)  # fp32 products (`numerics.py`, "Routers decide in fp32")
         self.act = nn.SiLU()
-        self.fc2 = nn.Linear(hidden_dim, num_experts)
+        self.fc2 = RouterLinear(hidden_dim, num_experts)
         nn.init.zeros_(self.fc2.weight)
         nn.init.zeros_(self.fc2.bias)
 

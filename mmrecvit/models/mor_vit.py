@@ -30,6 +30,7 @@ from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blo
 from .checks import check_choice, check_float, check_int, check_sequence
 from .flops import Work, linear_work
 from .mor_routing import ExpertChoice, TokenChoice, token_choice
+from .numerics import RouterLinear
 from .registry import register_backbone
 from .schedule import Step, step_work
 from .stats import ForwardStats
@@ -55,7 +56,7 @@ def kept_tokens(capacities: Sequence[float], num_patches: int) -> list[int]:
 
 
 def _make_router(dim: int, out_features: int) -> nn.Linear:
-    router = nn.Linear(dim, out_features)
+    router = RouterLinear(dim, out_features)  # fp32 products (`numerics.py`, "Routers decide in fp32")
     trunc_normal_(router.weight, std=0.02)
     nn.init.zeros_(router.bias)
     return router

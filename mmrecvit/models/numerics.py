@@ -1,4 +1,4 @@
-"""Finiteness guards for router logits and auxiliary losses.
+"""Router numerics: finiteness guards for router logits and auxiliary losses, and routers that decide in fp32.
 
 A NaN or inf in a router's logits (SR-ViT's soft routers, reViT's depth router, Edge-RecViT's
 ranker, MoR-ViT's routers) or in an auxiliary loss does not crash anything by itself: softmax,
@@ -29,15 +29,28 @@ guard per forward and makes it the context's (`active_guard`), and the methods p
 would become a traced constant (`finite` then only sanitises). A caller names where the forward
 runs (`forward_label`, a context variable: the training hook sets 'training iteration 17'), and the error
 says it.
+
+Routers decide in fp32. Every router and ranker (SR-ViT's soft routers, reViT's depth router, Edge-RecViT's ranker,
+MoR-ViT's routers) is built from `RouterLinear`, whose product (`fp32_linear`) is fp32 from fp32 copies of its
+operands on every device and under every cast: autocast is off inside it, a whole-model `.bfloat16()` or an FSDP
+mixed-precision policy leaves the weights in bf16 but the product upcasts them (the gradients flow back in the
+parameters' dtype), and TF32 does not apply. TF32 cannot be switched off for one product: PyTorch's flag
+(`torch.backends.cuda.matmul.allow_tf32`, set by our recipes' `TF32Hook`) is process-wide, read by every thread (the
+autograd engine runs the backward in its own) and guarded by compiled graphs, so flipping it around a router call
+would race and recompile. Where the flag allows TF32, the product is instead computed from TF32-exact halves of its
+operands in three TF32 products (`split_mm`, CUTLASS's 3xTF32), fp32-accurate to ~2^-22 whatever the flag says, at
+about the cost of one full-fp32 product; the backward likewise. oneDNN's reduced-precision fp32 products on CPU
+(`torch.backends.mkldnn.matmul.fp32_precision`) get an fp64 product there. The flags are only read.
 """
 
 from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 logger = logging.getLogger('mmrecvit')
@@ -139,10 +152,86 @@ def sanitize(value: Tensor) -> Tensor:
 
 
 def full_precision(module: nn.Module, x: Tensor) -> Tensor:
-    """`module(x)` with autocast off, in the module's parameter dtype (fp32 unless the whole model was cast).
-    Routers and rankers decide discrete things (top-k, argmax): with bf16/fp16 logits ties become common (4096
-    bf16 logits take ~1400 distinct values) and are broken differently by different kernels, so these run in
-    full precision under autocast."""
-    dtype = next(module.parameters()).dtype
+    """`module(x)` in fp32 with autocast off, whatever the model's dtype: the routers and rankers are built from
+    `RouterLinear`, whose products are fp32 (module docstring, "Routers decide in fp32"); their activations then
+    run on fp32 tensors too. Routers and rankers decide discrete things (top-k, argmax): with bf16/fp16 logits ties
+    become common (4096 bf16 logits take ~1400 distinct values) and are broken differently by different kernels."""
     with torch.autocast(x.device.type, enabled=False):
-        return module(x.to(dtype))
+        return module(x.float())
+
+
+class RouterLinear(nn.Linear):
+    """`nn.Linear` (same parameters, init and state-dict keys) whose product is `fp32_linear`: the layers of every
+    router and ranker, fp32 under autocast, under a whole-model bf16/fp16 cast and with TF32 allowed."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return fp32_linear(x, self.weight, self.bias)
+
+
+def fp32_linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """`F.linear(x, weight, bias)` computed in fp32 from fp32 copies of its operands, with autocast off and at fp32
+    accuracy where the device's fp32 products are allowed reduced precision (`reduced_fp32_products`). The result
+    is fp32; the gradients flow back to `x` and the parameters in their own dtypes (through `.float()`)."""
+    with torch.autocast(x.device.type, enabled=False):
+        x, weight = x.float(), weight.float()
+        bias = None if bias is None else bias.float()
+        if not reduced_fp32_products(x.device):
+            return F.linear(x, weight, bias)
+        if x.device.type == 'cuda':
+            return _SplitLinear.apply(x, weight, bias)
+        # oneDNN's bf16/tf32 fp32 products on CPU: fp64 there costs ~2x fp32 (the router products are small)
+        return F.linear(x.double(), weight.double(), None if bias is None else bias.double()).float()
+
+
+def reduced_fp32_products(device: torch.device) -> bool:
+    """True where fp32 matrix products on `device` may run in reduced precision: TF32 on CUDA
+    (`torch.backends.cuda.matmul.allow_tf32`, set by `TF32Hook` and `torch.set_float32_matmul_precision`; a compiled
+    graph guards on it), oneDNN's bf16/tf32 on CPU (`_onednn_reduced`). Read, never set."""
+    if device.type == 'cuda':
+        return torch.backends.cuda.matmul.allow_tf32
+    return device.type == 'cpu' and _onednn_reduced()
+
+
+@torch.compiler.assume_constant_result  # dynamo cannot trace the flag's reader: a compiled graph keeps what it saw
+def _onednn_reduced() -> bool:
+    """oneDNN's fp32 products in bf16/tf32 on CPU (`torch.set_float32_matmul_precision('medium')`, AMX CPUs)."""
+    return torch.backends.mkldnn.matmul.fp32_precision in ('bf16', 'tf32')
+
+
+def tf32_split(t: Tensor) -> tuple[Tensor, Tensor]:
+    """fp32 `t` -> (hi, lo), `hi + lo == t` exactly: `hi` is `t` rounded to TF32's 10 mantissa bits (exact in a TF32
+    product), `lo` the rest (|lo| <= 2^-11 |t|, itself rounded by TF32 to ~2^-23 |t|). NaN stays NaN; inf gives NaN
+    in `lo` (non-finite either way, which the finiteness guard reports)."""
+    bits = t.view(torch.int32)
+    hi = ((bits + 0x1000) & -0x2000).view(torch.float32)  # round half away from zero at mantissa bit 13
+    return hi, t - hi
+
+
+def split_mm(a: Tensor, b: Tensor, mm: Callable[[Tensor, Tensor], Tensor] = torch.mm) -> Tensor:
+    """`a @ b` (2-D fp32) at fp32 accuracy from three products `mm` (TF32 where allowed; tests emulate it) of
+    TF32-exact parts (`tf32_split`; the 3xTF32 of NVIDIA's CUTLASS): a_hi b_hi + a_hi b_lo + a_lo b_hi, the dropped
+    a_lo b_lo below 2^-22 of |a||b|."""
+    a_hi, a_lo = tf32_split(a)
+    b_hi, b_lo = tf32_split(b)
+    return mm(a_lo, b_hi) + mm(a_hi, b_lo) + mm(a_hi, b_hi)  # the small terms first
+
+
+class _SplitLinear(torch.autograd.Function):
+    """`F.linear` whose forward and backward products are `split_mm`: fp32 accuracy where TF32 is allowed."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        y = split_mm(x.reshape(-1, x.shape[-1]), weight.t()).view(*x.shape[:-1], weight.shape[0])
+        return y if bias is None else y + bias
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        x, weight = ctx.saved_tensors
+        g = grad.reshape(-1, grad.shape[-1])  # (M, out)
+        gx = split_mm(g, weight).view(x.shape) if ctx.needs_input_grad[0] else None
+        gw = split_mm(g.t(), x.reshape(-1, x.shape[-1])) if ctx.needs_input_grad[1] else None
+        gb = g.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return gx, gw, gb

@@ -247,7 +247,7 @@ class ReViT(ViTBackbone):
 
     def router_logits(self, coords: Sequence[float]) -> Tensor:
         ref = self.router.fc1.weight
-        return full_precision(self.router, torch.tensor(coords, dtype=ref.dtype, device=ref.device))
+        return full_precision(self.router, torch.tensor(coords, dtype=torch.float32, device=ref.device))
 
     def gates_of(self, logits: Tensor) -> Tensor:
         """Logits (U, E) -> gates; NaN/inf logits count as 0 (the forward's finiteness check reports them)."""

@@ -6,8 +6,9 @@ that scores a unit's recursions, and the per-token mixture of the recursions, ac
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
+
+from .numerics import RouterLinear, fp32_linear
 
 
 class StepTransform(nn.Module):
@@ -49,7 +50,7 @@ class SoftRouter(nn.Module):
 
     def __init__(self, dim: int, num_recursions: int) -> None:
         super().__init__()
-        self.proj = nn.Linear(dim, num_recursions)
+        self.proj = RouterLinear(dim, num_recursions)  # fp32 products (`numerics.py`, "Routers decide in fp32")
         nn.init.zeros_(self.proj.weight)
         nn.init.zeros_(self.proj.bias)
 
@@ -57,10 +58,8 @@ class SoftRouter(nn.Module):
         return self.proj(x)  # (B, N, D) -> (B, N, T)
 
     def recursion_logit(self, h: Tensor, t: int) -> Tensor:
-        """(B, N, D) -> (B, N, 1), in full precision (see `backbone.full_precision`)."""
-        w, b = self.proj.weight, self.proj.bias
-        with torch.autocast(h.device.type, enabled=False):
-            return F.linear(h.to(w.dtype), w[t : t + 1], b[t : t + 1])
+        """(B, N, D) -> (B, N, 1) fp32, as `forward` (`numerics.fp32_linear`)."""
+        return fp32_linear(h, self.proj.weight[t : t + 1], self.proj.bias[t : t + 1])
 
 
 class RecursionMixture:
@@ -85,8 +84,10 @@ class RecursionMixture:
         self.max: Tensor | None = None  # running max of the logits (B, N, 1), detached
         self.norm: Tensor | None = None  # s (B, N, 1)
         self.acc: Tensor | None = None  # a (B, N, D)
+        self.dtype: torch.dtype | None = None  # the states'
 
     def add(self, h: Tensor, logit: Tensor | None) -> None:
+        self.dtype = h.dtype
         if self.readout == 'final' or logit is None:
             self.last = h
             return
@@ -107,9 +108,11 @@ class RecursionMixture:
         self.max = new_max
 
     def result(self) -> Tensor:
+        """The unit output, in the states' dtype (the fp32 logits make the sums fp32; a bf16 model's next block
+        takes bf16)."""
         if self.acc is None:  # 'final', a unit without router, or 'hard' without autograd
             return self.last
         mixture = self.acc / self.norm
         if self.readout == 'soft':
-            return mixture
-        return self.last + (mixture - mixture.detach())
+            return mixture.to(self.dtype)
+        return self.last + (mixture - mixture.detach()).to(self.dtype)

@@ -1,8 +1,8 @@
 """The trained toy runs the e2e tests share: each is made once per test run (`helpers.once`), whichever
 xdist worker asks first, and read by every test that needs a trained checkpoint or a run's files.
 
-* `plainvit_toys`: `scripts/gpu_check.sh --smoke`, whose toy demo (tools/demo.py --task both) trains,
-  evaluates and draws the PlainViT toy Mask R-CNN and UperNet: the one det and one seg training of PlainViT.
+* `plainvit_toys`: the toy demo (tools/demo.py --task both) trains, evaluates and draws the PlainViT toy Mask R-CNN
+  and UperNet: the one det and one seg training of PlainViT.
 * `transfer_demo`: tools/demo.py --task transfer with MoR-ViT (the toy classifier, then the toy Mask
   R-CNN from it): MoR-ViT's det training.
 * `cls_runs(method)`: the toy classifier of a method through tools/train.py.
@@ -46,19 +46,26 @@ import train as train_tool  # noqa: E402  (tools/train.py)
 
 @pytest.fixture(scope='session')
 def plainvit_toys(tmp_path_factory, toy_root):
-    """`bash scripts/gpu_check.sh --smoke` with the tests' toy sets: its report and its demo's run folders."""
+    """`python tools/demo.py --task both` with the tests' toy sets, shortened: its printed output and run folders."""
 
     def make(out):
-        res = run(
-            ['bash', 'scripts/gpu_check.sh', '--smoke'], env={**SUBPROCESS_ENV, 'OUT': str(out), 'DATA': str(toy_root)}
-        )
+        command = [
+            sys.executable,
+            'tools/demo.py',
+            '--task',
+            'both',
+            '--iters',
+            str(ITERS),
+            '--data-root',
+            str(toy_root),
+        ]
+        res = run([*command, '--work-dir', str(out / 'demo')])
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-        work = out / 'gpu_check_work'
+        (out / 'demo.log').write_text(res.stdout + res.stderr)
         return dict(
-            report=str(out / 'gpu.md'),
-            demo_log=str(work / 'demo.log'),
-            det=str(work / 'demo' / 'det_plainvit'),
-            seg=str(work / 'demo' / 'seg_plainvit'),
+            demo_log=str(out / 'demo.log'),
+            det=str(out / 'demo' / 'det_plainvit'),
+            seg=str(out / 'demo' / 'seg_plainvit'),
         )
 
     return {k: Path(v) for k, v in once(tmp_path_factory, 'plainvit_toys', make).items()}

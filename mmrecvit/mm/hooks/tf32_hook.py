@@ -19,7 +19,8 @@ class TF32Hook(Hook):
     matmuls by default); under AMP it still concerns what runs in fp32: the fp32 parts of the heads,
     and the whole model in evaluation without autocast. mmengine has no switch for it,
     hence this hook; it sets both flags in `before_run` (process-wide, as PyTorch's flags are), a
-    no-op on CPU.
+    no-op on CPU. The routers' and rankers' products stay fp32-accurate under it (`models.numerics.RouterLinear`:
+    three TF32 products of split operands where TF32 is allowed, the flag left as it is).
 
         custom_hooks = [..., dict(type='TF32Hook')]          # allow=False keeps full fp32
     """
