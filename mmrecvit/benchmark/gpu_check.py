@@ -5,12 +5,12 @@
     bash scripts/gpu_check.sh --cpu --quick   # tiny models, few cases: what CI runs (tests/scripts/test_gpu_check.py)
     bash scripts/gpu_check.sh --only sync,compile --out /tmp/gpu_check
 
-Run it from a checkout (it reads configs/ and runs tools/). Each check prints one line per case,
-`PASS|FAIL|SKIP check case: measured (threshold)`, and the report, a Markdown table, goes to `--out` (default work_dirs/gpu_check/, never elsewhere in the repository): `cuda.md`, `cpu.md` or
-`cpu-quick.md`. The exit status is 1 when any case FAILs, known failures included: `KNOWN_FAILURES` names the cases
-that fail until another item of issue 48 lands (flip them there as they do). The checks (`CHECKS`; the model checks
-in `gpu_check_models.py` and `gpu_check_compile.py`, the recipe and process checks in `gpu_check_runs.py`, the ops'
-in `gpu_check_ops.py`):
+Run it from a checkout (it reads configs/ and runs tools/). Each check prints one line per case, `PASS|FAIL|SKIP check
+case: measured (threshold)`, and the report, a Markdown table, goes to `--out` (default work_dirs/gpu_check/, never
+elsewhere in the repository): `cuda.md`, `cpu.md` or `cpu-quick.md`. The exit status is 1 when any case FAILs, known
+failures included: `KNOWN_FAILURES` names the cases that fail until another item of issue 48 lands (flip them there as
+they do). The checks (`CHECKS`; the model checks in `gpu_check_models.py` and `gpu_check_compile.py`, the recipe and
+process checks in `gpu_check_runs.py`, the ops' in `gpu_check_ops.py`):
 
     recipes      every method's ViTDet Mask R-CNN (4 images per GPU, rel-pos, AMP, with_cp) and UperNet (AMP) recipe
                  at S and B: one real-size training iteration each, a test iteration at S (the dry run,
