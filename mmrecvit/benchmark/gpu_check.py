@@ -191,6 +191,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if not (REPO / 'configs').is_dir() or not (REPO / 'tools').is_dir():
+        raise SystemExit(f'gpu_check: {REPO} has no configs/ and tools/: run it from a checkout (scripts/gpu_check.sh)')
     out = out_dir(args.out)
     cuda = torch.cuda.is_available() and not args.cpu
     name = 'cuda' if cuda else 'cpu-quick' if args.quick else 'cpu'

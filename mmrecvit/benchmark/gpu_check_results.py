@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout: configs/, tools/, work_dirs/
+REPO = Path.cwd().resolve()  # the checkout it runs from (scripts/gpu_check.sh cds there): configs/, tools/, work_dirs/
 
 
 @dataclass

@@ -40,17 +40,13 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .flops import BlockWork
 from .numerics import tracing
 from .windows import Global, Windows
-
-if TYPE_CHECKING:  # the block is the model's own `layers.Block`, which imports this module for `TokenRows`
-    from .layers import Block
 
 
 class TokenSubset:
@@ -178,11 +174,11 @@ class KVCache:
 
     def __init__(self) -> None:
         self.kv: Tensor | None = None
-        self.owner: Block | None = None
+        self.owner: nn.Module | None = None  # the model's `layers.Block` (not imported: it imports this module)
         self.projected = 0
         self.reused = 0
 
-    def update(self, block: Block, x: Tensor, subsets: DepthSubsets, step: int) -> TokenSubset:
+    def update(self, block: nn.Module, x: Tensor, subsets: DepthSubsets, step: int) -> TokenSubset:
         """Make the cache valid for `block` and the tokens frozen at `step` of `subsets`; return what was
         projected: the tokens that exited since the last step while `block` is the same module, all frozen
         tokens when the weight set changes (only that subset is made).
@@ -233,7 +229,7 @@ def drop_rows(delta: Tensor, rate: float, training: bool, rows: TokenRows) -> Te
 
 
 def subset_work(
-    block: Block, active: TokenSubset, cached_keys: bool, layout: Windows | Global | None = None
+    block: nn.Module, active: TokenSubset, cached_keys: bool, layout: Windows | Global | None = None
 ) -> BlockWork:
     """What `run_subset` computes, per image (means over the batch); `new_kv` is the caller's."""
     N = active.num_tokens
@@ -254,7 +250,7 @@ UPDATES = ('interpolate', 'additive')
 
 
 def run_subset(
-    block: Block,
+    block: nn.Module,
     x: Tensor,
     active: TokenSubset,
     *,
