@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from . import arguments as args
-from . import embedding
+from . import embedding, fx
 from . import layer_decay as decay
 from .checks import check_bool, check_choice, check_float, check_int, checked_keywords
 from .compute import check_compute
@@ -234,6 +234,11 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         the earlier ones need."""
         return type(self).iter_layers is ViTBackbone.iter_layers
 
+    def fx_untraceable(self) -> str | None:
+        """Why torch.fx cannot trace this forward (None: it can, at the model's own grid, `fx.py`): a method whose
+        token sets or schedule depend on the data overrides it with its reason."""
+        return None
+
     def block_name(self, block: int | nn.Module) -> str:
         """The module name of a unique block (its index in `blocks`, or the module; for the layer-decay positions)."""
         block = self.blocks[block] if isinstance(block, int) else block
@@ -297,6 +302,9 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         statistics): the forward every feature API runs (`features.py`). It alone picks the setting (the compute
         knob), hands the method's `iter_layers` the steps up to the last layer it reads, reads the requested
         layers from what it yields, and finishes the statistics (finiteness, maps on the grid, the FLOP count)."""
+        grid = None
+        if fx.traced(x):  # a graph at the model's own grid and compute=None, each checked when it runs (fx.py)
+            x, compute, grid = fx.specialise(self, x, compute)
         if compute is not None or self.compute is not None:
             compute = check_compute(self.compute if compute is None else compute)
             if self.training:
@@ -307,7 +315,7 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         if self.nonfinite not in NONFINITE_MODES or self.amp_dtype not in args.AMP_DTYPES:  # plain attributes
             check_choice('nonfinite', self.nonfinite, NONFINITE_MODES)
             check_choice('amp_dtype', self.amp_dtype, list(args.AMP_DTYPES))
-        grid = self.patch_grid(x)
+        grid = self.patch_grid(x) if grid is None else grid
         setting = self.own_setting if compute is None else self.setting_within(compute, grid)
         steps, reads = self.layer_reads(setting, grid, layers)
         stats = ForwardStats({}, {}, {}, {}, grid, setting, [])  # not default factories: torch.compile traces this
@@ -332,7 +340,9 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         if not torch.compiler.is_compiling():  # the FLOP model's objects stay out of a compiled graph's outputs
             stats.count = functools.partial(self.counted, steps, stats.setting, grid)
         if stats.token_maps:
-            stats.token_maps = {k: m.reshape(*m.shape[:-1], *grid) for k, m in stats.token_maps.items()}
+            stats.token_maps = {
+                k: m.unflatten(-1, grid) for k, m in stats.token_maps.items()
+            }  # (..., h*w) -> (..., h, w)
         if dtype:
             return [states[i].float() for i in layers], state.float(), stats
         return [states[i] for i in layers], state, stats
