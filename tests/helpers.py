@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import importlib
 import json
 import os
 import os.path as osp
 import socket
 import subprocess
+import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -259,3 +261,29 @@ def bad_input_line(capsys, call: Callable[[], Any]) -> str:
         call()
     assert info.value.code == 2, info.value.code
     return bad_input_text(capsys.readouterr().err)
+
+
+# The vendored snapshot of timm's repository (../shared/vendor/README.md): what timm's wheel does not ship (its
+# scripts, its tests). Beside the clone in CI (`../shared`), or this machine's shared folder.
+TIMM_SNAPSHOT = 'pytorch-image-models-aa4b5850.tar.gz'
+VENDOR_PLACES = [Path(REPO).parent / 'shared' / 'vendor', Path('/work/shared/vendor')]
+
+
+def vendored(name: str) -> Path | None:
+    """The folder of `VENDOR_PLACES` that holds the vendored file `name`, or None (a machine without ../shared)."""
+    return next((p for p in VENDOR_PLACES if (p / name).is_file()), None)
+
+
+def extract_checked(vendor: Path, tarball: str, members: dict[str, str], out: Path) -> Path:
+    """`members` (path in the tarball after its top folder -> name in `out`) of `vendor/tarball`, unpacked into `out`
+    after the tarball's SHA-256 matched vendor/SHA256SUMS (a changed file is refused, never used)."""
+    sums = dict(reversed(line.split()) for line in (vendor / 'SHA256SUMS').read_text().splitlines() if line.strip())
+    digest = hashlib.sha256((vendor / tarball).read_bytes()).hexdigest()
+    assert sums.get(tarball) == digest, f'{vendor / tarball}: SHA-256 {digest} is not the one in SHA256SUMS'
+    with tarfile.open(vendor / tarball) as tar:
+        root = tar.getnames()[0].split('/')[0]
+        for path, name in members.items():
+            member = tar.getmember(f'{root}/{path}')
+            member.name = name
+            tar.extract(member, out, filter='data')
+    return out

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from . import arguments as args
-from . import embedding
+from . import embedding, fx
 from . import layer_decay as decay
 from .checks import check_bool, check_choice, check_float, check_int, checked_keywords
 from .compute import check_compute
@@ -55,7 +55,8 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
     requested layers and finishes the statistics (`forward_states`). Its own `iter_layers` and `work` are those of a
     model that runs one block per layer over every token (PlainViT, NaiveRecursiveViT: only 1). A method whose
     settings are not the first K layers says which they are (`own_setting`, `compute_settings`, `step_layers`:
-    `schedule.Schedules`). Everything else is data the subclass sets in `__init__` (`global_layers`, a default
+    `schedule.Schedules`); one whose token sets or schedule depend on the data says why fx cannot trace it
+    (`fx_untraceable`, `fx.py`). Everything else is data the subclass sets in `__init__` (`global_layers`, a default
     `out_indices` passed up) or is read from the full schedule (`num_steps`, `schedule`, layer positions).
 
     Args:
@@ -234,6 +235,11 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         the earlier ones need."""
         return type(self).iter_layers is ViTBackbone.iter_layers
 
+    def fx_untraceable(self) -> str | None:
+        """Why torch.fx cannot trace this forward (None: it can, at the model's own grid, `fx.py`): a method whose
+        token sets or schedule depend on the data overrides it with its reason."""
+        return None
+
     def block_name(self, block: int | nn.Module) -> str:
         """The module name of a unique block (its index in `blocks`, or the module; for the layer-decay positions)."""
         block = self.blocks[block] if isinstance(block, int) else block
@@ -297,6 +303,9 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         statistics): the forward every feature API runs (`features.py`). It alone picks the setting (the compute
         knob), hands the method's `iter_layers` the steps up to the last layer it reads, reads the requested
         layers from what it yields, and finishes the statistics (finiteness, maps on the grid, the FLOP count)."""
+        grid = None
+        if fx.traced(x):  # a graph at the model's own grid and compute=None, each checked when it runs (fx.py)
+            x, compute, grid = fx.specialise(self, x, compute)
         if compute is not None or self.compute is not None:
             compute = check_compute(self.compute if compute is None else compute)
             if self.training:
@@ -307,7 +316,7 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         if self.nonfinite not in NONFINITE_MODES or self.amp_dtype not in args.AMP_DTYPES:  # plain attributes
             check_choice('nonfinite', self.nonfinite, NONFINITE_MODES)
             check_choice('amp_dtype', self.amp_dtype, list(args.AMP_DTYPES))
-        grid = self.patch_grid(x)
+        grid = self.patch_grid(x) if grid is None else grid
         setting = self.own_setting if compute is None else self.setting_within(compute, grid)
         steps, reads = self.layer_reads(setting, grid, layers)
         stats = ForwardStats({}, {}, {}, {}, grid, setting, [])  # not default factories: torch.compile traces this
@@ -332,7 +341,9 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         if not torch.compiler.is_compiling():  # the FLOP model's objects stay out of a compiled graph's outputs
             stats.count = functools.partial(self.counted, steps, stats.setting, grid)
         if stats.token_maps:
-            stats.token_maps = {k: m.reshape(*m.shape[:-1], *grid) for k, m in stats.token_maps.items()}
+            stats.token_maps = {
+                k: m.unflatten(-1, grid) for k, m in stats.token_maps.items()
+            }  # (..., h*w) -> (..., h, w)
         if dtype:
             return [states[i].float() for i in layers], state.float(), stats
         return [states[i] for i in layers], state, stats

@@ -236,6 +236,9 @@ class EdgeRecViT(ViTBackbone):
         return candidates[torch.tensor(chosen, device=depth.device), torch.arange(depth.shape[0], device=depth.device)]
 
     # ---- forward ------------------------------------------------------------------------------
+    def fx_untraceable(self) -> str:
+        return 'the ranker picks the tokens each layer runs, per image (subsets of data-dependent size)'
+
     def iter_layers(
         self, x: Tensor, steps: tuple[Step, ...], fraction: float | None, stats: ForwardStats
     ) -> Iterator[tuple[int, Tensor]]:

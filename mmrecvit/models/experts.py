@@ -43,10 +43,12 @@ class MergedFfn(NamedTuple):
     fc2_weight: Tensor  # (..., D, H)
     fc2_bias: Tensor  # (..., D)
 
-    def unbind(self) -> list[MergedFfn]:
+    def unbind(self, num: int | None = None) -> list[MergedFfn]:
         """Merged FFNs (L, ...) -> L merged FFNs, one per step (autograd: one stack per weight in backward, where
-        indexing each step would add L full-size gradients)."""
-        return [MergedFfn(*step) for step in zip(*(w.unbind(0) for w in self))]
+        indexing each step would add L full-size gradients). `num`: L where the caller knows it (fx traces this
+        with symbolic shapes, whose unbind it cannot count)."""
+        parts = [w.unbind(0) for w in self]
+        return [MergedFfn(*(p[t] for p in parts)) for t in range(len(self.fc1_weight) if num is None else num)]
 
 
 class ExpertLinear(nn.Module):

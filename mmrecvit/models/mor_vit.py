@@ -235,6 +235,9 @@ class MoRViT(ViTBackbone):
         self.check_knobs(fraction)  # token choice takes no compute
         return super().setting_within(fraction, grid)
 
+    def fx_untraceable(self) -> str:
+        return "the routers pick the tokens each recursion runs, per image (subsets built from the routers' scores)"
+
     def iter_layers(
         self, x: Tensor, steps: tuple[Step, ...], capacities: Sequence[float] | None, stats: ForwardStats
     ) -> Iterator[tuple[int, Tensor]]:

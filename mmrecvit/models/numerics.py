@@ -51,7 +51,10 @@ from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
+from timm.layers import register_notrace_module
 from torch import Tensor, nn
+
+from . import fx
 
 logger = logging.getLogger('mmrecvit')
 
@@ -131,10 +134,11 @@ def finite(name: str, where: str | Sequence[str], value: Tensor, source: nn.Modu
 
 
 def tracing() -> bool:
-    """True while torch.jit traces, torch.compile/dynamo compiles or torch.export exports the forward:
-    data-dependent Python decisions (the finiteness checks' flags, statistics read to the host) would
-    become constants or graph breaks there, so those parts step aside (the eager forward keeps them)."""
-    return torch.jit.is_tracing() or torch.compiler.is_compiling()
+    """True while torch.jit traces, torch.compile/dynamo compiles, torch.export exports or torch.fx symbolically
+    traces the forward: data-dependent Python decisions (the finiteness checks' flags, statistics read to the host)
+    would become constants or graph breaks there (or fail on fx's proxies), so those parts step aside (the eager
+    forward keeps them)."""
+    return torch.jit.is_tracing() or torch.compiler.is_compiling() or fx.symbolic_tracing()
 
 
 def zero_touch(module: nn.Module) -> Tensor:
@@ -156,10 +160,13 @@ def full_precision(module: nn.Module, x: Tensor) -> Tensor:
     `RouterLinear`, whose products are fp32 (module docstring, "Routers decide in fp32"); their activations then
     run on fp32 tensors too. Routers and rankers decide discrete things (top-k, argmax): with bf16/fp16 logits ties
     become common (4096 bf16 logits take ~1400 distinct values) and are broken differently by different kernels."""
+    if fx.traced(x):  # fx records no context manager: its `RouterLinear` leaves keep the products
+        return module(x.float())  # fp32, the only ops autocast would cast in a router (fx.py)
     with torch.autocast(x.device.type, enabled=False):
         return module(x.float())
 
 
+@register_notrace_module  # an fx leaf: it picks its product by the device and the flags when the graph runs
 class RouterLinear(nn.Linear):
     """`nn.Linear` (same parameters, init and state-dict keys) whose product is `fp32_linear`: the layers of every
     router and ranker, fp32 under autocast, under a whole-model bf16/fp16 cast and with TF32 allowed."""

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from . import fx
 from .arguments import check_out_indices, deprecated, resolve_arch, stage_ends
 from .backbone import ViTBackbone
 from .checkpoint import average_blocks, fresh_parameters, logger, split_timm_blocks
@@ -166,6 +167,11 @@ class ReViT(ViTBackbone):
         """A K-step reViT is windowed as one: global at its own stage ends."""
         return self.global_layers if setting is None else stage_ends(setting)
 
+    def fx_untraceable(self) -> str | None:
+        if self.training and self.step_drop_rate > 0:
+            return 'step dropout draws the steps of each image per forward (eval mode, or step_drop_rate=0, traces)'
+        return None
+
     def iter_layers(
         self, x: Tensor, steps: tuple[Step, ...], setting: int | None, stats: ForwardStats
     ) -> Iterator[tuple[int, Tensor]]:
@@ -179,7 +185,7 @@ class ReViT(ViTBackbone):
         if self.training:
             logits = finite('router logits', _labels(K), self.router_logits(depth_coordinates(K)), self.router)
             gates, merges = self.gates_of(logits), len(steps)
-            ffns = self._training_ffns(gates[:merges])
+            ffns = self._training_ffns(gates[:merges], merges)
         else:  # merged once and cached: checked when computed (only finite logits are cached)
             gates, logits, ffns, fresh = self._inference_ffns(K)
             if fresh:
@@ -258,11 +264,11 @@ class ReViT(ViTBackbone):
         gates, logits = self.route(depth_coordinates(self.depth if depth is None else check_int('depth', depth, 2)))
         return gates, logits, self.block.mlp.merge(gates)
 
-    def _training_ffns(self, gates: Tensor) -> list[MergedFfn] | None:
+    def _training_ffns(self, gates: Tensor, num: int | None = None) -> list[MergedFfn] | None:
         """Training: the merged FFN of every gate row (U, E) from one product, the experts read once rather than once
         per row; None with `with_cp`: each application merges its own inside its checkpointed block call, so no
         merged weights outlive it."""
-        return None if self.with_cp else self.block.mlp.merge(gates).unbind()
+        return None if self.with_cp else self.block.mlp.merge(gates).unbind(num)
 
     def _cache_key(self, depth: int) -> tuple:
         params = (*self.router.parameters(), *self.block.mlp.parameters())
@@ -276,9 +282,9 @@ class ReViT(ViTBackbone):
     def _inference_ffns(self, depth: int) -> tuple[Tensor, Tensor, list[MergedFfn], bool]:
         """Eval mode: the merged FFNs of `depth` steps, cached while autograd is off and the key (every router/
         expert parameter's version and storage, dtype, device, depth) holds; the last value: computed now."""
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() or fx.symbolic_tracing():  # fx: merged in the graph from its parameters
             gates, logits, ffn = self.merged_ffns(depth)
-            return gates, logits, ffn.unbind(), True
+            return gates, logits, ffn.unbind(depth), True
         key, cache = self._cache_key(depth), self._ffn_cache  # one read: forwards may run in several threads
         if cache is not None and cache[0] == key:
             return (*cache[1], False)
@@ -314,7 +320,7 @@ class ReViT(ViTBackbone):
         stats.scalars.update({f'revit_gate_e{e}': usage[e] for e in range(self.num_experts)})
         if self.training and self.num_experts > 1:
             stats.aux_losses = self.auxiliary_losses(gates, logits, weights)
-        if merges and not torch.compiler.is_compiling():  # (the FLOP model is eager's)
+        if merges and not (torch.compiler.is_compiling() or fx.symbolic_tracing()):  # (the FLOP model is eager's)
             fc = self.router.fc1
             stats.extra.append(OpWork('router', routed * fc.out_features * (1 + self.num_experts) / B))
             stats.extra.append(OpWork('block.mlp (expert merge)', merges * self.block.mlp.merge_macs() / B))

@@ -277,7 +277,7 @@ class SRViT(ViTBackbone):
             x = mixture.result()  # y_u: the next unit's input
             weights = self._readout_weights(logits, T, x)[:, self.num_prefix_tokens :].transpose(1, 2)  # (B, T', h*w)
             stats.token_maps[f'mixture/unit{u}'] = weights
-            stats.scalars.update(self._scalars(u, weights))
+            stats.scalars.update(self._scalars(u, weights, T))
             yield blocks[-1], x
 
     def work(self, steps: tuple[Step, ...], recursions: Any, grid: tuple[int, int]) -> list[Work]:
@@ -300,22 +300,20 @@ class SRViT(ViTBackbone):
     def _readout_weights(self, logits: list[Tensor], num_recursions: int, x: Tensor) -> Tensor:
         """The per-token weights the readout applied: (B, N, T')."""
         if not logits:  # 'final' or no router: everything on the last recursion
-            weights = x.new_zeros(*x.shape[:2], num_recursions)
-            weights[..., -1] = 1.0
-            return weights
+            last = torch.arange(num_recursions, device=x.device) == num_recursions - 1  # (T',): fx traces this
+            return last.to(x.dtype).expand(x.shape[0], x.shape[1], num_recursions)
         z = torch.cat(logits, dim=-1)  # T' x (B, N, 1) -> (B, N, T')
         if self.readout == 'hard':
             return F.one_hot(z.argmax(-1), num_recursions).to(z.dtype)
         return z.softmax(-1)
 
     @staticmethod
-    def _scalars(u: int, weights: Tensor) -> dict[str, Tensor]:
-        """The means of unit u's readout weights (B, T', h*w) per recursion and its mean expected recursion."""
+    def _scalars(u: int, weights: Tensor, T: int) -> dict[str, Tensor]:
+        """The means of unit u's readout weights (B, T', h*w) per recursion and its mean expected recursion (T' =
+        `T` given, not read from the shape: fx traces this with symbolic shapes)."""
         mean = weights.mean(dim=(0, 2))
-        scalars = {f'w/u{u}r{t}': m for t, m in enumerate(mean.unbind(), start=1)}
-        scalars[f'recursions/u{u}'] = (
-            mean * torch.arange(1, weights.shape[1] + 1, dtype=weights.dtype, device=weights.device)
-        ).sum()
+        scalars = {f'w/u{u}r{t + 1}': mean[t] for t in range(T)}
+        scalars[f'recursions/u{u}'] = (mean * torch.arange(1, T + 1, dtype=torch.float32, device=weights.device)).sum()
         return scalars
 
     # ---- weights ------------------------------------------------------------------------------

@@ -34,7 +34,9 @@ from ..models import ViTBackbone
 from ..models.features import take_indices
 from .weights import load_pretrained
 
-POOLS = {'token': 'cls_token', 'avg': 'avg_featmap'}  # timm's global_pool -> our out_type
+# timm's global_pool -> our out_type; '' (timm's "no pooling": forward_head passes the (B, N, D) tokens on) leaves
+# the backbone's out_type as it is, a classification output's at construction (the final norm on)
+POOLS = {'token': 'cls_token', 'avg': 'avg_featmap', '': 'avg_featmap'}
 
 
 class RecViTClassifier(nn.Module):
@@ -43,7 +45,8 @@ class RecViTClassifier(nn.Module):
     Args:
         backbone: a backbone of ours, built with `out_type` from `global_pool`.
         num_classes: classes of the head (0: no head, `forward` gives the pooled features).
-        global_pool: 'token' (the CLS token, DeiT's classifier) or 'avg' (mean of the patch tokens).
+        global_pool: 'token' (the CLS token, DeiT's classifier), 'avg' (mean of the patch tokens) or '' (none:
+            `forward_head` and `forward` give the (B, N, D) tokens, as timm's ViT).
         drop_rate: dropout before the head (timm's `drop_rate`).
     """
 
@@ -83,7 +86,8 @@ class RecViTClassifier(nn.Module):
             if global_pool == 'token' and not self.backbone.with_cls_token:
                 raise ValueError("global_pool='token' needs a backbone with a CLS token")
             self.global_pool = global_pool
-            self.backbone.out_type = POOLS[global_pool]
+            if global_pool:
+                self.backbone.out_type = POOLS[global_pool]
         self.num_classes = num_classes
         self.head = nn.Linear(self.embed_dim, num_classes) if num_classes > 0 else nn.Identity()
         if num_classes > 0:
@@ -115,7 +119,7 @@ class RecViTClassifier(nn.Module):
         return tokens
 
     def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
-        x = self.head_drop(self.backbone.pool(x))
+        x = self.head_drop(self.backbone.pool(x) if self.global_pool else x)  # '': no pooling (timm's)
         return x if pre_logits else self.head(x)
 
     def forward(self, x: Tensor, compute: float | None = None) -> Tensor:

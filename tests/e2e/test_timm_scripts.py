@@ -8,43 +8,31 @@ two scripts are unpacked, so that `import timm` in them is the pinned timm of re
 older source beside them. The test skips only where the tarball is absent (a machine without ../shared)."""
 
 import csv
-import hashlib
 import json
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
-from helpers import REPO, run
+from helpers import TIMM_SNAPSHOT, VENDOR_PLACES, extract_checked, run, vendored
 
 pytestmark = pytest.mark.subprocess
-TARBALL = 'pytorch-image-models-aa4b5850.tar.gz'
-PLACES = [Path(REPO).parent / 'shared' / 'vendor', Path('/work/shared/vendor')]
 SCRIPTS = ('train.py', 'validate.py')
 # validate.py after `import mmrecvit` (it has no --device-modules); argv[1:] are its own arguments
 VALIDATE = "import runpy, sys, mmrecvit; sys.argv[0] = 'validate.py'; runpy.run_path(sys.argv[0], run_name='__main__')"
 
 
 def checked_scripts(vendor: Path, out: Path) -> Path:
-    """`SCRIPTS` of the tarball in `vendor`, unpacked into `out` after its SHA-256 matched vendor/SHA256SUMS."""
-    sums = dict(reversed(line.split()) for line in (vendor / 'SHA256SUMS').read_text().splitlines() if line.strip())
-    digest = hashlib.sha256((vendor / TARBALL).read_bytes()).hexdigest()
-    assert sums.get(TARBALL) == digest, f'{vendor / TARBALL}: SHA-256 {digest} is not the one in SHA256SUMS'
-    with tarfile.open(vendor / TARBALL) as tar:
-        root = tar.getnames()[0].split('/')[0]
-        for name in SCRIPTS:
-            member = tar.getmember(f'{root}/{name}')
-            member.name = name
-            tar.extract(member, out, filter='data')
-    return out
+    """`SCRIPTS` of the timm snapshot in `vendor`, unpacked into `out` after its SHA-256 matched vendor/SHA256SUMS."""
+    return extract_checked(vendor, TIMM_SNAPSHOT, {name: name for name in SCRIPTS}, out)
 
 
 @pytest.fixture(scope='module')
 def timm_scripts(tmp_path_factory) -> Path:
-    found = [p for p in PLACES if (p / TARBALL).is_file()]
-    if not found:
-        pytest.skip(f"timm's train.py/validate.py come from {TARBALL}, found in none of {list(map(str, PLACES))}")
-    return checked_scripts(found[0], tmp_path_factory.mktemp('timm_scripts'))
+    vendor = vendored(TIMM_SNAPSHOT)
+    if vendor is None:
+        places = list(map(str, VENDOR_PLACES))
+        pytest.skip(f"timm's train.py/validate.py come from {TIMM_SNAPSHOT}, found in none of {places}")
+    return checked_scripts(vendor, tmp_path_factory.mktemp('timm_scripts'))
 
 
 def test_the_scripts_are_unpacked_without_the_snapshots_timm(timm_scripts):
@@ -52,12 +40,12 @@ def test_the_scripts_are_unpacked_without_the_snapshots_timm(timm_scripts):
 
 
 def test_a_tampered_tarball_is_refused(tmp_path):
-    vendor = next((p for p in PLACES if (p / TARBALL).is_file()), None)
+    vendor = vendored(TIMM_SNAPSHOT)
     if vendor is None:
-        pytest.skip(f'{TARBALL} is not on this machine')
-    data = bytearray((vendor / TARBALL).read_bytes())
+        pytest.skip(f'{TIMM_SNAPSHOT} is not on this machine')
+    data = bytearray((vendor / TIMM_SNAPSHOT).read_bytes())
     data[-1] ^= 0xFF  # one byte changed
-    (tmp_path / TARBALL).write_bytes(bytes(data))
+    (tmp_path / TIMM_SNAPSHOT).write_bytes(bytes(data))
     (tmp_path / 'SHA256SUMS').write_text((vendor / 'SHA256SUMS').read_text())
     with pytest.raises(AssertionError, match='is not the one in SHA256SUMS'):
         checked_scripts(tmp_path, tmp_path / 'out')
