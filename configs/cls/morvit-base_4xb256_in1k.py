@@ -1,11 +1,6 @@
-# MoR-ViT-B: morvit-small_4xb256_in1k.py at ViT-B width, the start of MoR-ViT's ViT-B dense recipes
+# MoR-ViT-B: morvit-small_4xb256_in1k.py at ViT-B width (the recipe at B width, then the
+# backbone file), the start of MoR-ViT's ViT-B dense recipes
 # (configs/_base_/backbones/morvit-b_in1k.py).
-_base_ = './morvit-small_4xb256_in1k.py'
-embed_dim = 768
-model = dict(backbone=dict(arch='base'), head=dict(in_channels=embed_dim))
-recipe = dict(
-    intended={
-        'model.backbone.arch': 'base = ViT-B (768 wide, 12 heads, 12 layers)',
-        'model.head.in_channels': 'the ViT-B width',
-    }
-)
+_base_ = ['./_base_/recvit-base_4xb256_in1k.py', '../_base_/backbones/morvit-s.py']
+model = dict(backbone=dict(_base_.backbone, arch='base'))  # its -s backbone file, at B width
+recipe = _base_.backbone_recipe

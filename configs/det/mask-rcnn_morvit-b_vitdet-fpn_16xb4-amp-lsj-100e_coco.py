@@ -4,7 +4,5 @@
 _base_ = ['./_base_/mask-rcnn_vit-b_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/morvit-b_in1k.py']
 model = dict(backbone=_base_.backbone)
 recipe = dict(
-    _base_.backbone_recipe,  # the backbone's differences from the anchor's and the other methods'
-    # what the card measures at this recipe's sizes (tools/analysis_tools/compare.py; --suggest prints them)
-    measured=dict(gflops=584.3, gflops_paper=584.3, params=22.02, train_gflops=2182.5),
+    _base_.backbone_recipe, measured=dict(gflops=584.3, gflops_paper=584.3, params=22.02, train_gflops=2182.5)
 )

@@ -4,8 +4,7 @@
 _base_ = ['./_base_/mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/srvit-s_in1k.py']
 model = dict(backbone=_base_.backbone)
 recipe = dict(
-    _base_.backbone_recipe,  # the backbone's differences from the anchor's and the other methods'
-    # what the card measures at this recipe's sizes (tools/analysis_tools/compare.py; --suggest prints them)
+    _base_.backbone_recipe,
     measured=dict(
         gflops=1182.9, gflops_paper=1168.4, global_steps='16 of 48', lr_scale=0.25, params=23.49, train_gflops=4480.2
     ),

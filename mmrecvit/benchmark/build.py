@@ -194,14 +194,9 @@ def _strip_scope(type_name: Any) -> Any:
 
 
 def _registry_scope(cfg: Any, spec: ModelSpec) -> str:
-    from ..mm.registry import SCOPES  # here: `import mmrecvit.mm` registers into OpenMMLab, for config models only
+    from ..mm.registry import config_scope  # here: `import mmrecvit.mm` registers into OpenMMLab, config models only
 
-    scope = cfg.get('default_scope')
-    if scope not in SCOPES:
-        raise SpecError(
-            f'model spec {spec.text!r}: the config has default_scope={scope!r}; '
-            f'building through a registry needs one of {", ".join(map(repr, SCOPES))}'
-        )
+    scope = config_scope(cfg, f'model spec {spec.text!r}: building through a registry', SpecError)
     try:
         importlib.import_module(scope)
     except ImportError as e:

@@ -32,23 +32,18 @@ from mmengine.dataset import Compose
 from mmengine.runner import Runner
 
 from ..mm.cli import build_runner
+from ..mm.registry import config_scope  # mm recipes (detectron2 LazyConfigs: dry_run_d2.py)
 from .dry_run import DATASETS, DryRun, DryRunOptions, RecipeError, Schedule, measure_test, random_boxes
 from .step import measure_step
 
 MODEL_HOOKS = ('RecursionHook', 'TF32Hook')  # hooks that change an iteration's computation: run before it
 RECIPE_KEYS = ('model', 'train_dataloader', 'train_cfg', 'optim_wrapper', 'test_dataloader')
-SCOPES = ('mmdet', 'mmseg', 'mmpretrain')  # (detectron2 LazyConfigs: dry_run_d2.py)
 
 
 def check_recipe(cfg: Config, path: str) -> str:
     """The recipe's framework (default_scope); `RecipeError` naming what is missing otherwise."""
-    scope = cfg.get('default_scope')
-    if scope not in SCOPES:
-        raise RecipeError(
-            f'{path} is not a recipe: default_scope={scope!r}, allowed: {list(SCOPES)} (and a '
-            f'recipe has all of {list(RECIPE_KEYS)}), or a detectron2 LazyConfig with a model, '
-            'dataloader, optimizer and train'
-        )
+    recipe = f' (and a recipe has all of {list(RECIPE_KEYS)}), or a detectron2 LazyConfig with a model, dataloader, '
+    scope = config_scope(cfg, f'{path} is not a recipe', RecipeError, recipe + 'optimizer and train')
     missing = [k for k in RECIPE_KEYS if cfg.get(k) is None]
     if missing:
         raise RecipeError(

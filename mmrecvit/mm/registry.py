@@ -44,6 +44,15 @@ def _forward_logs_to_mmengine() -> None:
         logger.setLevel(logging.INFO)
 
 
+def config_scope(cfg, what: str, error: type[Exception], hint: str = '') -> str:
+    """The framework a config builds in, its `default_scope`; `error` naming `what`, the value and `SCOPES` (then
+    `hint`) when it is none of them (the harness's config models and the dry run's recipes)."""
+    scope = cfg.get('default_scope')
+    if scope not in SCOPES:
+        raise error(f'{what}: default_scope={scope!r}, allowed: {list(SCOPES)}{hint}')
+    return scope
+
+
 @functools.cache
 def installed_scopes() -> tuple[str, ...]:
     """The frameworks of `SCOPES` that are installed (looked up once)."""

@@ -107,6 +107,14 @@ def test_unknown_backbone_lists_the_registered_ones():
         bm.build_model(parse_spec("x=PlainViT(arch='tiny', depth=0)"), (32, 32))
 
 
+def test_a_config_model_outside_the_frameworks_is_one_error_naming_the_scopes(tmp_path):
+    # the harness and the dry run check a config's framework with one function (mmrecvit.mm.registry.config_scope)
+    part = tmp_path / 'model_only.py'
+    part.write_text("model = dict(type='MaskRCNN', backbone=dict(type='ResNet', depth=18))\n")
+    with pytest.raises(SpecError, match=r"default_scope=None, allowed: \['mmdet', 'mmseg', 'mmpretrain'\]"):
+        bm.build_model(parse_spec(f'{part}(whole=True)'), (32, 32))
+
+
 # The dry runs of an OpenMMLab recipe and of a detectron2 LazyConfig: imported for such a recipe only (by
 # tools/analysis_tools/dry_run.py), never by the rest of the harness.
 FRAMEWORK_DRY_RUNS = ('dry_run_mm.py', 'dry_run_d2.py')

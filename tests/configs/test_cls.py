@@ -86,7 +86,7 @@ def test_config_loads_and_the_classifier_builds(path):
 
     cfg = cached_config(path)
     assert cfg.default_scope == 'mmpretrain'
-    assert 'mmrecvit' in cfg.custom_imports['imports']
+    assert 'mmrecvit.mm' in cfg.custom_imports['imports']  # registration lives in mmrecvit.mm (issue 47.1)
     assert {'RecursionHook', 'RNGStateHook'} <= {h['type'] for h in cfg.custom_hooks}
     # Edge-RecViT's: its CCE loss (mmrecvit/mm/cce.py), an ImageClassifier with the logits scaled by its confidence
     cce = '/edgerecvit-' in path and '-full-depth_' not in path  # its ablation: no ranker decision to scale by

@@ -97,7 +97,7 @@ def twin_of(toy):
 def test_config_loads_and_backbone_builds(path):
     cfg = cached_config(path)
     assert cfg.default_scope in ('mmdet', 'mmseg')
-    assert 'mmrecvit' in cfg.custom_imports['imports']
+    assert 'mmrecvit.mm' in cfg.custom_imports['imports']  # registration lives in mmrecvit.mm (issue 47.1)
     assert any(h['type'] == 'RecursionHook' for h in cfg.custom_hooks)
     backbone = dict(cfg.model.backbone)
     backbone.pop('init_cfg', None)  # the real configs point at DeiT weights that are not on this machine

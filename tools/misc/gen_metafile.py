@@ -38,52 +38,11 @@ from mmrecvit.mm.tooling import build_model, default_image, in_percent, init_sco
 
 REPO = Path(__file__).resolve().parents[2]  # the checkout of this tool: its configs/, metafile.yml and data/
 
-# One collection per backbone type. Paper titles/links as docs/glossary.md lists them;
-# `paper` is what the paper reports (ImageNet-1k classification, not dense tasks).
-COLLECTIONS: dict[str, dict[str, Any]] = {
-    'PlainViT': dict(
-        title='Training data-efficient image transformers & distillation through attention (DeiT)',
-        url='https://arxiv.org/abs/2012.12877',
-        code='mmrecvit/models/vit.py',
-        architecture=['ViT', 'Pre-norm Transformer'],
-        paper='unshared reference; the recursive papers compare against DeiT/DeiT III',
-    ),
-    'NaiveRecursiveViT': dict(
-        title="Naive recursive ViT: the papers' baseline (an ablation of SoftMoR)",
-        url=None,
-        code='mmrecvit/models/vit.py',
-        architecture=['ViT', 'Weight sharing'],
-        paper='degrades as recursion grows (qualitative, SoftMoR notes)',
-    ),
-    'SRViT': dict(
-        title='SoftMoR / SR-ViT: soft mixture over recursion steps (notes: papers/000_030cc631b3297ecf.txt)',
-        url=None,
-        code='mmrecvit/models/srvit.py',
-        architecture=['ViT', 'Recursion', 'Soft router'],
-        paper='SR-ViT-S ImageNet top-1 79.83% (T=1) -> 82.48% (T=4), +1.7M params',
-    ),
-    'ReViT': dict(
-        title='One Block, Multiple Depths: Recurrent Vision Transformers with Depth-Programmed Experts',
-        url=None,
-        code='mmrecvit/models/revit.py',
-        architecture=['ViT', 'Recursion', 'Weight-space experts'],
-        paper='S/16 E=4 78.2% top-1 with 6.1M params (DeiT III-S 79.9%, 22.1M); B/16 E=4 83.0%, 23.6M',
-    ),
-    'EdgeRecViT': dict(
-        title='Edge-RecViT: Efficient Vision Transformer via Semantic-Refined Dynamic Recursion (CVPR 2026)',
-        url='https://github.com/RicardoLee510520/Edge-RecViT',
-        code='mmrecvit/models/edge_recvit.py',
-        architecture=['ViT', 'Recursion', 'Token-adaptive depth'],
-        paper='B: 82.0% top-1, 23.2M params, 24.39 GFLOPs (2 x MACs) vs DeiT-B 81.8%, 86M, 35.2G',
-    ),
-    'MoRViT': dict(
-        title='MoR-ViT: token-level Mixture-of-Recursions for ViT (notes: papers/003_8d85909b3fe63fc1.txt)',
-        url=None,
-        code='mmrecvit/models/mor_vit.py',
-        architecture=['ViT', 'Recursion', 'Token routing'],
-        paper='up to 70% fewer params and 2.5x faster than ViT-B at similar accuracy (no tables in our notes)',
-    ),
-}
+# One collection per backbone type, in the index's order (tools/misc/metafile_collections.yml: title, url, code,
+# architecture, paper).
+COLLECTIONS: dict[str, dict[str, Any]] = yaml.safe_load(
+    (Path(__file__).parent / 'metafile_collections.yml').read_text()
+)
 TASKS = {
     'mmdet': ('Instance Segmentation', ['box AP', 'mask AP']),
     'mmseg': ('Semantic Segmentation', ['mIoU']),

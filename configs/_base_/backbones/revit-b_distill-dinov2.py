@@ -1,16 +1,18 @@
-# reViT-B's own distilled start, the stronger-teacher variant of its paper's distillation: from scratch to
-# DINOv2-B/14's final features (configs/distill/revit-b_feature-distill-dinov2-b_4xb256-100e_in1k.py). Name this file instead of
-# revit-b_in1k.py (its supervised start) as a recipe's second _base_.
-_base_ = './revit-b_in1k.py'
+# reViT-B's own distilled start, the stronger-teacher variant of its paper's distillation: revit-s_distill-dinov2.py (from
+# scratch to DINOv2-B/14's final features) at ViT-B width, made by configs/distill/revit-b_feature-distill-dinov2-b_4xb256-
+# 100e_in1k.py. Name this file instead of revit-b_in1k.py (its supervised start) as a recipe's second _base_.
+_base_ = './revit-s_distill-dinov2.py'
 backbone = dict(
+    arch='base',
     init_cfg=dict(
         checkpoint='checkpoints/revit-base_distill-dinov2-b.pth',
         made_by='python tools/train.py configs/distill/revit-b_feature-distill-dinov2-b_4xb256-100e_in1k.py'
         ' --work-dir work_dirs/revit-base_distill-dinov2-b'
         ' && cp $(cat work_dirs/revit-base_distill-dinov2-b/last_checkpoint) checkpoints/revit-base_distill-dinov2-b.pth',
-    )
+    ),
 )
 backbone_recipe = dict(
+    paper_start='configs/cls/revit-base_4xb256_in1k.py',
     differs={
         'paper_start': (
             'configs/distill/revit-b_feature-distill-dinov2-b_4xb256-100e_in1k.py',
@@ -23,12 +25,6 @@ backbone_recipe = dict(
         'start.made_by': (
             'configs/distill/revit-b_feature-distill-dinov2-b_4xb256-100e_in1k.py',
             "its paper's distillation",
-        ),
-        'pretraining.epochs': (100, "a decision: the paper's schedule is not in our notes"),
-        'pretraining.mixup': (False, 'no labels'),
-        'pretraining.loss': (
-            'feature MSE to vit_base_patch14_dinov2.lvd142m, layers final',
-            "its paper: the teacher's final features",
         ),
     },
 )

@@ -141,6 +141,12 @@ def _building(cv: _Canvas, rng: np.random.Generator, horizon: int) -> None:
     cv.paint(mask, colour[mask], TOY_ADE_LABELS['building'])
 
 
+def _trapezoid(x0: float, y0: float, w0: float, x1: float, y1: float, w1: float) -> np.ndarray:
+    """The corners of a quadrilateral with horizontal sides: half-width `w0` about `x0` at row `y0`, `w1` about `x1` at
+    row `y1` (a road, a lane dash, a car's cabin)."""
+    return np.array([[x0 - w0, y0], [x0 + w0, y0], [x1 + w1, y1], [x1 - w1, y1]])
+
+
 def _ground(cv: _Canvas, rng: np.random.Generator, horizon: int) -> np.ndarray | None:
     """Grass below the horizon, then maybe a road to a vanishing point; returns the road mask."""
     s = cv.size
@@ -154,7 +160,7 @@ def _ground(cv: _Canvas, rng: np.random.Generator, horizon: int) -> np.ndarray |
     vx, bx = rng.uniform(0.3, 0.7) * s, rng.uniform(0.2, 0.8) * s
     tw, bw = rng.uniform(0.005, 0.03) * s, rng.uniform(0.2, 0.45) * s
     road = cv.new_mask()
-    fill_poly(road, np.array([[vx - tw, horizon], [vx + tw, horizon], [bx + bw, s + 1], [bx - bw, s + 1]]))
+    fill_poly(road, _trapezoid(vx, horizon, tw, bx, s + 1, bw))
     road_m = road.astype(bool)
     road_m[:horizon] = False
     grey = rng.uniform(70, 130)
@@ -170,7 +176,7 @@ def _ground(cv: _Canvas, rng: np.random.Generator, horizon: int) -> np.ndarray |
         y0, y1 = horizon + (s - horizon) * t0**1.5, horizon + (s - horizon) * t1**1.5
         x0, x1 = vx + (bx - vx) * (y0 - horizon) / (s - horizon), vx + (bx - vx) * (y1 - horizon) / (s - horizon)
         w0, w1 = 0.004 * s + 0.01 * s * t0, 0.004 * s + 0.01 * s * t1
-        fill_poly(lane, np.array([[x0 - w0, y0], [x0 + w0, y0], [x1 + w1, y1], [x1 - w1, y1]]))
+        fill_poly(lane, _trapezoid(x0, y0, w0, x1, y1, w1))
     tex[lane[horizon:].astype(bool)] = hsv(0.14, rng.uniform(0.0, 0.6), 0.95)
     cv.paint_rows(horizon, s, tex, TOY_ADE_LABELS['road'], mask=road_m[horizon:])
     return road_m
@@ -215,28 +221,8 @@ def _car(cv: _Canvas, rng: np.random.Generator, horizon: int, x: float, y: float
     h = 0.32 * w
     body, cabin, glass, wheels = cv.new_mask(), cv.new_mask(), cv.new_mask(), cv.new_mask()
     fill_rect(body, x - w / 2, y - 1.1 * h, x + w / 2, y - 0.2 * h)
-    fill_poly(
-        cabin,
-        np.array(
-            [
-                [x - 0.35 * w, y - 1.1 * h],
-                [x + 0.35 * w, y - 1.1 * h],
-                [x + 0.22 * w, y - 1.75 * h],
-                [x - 0.22 * w, y - 1.75 * h],
-            ]
-        ),
-    )
-    fill_poly(
-        glass,
-        np.array(
-            [
-                [x - 0.3 * w, y - 1.15 * h],
-                [x + 0.3 * w, y - 1.15 * h],
-                [x + 0.19 * w, y - 1.65 * h],
-                [x - 0.19 * w, y - 1.65 * h],
-            ]
-        ),
-    )
+    fill_poly(cabin, _trapezoid(x, y - 1.1 * h, 0.35 * w, x, y - 1.75 * h, 0.22 * w))
+    fill_poly(glass, _trapezoid(x, y - 1.15 * h, 0.3 * w, x, y - 1.65 * h, 0.19 * w))
     for wx in (x - 0.3 * w, x + 0.3 * w):
         fill_circle(wheels, wx, y - 0.25 * h, 0.25 * h)
     paint = hsv(rng.random(), rng.uniform(0.4, 0.95), rng.uniform(0.35, 0.95))
