@@ -1,4 +1,4 @@
-# NaiveRecursiveViT (3 unique blocks x 4 cycles) fine-tuned from DeiT-S. Init timm_init='cycle' (the
+# NaiveRecursiveViT (3 unique blocks x 4 cycles) fine-tuned from DeiT-S. Init shared_init='cycle' (the
 # default): unique block j <- the mean of the DeiT blocks at the steps it runs (j, j + 3, j + 6, j + 9), so
 # every step starts from a mean holding the DeiT block of its own depth. With 3 blocks for 12 steps it
 # cannot represent DeiT's function (docs/methods/baselines.md; options 'pick' and 'average': group mappings).

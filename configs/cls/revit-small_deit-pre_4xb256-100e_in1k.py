@@ -1,4 +1,4 @@
-# reViT fine-tuned from DeiT-S. Init timm_init='average', timm_gates='programmed' (the defaults): shared
+# reViT fine-tuned from DeiT-S. Init shared_init='average', router_init='programmed' (the defaults): shared
 # attention and norms <- the mean of DeiT's blocks, expert e <- the mean FFN of the e-th of 4 groups of
 # blocks, and the router programmed so that step t selects the expert of its own depth group (docs/methods/revit.md): the
 # closest start to DeiT one shared attention allows.

@@ -133,6 +133,26 @@ def resolve_init_cfg(pretrained: str | None, init_cfg: dict | None) -> dict | No
     return init_cfg
 
 
+# Names retired for one meaning each (docs/methods/README.md, "One vocabulary"): old -> what says it now. Only the
+# calls that accept the old spelling (`renamed`) and that table may still write them.
+RETIRED = {
+    'timm_init': "shared_init (NaiveRecursiveViT, ReViT, MoRViT) or router_init (SRViT)",
+    'timm_gates': 'router_init',
+    'recursion_of_step': 'layer_recursions',
+}
+
+
+def renamed(owner: str, kwargs: dict[str, Any], old: str, new: str, value: Any, default: Any) -> Any:
+    """`value` (the argument `new`), or the retired spelling `old` popped from `kwargs` with a `DeprecationWarning`
+    (`deprecated`); both given with different values is an error naming both (docs/methods/README.md, retired names)."""
+    given = deprecated(owner, kwargs, old, f'{new!r}')
+    if given is None:
+        return value
+    if value != default and value != given:
+        raise TypeError(f'{owner}: {old}={given!r} (retired) and {new}={value!r} disagree; pass {new} only')
+    return given
+
+
 def deprecated(owner: str, kwargs: dict[str, Any], old: str, new: str, how: str = '') -> Any:
     """Pop the old spelling `old` from `kwargs` (None if absent) with a `DeprecationWarning` naming `new`."""
     if old not in kwargs:

@@ -24,7 +24,7 @@ from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
 from . import token_adaptive
-from .arguments import resolve_arch
+from .arguments import renamed, resolve_arch
 from .backbone import ViTBackbone
 from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_sequence
@@ -37,9 +37,9 @@ from .stats import ForwardStats
 from .token_adaptive import UPDATES, DepthSubsets, TokenSubset, capacity_tokens, subset_work
 
 ROUTINGS = ('expert_choice', 'token_choice')
-TIMM_INITS = ('average', 'pick')
+SHARED_INITS = ('average', 'pick')
 DEFAULT_ALPHA = {'expert_choice': 0.1, 'token_choice': 1.0}
-OPEN_GATE = 0.99  # `timm_gates='open'`: every router's initial sigmoid/softmax weight on running
+OPEN_GATE = 0.99  # `router_init='open'`: every router's initial sigmoid/softmax weight on running
 
 
 def default_capacities(num_recursions: int) -> tuple[float, ...]:
@@ -82,23 +82,23 @@ class MoRViT(ViTBackbone):
         router_alpha: gate scale alpha > 0. None: 0.1 for expert-choice (docs/methods/mor_vit.md), 1.0 for token-choice.
         bce_loss_weight (1e-3, expert-choice), balance_loss_weight (0.1) and z_loss_weight (1e-5) (token-choice):
             the routers' losses (docs/methods/mor_vit.md); each is refused in the other routing.
-        timm_init: 'average' (the shared unit <- mean of the tied layers) or 'pick' (<- block
+        shared_init: 'average' (the shared unit <- mean of the tied layers) or 'pick' (<- block
             `shared_init_block + j`, default block 6), docs/methods/mor_vit.md.
         update: 'interpolate' (default) `h <- h + g (Block(h) - h)` or 'additive' `h <- h + g Block(h)` (MoR's).
-        timm_gates: the routers' start from a timm/DeiT checkpoint: 'open' (default, every gate at
+        router_init: the routers' start from a timm/DeiT checkpoint: 'open' (default, every gate at
             `OPEN_GATE` = 0.99; with `router_alpha=1.0` and full capacities a recursion applies nearly the
             whole block, DeiT's update) or 'fresh'.
         Other arguments: see `ViTBackbone`.
 
     Parameters: `blocks.0` first, `blocks.1..u` shared unit, `blocks.{u+1}` last; `routers.r` (expert-choice)
-    or `router` (token-choice). `recursion_of_step[s]`: the recursion step s belongs to (None: first/last).
+    or `router` (token-choice). `layer_recursions[i]`: the recursion layer i belongs to (None: first/last).
     Statistics: `aux_losses` `loss_router_bce` (expert-choice, training) or `loss_balance`, `loss_z`
     (token-choice); `scalars` `sel/r{r}`, `recursions/mean`, `gate/mean`; `token_maps['recursions']` (B, h, w).
     """
 
     # Arguments that act in one mode only (checks.py refuses them in the others).
     mode_arguments = {
-        'shared_init_block': ('timm_init', ('average',)),
+        'shared_init_block': ('shared_init', ('average',)),
         'bce_loss_weight': ('routing', ('token_choice',)),
         'balance_loss_weight': ('routing', ('expert_choice',)),
         'z_loss_weight': ('routing', ('expert_choice',)),
@@ -119,12 +119,14 @@ class MoRViT(ViTBackbone):
         balance_loss_weight: float = 0.1,
         z_loss_weight: float = 1e-5,
         update: str = 'interpolate',
-        timm_init: str = 'average',
+        shared_init: str = 'average',
         shared_init_block: int = 6,
-        timm_gates: str = 'open',
+        router_init: str = 'open',
         **kwargs: Any,
     ) -> None:
         sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
+        shared_init = renamed('MoRViT', kwargs, 'timm_init', 'shared_init', shared_init, 'average')
+        router_init = renamed('MoRViT', kwargs, 'timm_gates', 'router_init', router_init, 'open')
         u = check_int('unit_size', unit_size, 1)
         R = self._check_recursions(num_recursions, depth, sizes['depth'], u)
         super().__init__(**{**sizes, 'depth': 2 + u * R}, **kwargs)
@@ -140,14 +142,14 @@ class MoRViT(ViTBackbone):
         self.bce_loss_weight = check_float('bce_loss_weight', bce_loss_weight, 0.0, math.inf)
         self.balance_loss_weight = check_float('balance_loss_weight', balance_loss_weight, 0.0, math.inf)
         self.z_loss_weight = check_float('z_loss_weight', z_loss_weight, 0.0, math.inf)
-        self.timm_init = check_choice('timm_init', timm_init, TIMM_INITS)
+        self.shared_init = check_choice('shared_init', shared_init, SHARED_INITS)
         self.shared_init_block = check_int('shared_init_block', shared_init_block, 0)
         self.update = check_choice('update', update, UPDATES)
-        self.timm_gates = check_choice('timm_gates', timm_gates, ['open', 'fresh'])
+        self.router_init = check_choice('router_init', router_init, ['open', 'fresh'])
         self.capacities = capacities
         self.check_knobs()
         self.blocks = nn.ModuleList(self.make_block() for _ in range(u + 2))
-        self.recursion_of_step: list[int | None] = [None] + [r for r in range(R) for _ in range(u)] + [None]
+        self.layer_recursions: list[int | None] = [None] + [r for r in range(R) for _ in range(u)] + [None]
         self.layer_blocks = (0, *[1 + j for _ in range(R) for j in range(u)], u + 1)  # the block each layer runs
         if routing == 'expert_choice':
             self.routers = nn.ModuleList(_make_router(self.embed_dim, 1) for _ in range(R))
@@ -260,7 +262,7 @@ class MoRViT(ViTBackbone):
             stats.setting = tuple(map(tuple, routing.subsets.alive))
         unit_start = self.blocks[1]  # the shared unit's first block: a recursion starts
         for step in steps:
-            block, r = step.block, self.recursion_of_step[step.index]
+            block, r = step.block, self.layer_recursions[step.index]
             kw = dict(drop_path_rate=step.drop_path_rate, layout=step.layout)
             if r is None:  # the last block, on every token
                 x = run(block, x, **kw)
@@ -284,7 +286,7 @@ class MoRViT(ViTBackbone):
         work: list[Work] = []
         k_prev, unit_start = tokens - P, self.blocks[1]
         for step in steps:
-            r = self.recursion_of_step[step.index]
+            r = self.layer_recursions[step.index]
             if r is None:
                 work.append(step_work(step.block, tokens, step.layout))
                 continue
@@ -301,13 +303,13 @@ class MoRViT(ViTBackbone):
 
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """first <- timm block 0, last <- the last block, shared unit <- the mean of the tied middle layers or a
-        picked block (`timm_init`, docs/methods/mor_vit.md); the routers start as `timm_gates` says."""
+        picked block (`shared_init`, docs/methods/mor_vit.md); the routers start as `router_init` says."""
         rest, blocks = split_timm_blocks(state_dict)
         n, u = len(blocks), self.unit_size
-        if self.timm_init == 'average':
+        if self.shared_init == 'average':
             if n < u + 2:
                 raise ValueError(
-                    f'timm_init="average" needs a checkpoint with at least unit_size + 2 = {u + 2} '
+                    f'shared_init="average" needs a checkpoint with at least unit_size + 2 = {u + 2} '
                     f'blocks (first, {u} tied middle group(s), last), got {n}'
                 )
             unit = [[i for i in range(1, n - 1) if (i - 1) % u == j] for j in range(u)]
@@ -319,9 +321,9 @@ class MoRViT(ViTBackbone):
                     f'checkpoint; allowed: 0..{n - u}'
                 )
             unit = [[self.shared_init_block + j] for j in range(u)]
-        rest.update(pick_or_average_blocks(blocks, [[0], *unit, [n - 1]], self.timm_init, prefix='blocks'))
+        rest.update(pick_or_average_blocks(blocks, [[0], *unit, [n - 1]], self.shared_init, prefix='blocks'))
         out = fresh_parameters(self, rest, r'^routers?\.')
-        if self.timm_gates == 'open':
+        if self.router_init == 'open':
             if self.routing == 'expert_choice':  # sigmoid(b) = OPEN_GATE for every token
                 for r in range(self.num_recursions):
                     out[f'routers.{r}.bias'] = torch.full_like(

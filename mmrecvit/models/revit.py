@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from . import fx
-from .arguments import check_out_indices, deprecated, resolve_arch, stage_ends
+from .arguments import check_out_indices, deprecated, renamed, resolve_arch, stage_ends
 from .backbone import ViTBackbone
 from .checkpoint import average_blocks, fresh_parameters, logger, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_sequence
@@ -36,7 +36,7 @@ from .schedule import Step, step_work
 from .stats import ForwardStats
 from .step_dropout import image_groups, image_index, put_images, sample_kept_steps, take_images
 
-PROGRAMMED_GATE = 0.97  # `timm_gates='programmed'`: each step's gate on the expert of its own depth
+PROGRAMMED_GATE = 0.97  # `router_init='programmed'`: each step's gate on the expert of its own depth
 DEFAULT_OUT_DEPTHS = (0.25, 0.5, 0.75, 1.0)  # the default outputs, as normalised depths: the stage ends
 
 
@@ -60,9 +60,9 @@ class ReViT(ViTBackbone):
             disables it). Ignored in eval mode.
         balance_loss_weight, z_loss_weight, diversity_loss_weight: weights of the auxiliary losses (1e-2, 1e-3,
             1e-3; 0 removes a term), training mode with E > 1 only.
-        timm_gates: the router's start when a timm/DeiT checkpoint is loaded (docs/methods/revit.md):
+        router_init: the router's start when a timm/DeiT checkpoint is loaded (docs/methods/revit.md):
             'programmed' (default) puts 0.97 on the expert of each step's own depth group, floor(t E / L);
-            'uniform' keeps the zero output layer. timm_init: the shared attention and norms <- 'average' over all
+            'uniform' keeps the zero output layer. shared_init: the shared attention and norms <- 'average' over all
             blocks or 'middle'.
         compute: the test-time knob through elastic depth: a K-step reViT (coordinates re-spread over K),
             K in 2..L the largest whose FLOPs are <= compute x those at the current L. The router and expert
@@ -74,7 +74,7 @@ class ReViT(ViTBackbone):
         (
             'router_hidden_dim',
             'router_temperature',
-            'timm_gates',
+            'router_init',
             'balance_loss_weight',
             'z_loss_weight',
             'diversity_loss_weight',
@@ -95,12 +95,14 @@ class ReViT(ViTBackbone):
         balance_loss_weight: float = 1e-2,
         z_loss_weight: float = 1e-3,
         diversity_loss_weight: float = 1e-3,
-        timm_init: str = 'average',
-        timm_gates: str = 'programmed',
+        shared_init: str = 'average',
+        router_init: str = 'programmed',
         **kwargs: Any,
     ) -> None:
         sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
         check_int('depth', sizes['depth'], 2)
+        shared_init = renamed('ReViT', kwargs, 'timm_init', 'shared_init', shared_init, 'average')
+        router_init = renamed('ReViT', kwargs, 'timm_gates', 'router_init', router_init, 'programmed')
         out_depths = deprecated(
             'ReViT', kwargs, 'out_depths', 'out_indices', ' (layers: the step of depth d is max(1, floor(d L)) - 1)'
         )
@@ -128,8 +130,8 @@ class ReViT(ViTBackbone):
                 ('diversity', diversity_loss_weight),
             )
         }
-        self.timm_init = check_choice('timm_init', timm_init, ['average', 'middle'])
-        self.timm_gates = check_choice('timm_gates', timm_gates, ['programmed', 'uniform'])
+        self.shared_init = check_choice('shared_init', shared_init, ['average', 'middle'])
+        self.router_init = check_choice('router_init', router_init, ['programmed', 'uniform'])
         # The one shared block: a `Block` whose MLP is the expert bank (attention and norms as timm).
         self.block = self.make_block(functools.partial(ExpertMlp, num_experts=self.num_experts))
         self.router = DepthRouter(self.num_experts, router_hidden_dim)
@@ -343,8 +345,8 @@ class ReViT(ViTBackbone):
     # ---- checkpoints and folding ------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """timm/DeiT -> reViT (docs/methods/revit.md): shared attention/norms from all blocks' mean or the middle block
-        (`timm_init`); expert e <- mean FFN of the e-th of E contiguous groups of blocks; the router as
-        `timm_gates` says."""
+        (`shared_init`); expert e <- mean FFN of the e-th of E contiguous groups of blocks; the router as
+        `router_init` says."""
         rest, blocks = split_timm_blocks(state_dict)
         n, E = len(blocks), self.num_experts
         if n < E:
@@ -352,7 +354,7 @@ class ReViT(ViTBackbone):
                 f'cannot initialise num_experts={E} experts from a {n}-block checkpoint: '
                 f'num_experts must be at most {n}'
             )
-        shared = average_blocks(blocks) if self.timm_init == 'average' else blocks[n // 2]
+        shared = average_blocks(blocks) if self.shared_init == 'average' else blocks[n // 2]
         out = dict(rest)
         out.update({f'block.{k}': v for k, v in shared.items() if not k.startswith('mlp.')})
         experts = [
@@ -367,9 +369,9 @@ class ReViT(ViTBackbone):
         for name in ('fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias'):
             out[f'block.mlp.{name}'] = torch.stack([ffn[f'mlp.{name}'] for ffn in experts])
         out = fresh_parameters(self, out, r'^router\.')
-        if self.timm_gates == 'programmed' and E > 1:
+        if self.router_init == 'programmed' and E > 1:
             out.update(self.programmed_router())
-            logger.info(f"router programmed (timm_gates='programmed'): step t -> expert floor(t*{E}/{self.depth})")
+            logger.info(f"router programmed (router_init='programmed'): step t -> expert floor(t*{E}/{self.depth})")
         return out
 
     def programmed_router(self) -> dict[str, Tensor]:

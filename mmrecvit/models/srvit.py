@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .arguments import check_out_indices, deprecated, resolve_arch, stage_ends
+from .arguments import check_out_indices, deprecated, renamed, resolve_arch, stage_ends
 from .backbone import ViTBackbone
 from .checkpoint import fresh_parameters, split_timm_blocks
 from .checks import check_choice, check_int, check_renamed, check_sequence
@@ -35,8 +35,8 @@ from .stats import ForwardStats
 
 READOUTS = ('soft', 'final', 'hard')
 ROUTER_INPUTS = ('unit_input', 'recursion_states')
-TIMM_INITS = ('function', 'fresh')
-# `timm_init='function'`: the share of recursion 1 in every router's initial mixture.
+ROUTER_INITS = ('function', 'fresh')
+# `router_init='function'`: the share of recursion 1 in every router's initial mixture.
 FIRST_RECURSION_WEIGHT = 0.99
 
 
@@ -78,12 +78,12 @@ class SRViT(ViTBackbone):
             largest of these whose FLOPs are <= compute x those of the full T schedule runs.
         readout: 'soft' (default) the per-token softmax mixture; 'hard' the per-token argmax recursion with a
             straight-through gradient (`RecursionMixture`); 'final' the last state (naive recursion: no routers,
-            no unused parameters in training; router_input and timm_init, the routers', are refused with it).
+            no unused parameters in training; router_input and router_init, the routers', are refused with it).
         router_input: what the Soft Router reads (decision, docs/methods/srvit.md: 'unit_input');
             'recursion_states' scores recursion t from its own state with row t of the same Linear (same keys and
             shapes).
         step_transform: the transform before recursions t >= 2: 'linear' (default), 'shift' or 'none'.
-        timm_init: the routers' start from a timm/DeiT checkpoint: 'function' (default) puts 0.99 on recursion 1,
+        router_init: the routers' start from a timm/DeiT checkpoint: 'function' (default) puts 0.99 on recursion 1,
             so with the zero step transforms the model is DeiT's function for any T; 'fresh' zero routers.
         out_indices: layers whose states are returned (default: the units' last layers, (3, 7, 9, 11) for
             [4, 4, 2, 2]); the state after a unit's last layer is the unit's mixture y_u, after another layer
@@ -101,7 +101,7 @@ class SRViT(ViTBackbone):
     `scalars['w/u{u}r{t}']` their means (t 1-based), `scalars['recursions/u{u}']` the mean expected recursion.
     """
 
-    mode_arguments = {'router_input': ('readout', ('final',)), 'timm_init': ('readout', ('final',))}  # checks.py
+    mode_arguments = {'router_input': ('readout', ('final',)), 'router_init': ('readout', ('final',))}  # checks.py
 
     def __init__(
         self,
@@ -115,10 +115,11 @@ class SRViT(ViTBackbone):
         readout: str = 'soft',
         router_input: str = 'unit_input',
         step_transform: str = 'linear',
-        timm_init: str = 'function',
+        router_init: str = 'function',
         **kwargs: Any,
     ) -> None:
         check_renamed('SRViT', kwargs, {'num_steps': 'num_recursions', 'eval_steps': 'eval_recursions'})
+        router_init = renamed('SRViT', kwargs, 'timm_init', 'router_init', router_init, 'function')
         num_blocks = deprecated('SRViT', kwargs, 'num_blocks', 'depth', ' (the layers are the unique blocks)')
         if num_blocks is not None:
             check_int('num_blocks', num_blocks, 1)
@@ -139,7 +140,7 @@ class SRViT(ViTBackbone):
         self.readout = check_choice('readout', readout, list(READOUTS))
         self.router_input = check_choice('router_input', router_input, list(ROUTER_INPUTS))
         self.step_transform = check_choice('step_transform', step_transform, list(STEP_TRANSFORMS))
-        self.timm_init = check_choice('timm_init', timm_init, list(TIMM_INITS))
+        self.router_init = check_choice('router_init', router_init, list(ROUTER_INITS))
         self.unit_sizes, self.unit_recursions = units, recursions  # T_u per unit (MoR-ViT's num_recursions: an int)
         self.eval_recursions = eval_recursions
 
@@ -319,7 +320,7 @@ class SRViT(ViTBackbone):
     # ---- weights ------------------------------------------------------------------------------
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         """Block i <- timm/DeiT block i (docs/methods/srvit.md); step transforms keep their zero initialisation
-        (logged) and the routers start as `timm_init` says."""
+        (logged) and the routers start as `router_init` says."""
         _, blocks = split_timm_blocks(state_dict)
         if len(blocks) != self.depth:
             raise ValueError(
@@ -327,7 +328,7 @@ class SRViT(ViTBackbone):
                 'SR-ViT block i takes checkpoint block i'
             )
         out = fresh_parameters(self, dict(state_dict), r'^(step_transforms|routers)\.')
-        if self.timm_init == 'function':
+        if self.router_init == 'function':
             for key in [k for k in out if k.startswith('routers.') and k.endswith('.bias')]:
                 T = out[key].numel()
                 bias = torch.zeros_like(out[key])

@@ -1,14 +1,13 @@
 """Where a backbone starts (issues 37.1, 45): `init_cfg`'s checkpoint loaded, a missing start file named with the
 command that makes it, and a transfer that starts a method from a plain ViT's weights said to be one, naming the doc.
 
-A plain ViT's weights (timm/DeiT, MAE, DINOv2) are a fair start only for a backbone that can be that ViT at its
-start: PlainViT; SR-ViT with timm_init='function' (its routers start on recursion 1: cosine 0.9998 to DeiT's function);
-NaiveRecursiveViT with one block per layer (a PlainViT). The others share blocks the ViT does not, so its weights
-give them a function far from the ViT's (cosine 0.37-0.54: docs/init_distance.md), which a comparison with PlainViT
-would count against them; their fair starts are their own ImageNet checkpoints (docs/pretraining.md). SR-ViT does
-represent one, but only with its recursions switched off (its routers on recursion 1, its step transforms zero): from
-there they hardly get a gradient, and its paper starts from its own ImageNet-1k classifier; the DeiT start is a
-control.
+A plain ViT's weights (timm/DeiT, MAE, DINOv2) are a fair start only for a backbone that can be that ViT at its start:
+PlainViT; SR-ViT with router_init='function' (its routers start on recursion 1: cosine 0.9998 to DeiT's function);
+NaiveRecursiveViT with one block per layer (a PlainViT). The others share blocks the ViT does not, so its weights give
+them a function far from the ViT's (cosine 0.37-0.54: docs/init_distance.md), which a comparison with PlainViT would
+count against them; their fair starts are their own ImageNet checkpoints (docs/pretraining.md). SR-ViT does represent
+one, but only with its recursions switched off (its routers on recursion 1, its step transforms zero): from there they
+hardly get a gradient, and its paper starts from its own ImageNet-1k classifier; the DeiT start is a control.
 
 The warnings are about a start for transfer (`init_cfg['purpose']`, default 'transfer': a dense recipe). A method's
 own pretraining recipe that starts from a plain ViT ('pretraining': Edge-RecViT's paper fine-tunes DeiT) and a
@@ -41,7 +40,7 @@ def represents_plain_vit(model: nn.Module) -> bool:
     name = type(model).__name__
     return (
         name == 'PlainViT'
-        or (name == 'SRViT' and getattr(model, 'timm_init', None) == 'function')
+        or (name == 'SRViT' and getattr(model, 'router_init', None) == 'function')
         or (name == 'NaiveRecursiveViT' and getattr(model, 'num_blocks', None) == getattr(model, 'depth', None))
     )
 

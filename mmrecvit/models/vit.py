@@ -12,7 +12,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from .arguments import resolve_arch
+from .arguments import renamed, resolve_arch
 from .backbone import ViTBackbone
 from .checkpoint import pick_or_average_blocks, split_timm_blocks
 from .checks import check_choice, check_int, check_renamed
@@ -60,7 +60,7 @@ class NaiveRecursiveViT(ViTBackbone):
         num_blocks: k, the unique blocks (default 3, at most `depth`).
         depth: L, the layers (default from `arch`: 12).
         compute: as `PlainViT`'s: the first K of the L layers (the cycle cut from the end).
-        timm_init: how unique block j is initialised from an n-block timm checkpoint (docs/methods/baselines.md,
+        shared_init: how unique block j is initialised from an n-block timm checkpoint (docs/methods/baselines.md,
             which says why the default is not a mapping to the schedule): 'cycle' (default): the mean of the checkpoint
             blocks at the layers block j runs, t = j, j + k, ... (block t * n // L of the checkpoint for layer
             t), so every layer starts from a mean that contains the DeiT block of its own depth; 'pick': block
@@ -76,29 +76,30 @@ class NaiveRecursiveViT(ViTBackbone):
         depth: int | None = None,
         num_heads: int | None = None,
         num_blocks: int = 3,
-        timm_init: str = 'cycle',
+        shared_init: str = 'cycle',
         **kwargs: Any,
     ) -> None:
         check_renamed('NaiveRecursiveViT', kwargs, {'num_unique_blocks': 'num_blocks'})
+        shared_init = renamed('NaiveRecursiveViT', kwargs, 'timm_init', 'shared_init', shared_init, 'cycle')
         sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
         super().__init__(**sizes, **kwargs)
         k = check_int('num_blocks', num_blocks, 1, self.depth)
-        self.timm_init = check_choice('timm_init', timm_init, ['cycle', 'pick', 'average'])
+        self.shared_init = check_choice('shared_init', shared_init, ['cycle', 'pick', 'average'])
         self.blocks = nn.ModuleList(self.make_block() for _ in range(k))
         self.layer_blocks = tuple(t % k for t in range(self.depth))  # the cycle: layer t runs block t % k
 
     def convert_timm_state_dict(self, state_dict: dict[str, Tensor]) -> dict[str, Tensor]:
         rest, blocks = split_timm_blocks(state_dict)
         k, n, L = self.num_blocks, len(blocks), self.depth
-        if self.timm_init == 'cycle':
+        if self.shared_init == 'cycle':
             groups = [[t * n // L for t in range(j, L, k)] for j in range(k)]
             rest.update(pick_or_average_blocks(blocks, groups, 'average', prefix='blocks'))
             return rest
         if n % k:
             raise ValueError(
-                f'cannot map a {n}-block checkpoint onto num_blocks={k} with timm_init='
-                f"{self.timm_init!r}: {n} must be a multiple of {k} (timm_init='cycle' maps any)"
+                f'cannot map a {n}-block checkpoint onto num_blocks={k} with shared_init='
+                f"{self.shared_init!r}: {n} must be a multiple of {k} (shared_init='cycle' maps any)"
             )
         groups = [list(range(j * (n // k), (j + 1) * (n // k))) for j in range(k)]
-        rest.update(pick_or_average_blocks(blocks, groups, self.timm_init, prefix='blocks'))
+        rest.update(pick_or_average_blocks(blocks, groups, self.shared_init, prefix='blocks'))
         return rest

@@ -147,10 +147,10 @@ def test_finetune_recipes_start_from_deit_where_each_method_represents_it(path):
     assert cfg.train_cfg.max_epochs == epochs and cfg.param_scheduler[-1].end == epochs
     built = BACKBONES[backbone.type](**{k: v for k, v in backbone.items() if k not in ('type', 'init_cfg')})
     start = {
-        'srvit': ('timm_init', 'function'),
-        'revit': ('timm_gates', 'programmed'),
-        'morvit': ('timm_gates', 'open'),
-        'naiverecvit': ('timm_init', 'cycle'),
+        'srvit': ('router_init', 'function'),
+        'revit': ('router_init', 'programmed'),
+        'morvit': ('router_init', 'open'),
+        'naiverecvit': ('shared_init', 'cycle'),
     }.get(method)
     if start is not None:
         assert getattr(built, start[0]) == start[1]

@@ -59,10 +59,10 @@ NOT_PAPER_STARTS = {  # recipe (its method's part of the file name) -> the start
 # The classifier's arguments a dense recipe may set otherwise: outputs, regularisers of training, the start itself,
 # and the dense recipes' own choices for every method (ViTDet's windows, checkpointing, zero-initialised relative
 # positions).
-NOT_THE_FUNCTION = {'_delete_', 'out_type', 'drop_path_rate', 'step_drop_rate', 'init_cfg', 'timm_init', 'timm_gates'}
-NOT_THE_FUNCTION |= {'window_size', 'with_cp', 'use_rel_pos'}
+NOT_THE_FUNCTION = {'_delete_', 'out_type', 'drop_path_rate', 'step_drop_rate', 'init_cfg', 'shared_init'}
+NOT_THE_FUNCTION |= {'router_init', 'window_size', 'with_cp', 'use_rel_pos'}
 # The toys' arguments (they train from scratch; MoR-ViT's gates at scale 1.0: configs/_base_/backbones/morvit-toy.py).
-TOY_ARGS = {'ReViT': {'step_drop_rate': 0.0}, 'MoRViT': {'router_alpha': 1.0}, 'SRViT': {'timm_init': 'function'}}
+TOY_ARGS = {'ReViT': {'step_drop_rate': 0.0}, 'MoRViT': {'router_alpha': 1.0}, 'SRViT': {'router_init': 'function'}}
 
 ViTDET = dict(
     window_size=14,

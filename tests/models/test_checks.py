@@ -107,11 +107,11 @@ SPECIFIC = {
         ('num_blocks', 0, ValueError, ['num_blocks', '[1, 6]']),
         ('num_blocks', 7, ValueError, ['num_blocks', '[1, 6]']),
         ('num_blocks', '2', TypeError, ['num_blocks', INT]),
-        ('timm_init', 'mean', ValueError, ['timm_init', "['cycle', 'pick', 'average']"]),
+        ('shared_init', 'mean', ValueError, ['shared_init', "['cycle', 'pick', 'average']"]),
     ],
     'SRViT': [
         ('step_transform', 'mlp', ValueError, ['step_transform', "['linear', 'shift', 'none']"]),
-        ('timm_init', 'zero', ValueError, ['timm_init', "['function', 'fresh']"]),
+        ('router_init', 'zero', ValueError, ['router_init', "['function', 'fresh']"]),
         *DEPTH,
         *OUT_INDICES,
         ('num_blocks', 0, ValueError, ['num_blocks', '[1, inf]']),  # deprecated spellings are checked as given
@@ -152,8 +152,8 @@ SPECIFIC = {
         ('z_loss_weight', math.inf, ValueError, ['z_loss_weight', NON_NEGATIVE]),
         ('diversity_loss_weight', -1e-3, ValueError, ['diversity_loss_weight', NON_NEGATIVE]),
         ('diversity_loss_weight', [1e-3], TypeError, ['diversity_loss_weight', NUMBER]),
-        ('timm_init', 'pick', ValueError, ['timm_init', "['average', 'middle']"]),
-        ('timm_gates', 'fitted', ValueError, ['timm_gates', "['programmed', 'uniform']"]),
+        ('shared_init', 'pick', ValueError, ['shared_init', "['average', 'middle']"]),
+        ('router_init', 'fitted', ValueError, ['router_init', "['programmed', 'uniform']"]),
     ],
     'EdgeRecViT': [
         ('depth', 2, ValueError, ['depth (head + shared steps + tail, so at least 3)', '[3, inf]']),
@@ -186,7 +186,7 @@ SPECIFIC = {
         ('unit_size', '1', TypeError, ['unit_size', INT]),
         ('routing', 'random', ValueError, ['routing', "['expert_choice', 'token_choice']"]),
         ('update', 'add', ValueError, ['update', "['interpolate', 'additive']"]),
-        ('timm_gates', 'closed', ValueError, ['timm_gates', "['open', 'fresh']"]),
+        ('router_init', 'closed', ValueError, ['router_init', "['open', 'fresh']"]),
         ('capacities', [1.0, 0.5], ValueError, ['capacities', 'num_recursions=3 entries']),
         ('capacities', [1.0, 0.5, 0.0], ValueError, ['capacities entry', '(0.0, 1.0]']),
         ('capacities', [0.5, 1.0, 0.5], ValueError, ['capacities', 'non-increasing']),
@@ -198,7 +198,7 @@ SPECIFIC = {
         ('bce_loss_weight', None, TypeError, ['bce_loss_weight', NUMBER]),
         ('out_indices', [5], ValueError, ['out_indices entry', '[-5, 4]']),
         ('out_indices', ['0'], TypeError, ['out_indices entry', INT]),
-        ('timm_init', 'middle', ValueError, ['timm_init', "['average', 'pick']"]),
+        ('shared_init', 'middle', ValueError, ['shared_init', "['average', 'pick']"]),
     ],
 }
 # Arguments of another argument's mode: (backbone, base kwargs, argument, value, exception, words).
@@ -213,8 +213,8 @@ COMBINATIONS = [
             ([10_000], ValueError, ['global_steps entry (an application step)']),
         )
     ),
-    ('MoRViT', dict(timm_init='pick'), 'shared_init_block', -1, ValueError, ['shared_init_block', '[0, inf]']),
-    ('MoRViT', dict(timm_init='pick'), 'shared_init_block', 1.0, TypeError, ['shared_init_block', INT]),
+    ('MoRViT', dict(shared_init='pick'), 'shared_init_block', -1, ValueError, ['shared_init_block', '[0, inf]']),
+    ('MoRViT', dict(shared_init='pick'), 'shared_init_block', 1.0, TypeError, ['shared_init_block', INT]),
     *(
         ('MoRViT', dict(routing='token_choice'), argument, value, exc, [argument, words])
         for argument, value, exc, words in (
@@ -479,9 +479,9 @@ def test_a_method_without_kwargs_names_its_own_arguments():
 NO_EFFECT = [
     (
         'MoRViT',
-        dict(shared_init_block=2),  # timm_init='average' (the default) averages the tied layers: no block is picked
-        "MoRViT: shared_init_block=2 has no effect with timm_init='average'; leave shared_init_block out or choose "
-        'another timm_init',
+        dict(shared_init_block=2),  # shared_init='average' (the default) averages the tied layers: no block is picked
+        "MoRViT: shared_init_block=2 has no effect with shared_init='average'; leave shared_init_block out or choose "
+        'another shared_init',
     ),
     (
         'SRViT',
@@ -491,8 +491,9 @@ NO_EFFECT = [
     ),
     (
         'SRViT',
-        dict(readout='final', timm_init='fresh'),
-        "SRViT: timm_init='fresh' has no effect with readout='final'; leave timm_init out or choose another readout",
+        dict(readout='final', router_init='fresh'),
+        "SRViT: router_init='fresh' has no effect with readout='final'; leave router_init out or choose another "
+        'readout',
     ),
     (
         'MoRViT',
@@ -511,8 +512,8 @@ NO_EFFECT = [
     ),
     (
         'ReViT',
-        dict(num_experts=1, timm_gates='uniform'),
-        "ReViT: timm_gates='uniform' has no effect with num_experts=1; leave timm_gates out or choose another "
+        dict(num_experts=1, router_init='uniform'),
+        "ReViT: router_init='uniform' has no effect with num_experts=1; leave router_init out or choose another "
         'num_experts',
     ),
     *(
@@ -537,11 +538,11 @@ def test_an_argument_with_no_effect_in_the_chosen_mode_is_refused_naming_the_mod
 @pytest.mark.parametrize(
     'name, kwargs',
     [
-        ('MoRViT', dict(shared_init_block=2, timm_init='pick')),
-        ('SRViT', dict(readout='hard', timm_init='fresh')),
-        ('ReViT', dict(num_experts=2, timm_gates='uniform')),
+        ('MoRViT', dict(shared_init_block=2, shared_init='pick')),
+        ('SRViT', dict(readout='hard', router_init='fresh')),
+        ('ReViT', dict(num_experts=2, router_init='uniform')),
         ('PlainViT', dict(global_steps=[1], window_size=2)),
-        ('SRViT', dict(readout='final', router_input='unit_input', timm_init='function')),  # their defaults
+        ('SRViT', dict(readout='final', router_input='unit_input', router_init='function')),  # their defaults
         ('MoRViT', dict(shared_init_block=6)),  # an inherited default says nothing new
         ('MoRViT', dict(routing='token_choice', z_loss_weight=1e-4, balance_loss_weight=0.2)),
         ('MoRViT', dict(bce_loss_weight=1e-2)),

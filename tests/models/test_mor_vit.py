@@ -49,11 +49,11 @@ def reference(model, tokens):
     chosen = torch.ones(B, N, dtype=torch.bool)
     states, masks, bces = [], [], []
     for s in range(model.depth):
-        block, r = model.blocks[model.schedule[s]], model.recursion_of_step[s]
+        block, r = model.blocks[model.schedule[s]], model.layer_recursions[s]
         if r is None:
             x = block(x)
         else:
-            if model.recursion_of_step[s - 1] != r:
+            if model.layer_recursions[s - 1] != r:
                 if model.routing == 'expert_choice':
                     logit = model.routers[r](x).squeeze(-1)  # (B, N)
                     cand = chosen[:, P:]
@@ -91,7 +91,7 @@ def record_subsets(monkeypatch):
 def test_structure_and_sizes():
     model = MoRViT(arch='small')
     assert model.depth == 12 and len(model.blocks) == 3 and model.schedule == [0] + [1] * 10 + [2]
-    assert model.recursion_of_step == [None, *range(10), None] and len(model.routers) == 10
+    assert model.layer_recursions == [None, *range(10), None] and len(model.routers) == 10
     assert model.out_indices == (2, 5, 8, 11)
     assert model.capacity_schedule == pytest.approx([1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1])
     assert MoRViT(**TINY, num_recursions=3).capacity_schedule == pytest.approx(
@@ -99,7 +99,7 @@ def test_structure_and_sizes():
     )  # docs/methods/mor_vit.md
     unit = MoRViT(**TINY, num_recursions=3, unit_size=2)
     assert unit.depth == 8 and unit.schedule == [0, 1, 2, 1, 2, 1, 2, 3]
-    assert unit.recursion_of_step == [None, 0, 0, 1, 1, 2, 2, None]
+    assert unit.layer_recursions == [None, 0, 0, 1, 1, 2, 2, None]
     token = MoRViT(**TINY, routing='token_choice')
     assert token.router.out_features == 10 and not hasattr(token, 'routers') and token.alpha == 1.0
     for arch, dim in (('tiny', 192), ('small', 384), ('base', 768)):
@@ -284,7 +284,7 @@ def test_autocast_runs_both_routings():
 
 
 @pytest.mark.parametrize('unit_size', [1, 2])
-def test_timm_init_average_and_pick(tmp_path, unit_size):
+def test_shared_init_average_and_pick(tmp_path, unit_size):
     torch.manual_seed(0)
     ref = VisionTransformer(img_size=64, patch_size=16, embed_dim=32, depth=12, num_heads=2, num_classes=5)
     theirs = ref.state_dict()
@@ -293,7 +293,7 @@ def test_timm_init_average_and_pick(tmp_path, unit_size):
     R = 10 // unit_size
     for mode in ('average', 'pick'):
         pick = dict(shared_init_block=4) if mode == 'pick' else {}  # 'average' picks no block: refused with it
-        model = MoRViT(**TINY, num_recursions=R, unit_size=unit_size, timm_init=mode, **pick)
+        model = MoRViT(**TINY, num_recursions=R, unit_size=unit_size, shared_init=mode, **pick)
         routers = {k: v.clone() for k, v in model.routers.state_dict().items()}
         load_pretrained(model, path)
         sd = model.state_dict()
@@ -308,11 +308,11 @@ def test_timm_init_average_and_pick(tmp_path, unit_size):
                     expected = theirs[f'blocks.{4 + j}.{k}']
                 torch.testing.assert_close(sd[f'blocks.{1 + j}.{k}'], expected, rtol=0, atol=1e-7)
         assert torch.equal(sd['pos_embed'], theirs['pos_embed'])
-        for k, v in routers.items():  # weights kept fresh; timm_gates='open': every gate starts at 0.99
+        for k, v in routers.items():  # weights kept fresh; router_init='open': every gate starts at 0.99
             got = model.routers.state_dict()[k]
             assert torch.equal(got, v) if k.endswith('weight') else torch.allclose(got.sigmoid(), torch.tensor(0.99))
     with pytest.raises(ValueError, match='shared_init_block=11'):
-        load_pretrained(MoRViT(**TINY, unit_size=2, num_recursions=5, timm_init='pick', shared_init_block=11), path)
+        load_pretrained(MoRViT(**TINY, unit_size=2, num_recursions=5, shared_init='pick', shared_init_block=11), path)
 
 
 @pytest.mark.parametrize(
@@ -332,7 +332,7 @@ def test_timm_init_average_and_pick(tmp_path, unit_size):
         (dict(bce_loss_weight=-1.0), ValueError, ['bce_loss_weight']),
         (dict(routing='token_choice', balance_loss_weight='0.1'), TypeError, ['balance_loss_weight']),
         (dict(routing='token_choice', z_loss_weight=-1e-5), ValueError, ['z_loss_weight']),
-        (dict(timm_init='middle'), ValueError, ['timm_init', 'average', 'pick']),
+        (dict(shared_init='middle'), ValueError, ['shared_init', 'average', 'pick']),
         (dict(shared_init_block=-1), ValueError, ['shared_init_block']),
         (dict(out_indices=[12]), ValueError, ['out_indices']),
     ],
@@ -355,9 +355,9 @@ def test_mor_open_gates_apply_whole_blocks(deit):
     """With a shared unit as deep as DeiT's middle (one recursion of 10 blocks), alpha = 1, open
     gates and full capacity, MoR-ViT starts as DeiT; the from-scratch gates (alpha 0.1) do not."""
     vit, sd = deit
-    kwargs = dict(**TINY, num_recursions=1, unit_size=10, capacities=[1.0], timm_init='pick', shared_init_block=1)
+    kwargs = dict(**TINY, num_recursions=1, unit_size=10, capacities=[1.0], shared_init='pick', shared_init_block=1)
     cosine, error = distance_to_deit(MoRViT(**kwargs, router_alpha=1.0), vit, sd)
-    _, old_error = distance_to_deit(MoRViT(**kwargs, timm_gates='fresh'), vit, sd)
+    _, old_error = distance_to_deit(MoRViT(**kwargs, router_init='fresh'), vit, sd)
     assert cosine >= 0.999 and error < 0.1 * old_error
 
 

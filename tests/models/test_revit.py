@@ -192,7 +192,7 @@ def test_outputs_are_named_by_normalised_depth(depth, steps):
         (dict(out_depths=[0.5, 1.5]), ValueError, ['out_depths', '(0.0, 1.0]']),
         (dict(out_depths=0.5), TypeError, ['out_depths', 'list or tuple']),
         (dict(step_drop_rate=1.0), ValueError, ['step_drop_rate', '[0.0, 1.0)']),
-        (dict(timm_init='first'), ValueError, ['timm_init', 'average', 'middle']),
+        (dict(shared_init='first'), ValueError, ['shared_init', 'average', 'middle']),
         (dict(z_loss_weight=-1.0), ValueError, ['z_loss_weight']),
         (dict(router_temperature=0), ValueError, ['router_temperature']),
     ],
@@ -314,17 +314,17 @@ def timm_checkpoint(path, depth=4):
     return sd
 
 
-@pytest.mark.parametrize('timm_init', ['average', 'middle'])
-def test_timm_initialisation(tmp_path, timm_init):
+@pytest.mark.parametrize('shared_init', ['average', 'middle'])
+def test_shared_init_from_timm(tmp_path, shared_init):
     sd = timm_checkpoint(tmp_path / 'deit.pth')
-    model = tiny_revit(depth=4, num_experts=3, timm_init=timm_init, timm_gates='uniform')
+    model = tiny_revit(depth=4, num_experts=3, shared_init=shared_init, router_init='uniform')
     load_pretrained(model, str(tmp_path / 'deit.pth'))
     own = model.state_dict()
 
     def mean(key, blocks):
         return torch.stack([sd[f'blocks.{i}.{key}'] for i in blocks]).mean(0)
 
-    shared = [0, 1, 2, 3] if timm_init == 'average' else [2]
+    shared = [0, 1, 2, 3] if shared_init == 'average' else [2]
     for key in ('norm1.weight', 'attn.qkv.weight', 'attn.proj.bias', 'norm2.bias'):
         torch.testing.assert_close(own[f'block.{key}'], mean(key, shared))
     for e, group in enumerate([[0], [1], [2, 3]]):  # E=3 contiguous groups of 4 blocks
@@ -344,7 +344,7 @@ def test_revit_programmed_gates_select_the_expert_of_their_depth(deit):
         assert gates.argmax(1).tolist() == [t * 4 // depth for t in range(depth)]
         if depth == 12:
             torch.testing.assert_close(gates.max(1).values, torch.full((12,), 0.97), atol=1e-4, rtol=0)
-    uniform = ReViT(**TINY, num_experts=4, timm_gates='uniform')
+    uniform = ReViT(**TINY, num_experts=4, router_init='uniform')
     load_state_dict_into(uniform, sd, 'deit')
     assert torch.allclose(uniform.merged_ffns()[0], torch.full((12, 4), 0.25))
 

@@ -87,7 +87,7 @@ def test_t1_reproduces_timm_block_outputs_at_unit_ends(tmp_path):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
 
     # The same checkpoint initialises T = 4: blocks copied, step transforms and router weights kept at
-    # zero, router biases toward recursion 1 (timm_init='function').
+    # zero, router biases toward recursion 1 (router_init='function').
     model4 = SRViT(**TINY, num_recursions=4, pretrained=str(path))
     model4.init_weights()
     torch.testing.assert_close(model4.blocks[7].mlp.fc1.weight, vit.blocks[7].mlp.fc1.weight, rtol=0, atol=0)
@@ -343,7 +343,7 @@ def test_wrong_checkpoint_keys_are_listed(tmp_path):
 def test_srvit_function_init_starts_as_deit_for_any_T(deit, T):
     vit, sd = deit
     cosine, error = distance_to_deit(SRViT(**TINY, num_recursions=T), vit, sd)
-    _, old_error = distance_to_deit(SRViT(**TINY, num_recursions=T, timm_init='fresh'), vit, sd)  # the old start
+    _, old_error = distance_to_deit(SRViT(**TINY, num_recursions=T, router_init='fresh'), vit, sd)  # the old start
     assert cosine >= 0.999 and error < 0.1 * old_error
 
 
@@ -378,7 +378,7 @@ def test_windowed_function_start_reaches_global_context_unlike_its_all_windowed_
     outs = {}
     for name, kwargs in (('windowed', {}), ('all windowed', dict(global_steps=[]))):
         model = SRViT(**TINY, num_recursions=4, window_size=2, **kwargs)
-        distance_to_deit(model, vit, sd)  # loads the DeiT stand-in (timm_init='function')
+        distance_to_deit(model, vit, sd)  # loads the DeiT stand-in (router_init='function')
         with torch.no_grad():
             outs[name] = model.eval()(x)[-1]
     a, b = outs['windowed'], outs['all windowed']

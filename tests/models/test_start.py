@@ -51,7 +51,7 @@ def test_a_missing_start_names_the_file_and_the_command_that_makes_it(tmp_path):
         ('EdgeRecViT', {}),
         ('MoRViT', {}),
         ('NaiveRecursiveViT', dict(num_blocks=2)),
-        ('SRViT', dict(unit_sizes=(2, 2), timm_init='fresh')),
+        ('SRViT', dict(unit_sizes=(2, 2), router_init='fresh')),
     ],
 )
 def test_a_plain_vits_weights_in_a_method_that_cannot_represent_them_warn_once(vit_file, name, kwargs):

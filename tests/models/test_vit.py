@@ -47,11 +47,11 @@ def save(obj, tmp_path, name='ckpt.pth'):
 
 
 @pytest.mark.parametrize('mode', ['cycle', 'pick', 'average'])
-def test_naive_recursive_timm_init(tmp_path, mode):
+def test_naive_recursive_shared_init(tmp_path, mode):
     """'cycle': unique block j <- the mean of the checkpoint blocks at the steps it runs (j, j + k, ...)."""
     ref = timm_vit(depth=6)
     model = NaiveRecursiveViT(
-        **{**SMALL, 'depth': 6}, num_blocks=2, timm_init=mode, pretrained=save(ref.state_dict(), tmp_path)
+        **{**SMALL, 'depth': 6}, num_blocks=2, shared_init=mode, pretrained=save(ref.state_dict(), tmp_path)
     )
     model.init_weights()
     w = [ref.blocks[i].attn.qkv.weight for i in range(6)]
@@ -65,5 +65,5 @@ def test_naive_recursive_timm_init(tmp_path, mode):
     if mode != 'cycle':
         with pytest.raises(ValueError, match='must be a multiple of 4'):
             NaiveRecursiveViT(
-                **{**SMALL, 'depth': 6}, num_blocks=4, timm_init=mode, pretrained=save(ref.state_dict(), tmp_path)
+                **{**SMALL, 'depth': 6}, num_blocks=4, shared_init=mode, pretrained=save(ref.state_dict(), tmp_path)
             ).init_weights()

@@ -1,4 +1,4 @@
-# reViT-S as the COCO / ADE20K recipes use it: from DeiT-S (timm_init / timm_gates: revit-s.py), trained at the depth
+# reViT-S as the COCO / ADE20K recipes use it: from DeiT-S (shared_init / router_init: revit-s.py), trained at the depth
 # it is tested at (step_drop_rate=0.0; the -elastic recipes train with the paper's 0.3 and are the ones to test at
 # other depths:  --cfg-options model.backbone.depth=8).
 _base_ = './revit-s.py'

@@ -1,4 +1,4 @@
-# SR-ViT-S from DeiT-S as DeiT's function (timm_init='function'): a CONTROL, not its paper's start (srvit-s_in1k.py).
+# SR-ViT-S from DeiT-S as DeiT's function (router_init='function'): a CONTROL, not its paper's start (srvit-s_in1k.py).
 # Its routers start on recursion 1 (weight 0.99) and its step transforms at zero, so its recursions start nearly
 # without gradient (docs/pretraining.md); the start warning says so. Its ImageNet fine-tuning recipe
 # (configs/cls/srvit-small_deit-pre_4xb256-100e_in1k.py) and configs/det/mask-rcnn_srvit-s-deit_*.py use it.
