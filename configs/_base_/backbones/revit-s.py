@@ -16,7 +16,7 @@ backbone_recipe = dict(
         'model.backbone.router_init': ('programmed', 'how it would start from DeiT (unused from its own checkpoint)'),
         'params': 'one shared attention and 4 expert FFNs for the 12 layers (docs/methods/revit.md)',
         'gflops': "each step's FFN merged from the experts: the merge's work (docs/methods/revit.md)",
-        'train_gflops': "each step's FFN merged from the experts, and the merge's backward",
+        'train_gflops': "each step's FFN merged from the experts, the merge's backward (and, with with_cp, its recomputation)",
     },
     intended={
         'model.backbone.num_experts': "reViT's experts per block",
