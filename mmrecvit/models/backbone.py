@@ -28,6 +28,7 @@ from .features import TimmFeatures
 from .layers import Block, Mlp
 from .load_rules import watch_loads
 from .numerics import NONFINITE_MODES, FiniteGuard, active_guard, finite, tracing
+from .pruning import prune_unread
 from .schedule import ScheduleCache, Schedules, Step
 from .start import load_start
 from .stats import ForwardStats
@@ -160,6 +161,9 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         self.num_prefix_tokens = int(with_cls_token)
         self.drop_path_rate = check_float('drop_path_rate', drop_path_rate, 0.0, 1.0, high_open=True)
         self._depth = check_int('depth (the number of layers)', depth, 1)
+        self._kept_layers: int | None = None  # set when pruned at build (`pruning.py`)
+        self.pruned_keys: frozenset[str] = frozenset()  # the state-dict keys pruning removed (a load drops them)
+        self.pruned_after = ''  # why it was pruned at build, for messages
         self._out_indices, self._global_steps = out_indices, global_steps
         self.with_cp = check_bool('with_cp', with_cp)
         self.init_cfg = args.resolve_init_cfg(pretrained, init_cfg)
@@ -196,12 +200,23 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         self.global_steps = None  # the full schedule counted first, then the steps checked against it
         self.global_steps = args.check_global_steps(self._global_steps, self.num_steps)
         self.drop_path_rates = torch.linspace(0, self.drop_path_rate, self.num_steps, device='cpu').tolist()
+        prune_unread(self)  # out_indices that stop early: the layers no step reaches are not owned (DDP)
 
     # ---- structure ----------------------------------------------------------------------------
     @property
     def depth(self) -> int:
         """L, the number of layers."""
         return self._depth
+
+    @property
+    def kept_layers(self) -> int:
+        """The layers this model can run: `depth`, or fewer when its `out_indices` stop early and the layers after
+        them were pruned at build (`pruning.py`; the feature API counts these layers, as timm's after pruning)."""
+        return self._depth if self._kept_layers is None else self._kept_layers
+
+    def drop_unreached(self, steps: Sequence[tuple[int, int]]) -> None:
+        """Pruning at build (`pruning.py`): delete the method's own modules (routers, step transforms) that no step
+        of `steps` ((step, layer) of the kept training schedule) reaches, trailing entries only. The base: none."""
 
     @property
     def num_steps(self) -> int:

@@ -23,6 +23,14 @@ VARIANTS = [
     ('EdgeRecViT', 'EdgeRecViT', dict(drop_path_rate=0.1), False),
     ('EdgeRecViT-capped', 'EdgeRecViT', dict(max_depth=3), False),
     ('MoRViT-token_choice', 'MoRViT', dict(routing='token_choice'), False),
+    # Outputs that stop before the last layer (issue 48.4): pruned at build, so nothing is left out of the graph.
+    ('PlainViT-out-2-5-8', 'PlainViT', dict(depth=10, out_indices=(2, 5, 8)), True),
+    ('EdgeRecViT-out-2-5-8', 'EdgeRecViT', dict(depth=10, out_indices=(2, 5, 8), drop_path_rate=0.1), False),
+    ('NaiveRecursiveViT-out-early', 'NaiveRecursiveViT', dict(out_indices=(0, 2)), True),
+    ('SRViT-out-early', 'SRViT', dict(out_indices=(1, 2), drop_path_rate=0.1), False),
+    ('ReViT-out-early', 'ReViT', dict(depth=6, out_indices=(1, 3), final_norm=True, drop_path_rate=0.1), False),
+    ('MoRViT-out-early', 'MoRViT', dict(out_indices=(1, 2)), True),
+    ('MoRViT-token_choice-out-early', 'MoRViT', dict(out_indices=(0, 2), routing='token_choice'), False),
 ]
 
 GLOBAL_BATCH, STEPS = 4, 2
@@ -31,10 +39,12 @@ GLOBAL_BATCH, STEPS = 4, 2
 def train_backbone(variant, rank=0, world_size=1):
     """STEPS AdamW steps of `variant` on this rank's share of a fixed global batch; its final weights.
 
-    The loss is a mean over the rank's images, so DDP's gradient average is the global mean.
-    Every rank seeds alike before each step (mmengine's default `diff_rank_seed=False`).
+    The loss is a mean over the rank's images, so DDP's gradient average is the global mean. A variant comparable
+    with one process seeds every rank alike before each step (mmengine's default `diff_rank_seed=False`); the others
+    seed each rank its own (`diff_rank_seed=True`), so reViT's ranks drop different steps and Edge-RecViT's draw
+    different depths, and DDP must still find every parameter in every rank's graph.
     """
-    _, name, kwargs, _ = next(v for v in VARIANTS if v[0] == variant)
+    _, name, kwargs, comparable = next(v for v in VARIANTS if v[0] == variant)
     torch.manual_seed(0)
     model = BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs}).train()
     net = model
@@ -45,7 +55,7 @@ def train_backbone(variant, rank=0, world_size=1):
     share = GLOBAL_BATCH // world_size
     images = images[rank * share : (rank + 1) * share]
     for step in range(STEPS):
-        torch.manual_seed(100 + step)
+        torch.manual_seed(100 + step + (0 if comparable else 1000 * rank))
         outs = net(images)
         loss = sum(o.square().mean() for o in outs) + sum(outs.stats.aux_losses.values(), torch.zeros(()))
         optimizer.zero_grad()

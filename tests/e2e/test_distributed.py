@@ -24,7 +24,9 @@ Every backbone (and the routing variants) trains 2 iterations under DDP with
 `find_unused_parameters=False`: every parameter is in every iteration's graph (Edge-RecViT's masked
 training path runs all steps, MoR-ViT always routes CLS through every recursion, reViT merges all
 experts), so the shipped configs keep DDP's cheaper default (tests/configs/test_recipes.py checks every
-shipped config's backbone for it).
+shipped config's backbone for it); `out_indices` that stop before the last layer included, every method (the model
+is pruned at build, issue 48.4). The variants not compared with one process seed each rank its own
+(`diff_rank_seed=True`): reViT's ranks drop different steps.
 
 The bare backbones run under `torch.multiprocessing` + gloo; through the tools, the session's `two_rank_run`
 (`tools/dist_train.sh` with 2 processes, toy UperNet + MoR-ViT) is compared with `tools/train.py` in one.
