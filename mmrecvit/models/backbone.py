@@ -232,9 +232,9 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
     def mlp_hidden(self) -> int:
         return int(self.embed_dim * self.mlp_ratio)
 
-    def make_block(self, mlp_layer: Any = Mlp) -> Block:
+    def make_block(self, mlp_layer: Any = Mlp, block: type[Block] = Block) -> Block:
         grid = self.pretrain_grid if self.use_rel_pos else None
-        return Block(self.embed_dim, self.num_heads, self.mlp_ratio, self.qkv_bias, self.init_values, mlp_layer, grid)
+        return block(self.embed_dim, self.num_heads, self.mlp_ratio, self.qkv_bias, self.init_values, mlp_layer, grid)
 
     @property
     def schedule(self) -> list[int]:
