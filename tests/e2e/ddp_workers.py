@@ -24,6 +24,7 @@ VARIANTS = [
     ('EdgeRecViT', 'EdgeRecViT', dict(drop_path_rate=0.1), False),
     ('EdgeRecViT-capped', 'EdgeRecViT', dict(max_depth=3), False),
     ('MoRViT-token_choice', 'MoRViT', dict(routing='token_choice'), False),
+    ('ReViT-with_cp', 'ReViT', dict(with_cp=True, drop_path_rate=0.1), False),
     # Outputs that stop before the last layer (issue 48.4): pruned at build, so nothing is left out of the graph.
     ('PlainViT-out-2-5-8', 'PlainViT', dict(depth=10, out_indices=(2, 5, 8)), True),
     ('EdgeRecViT-out-2-5-8', 'EdgeRecViT', dict(depth=10, out_indices=(2, 5, 8), drop_path_rate=0.1), False),
@@ -107,9 +108,12 @@ FSDP_VARIANTS = [
     'PlainViT',
     'NaiveRecursiveViT',
     'SRViT',
+    'SRViT-hard',
     'ReViT',
     'ReViT-no-step-drop',
+    'ReViT-with_cp',
     'EdgeRecViT',
+    'EdgeRecViT-out-2-5-8',
     'MoRViT',
     'MoRViT-token_choice',
 ]
