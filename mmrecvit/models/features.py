@@ -146,8 +146,8 @@ class TimmFeatures:
     def prune_intermediate_layers(
         self, indices: int | Sequence[int] = 1, prune_norm: bool = False, prune_head: bool = True
     ) -> list[int]:
-        """timm's: keep the layers up to the last of `indices` and return them (sorted), cutting the rest where the
-        method allows it (one block per layer: PlainViT, NaiveRecursiveViT; the others refuse with an error naming
-        the method). `prune_norm`: the final norm becomes the identity. A backbone has no head (`prune_head` is
-        for the classifier)."""
+        """timm's: keep the layers up to the last of `indices` and return them (sorted), cutting what they do not need
+        (`pruning.prune`: the later layers of PlainViT and NaiveRecursiveViT, what no kept step of a recursive method
+        reaches). `prune_norm`: the final norm becomes the identity. A backbone has no head (`prune_head` is for the
+        classifier)."""
         return prune(self, take_indices(indices, self.kept_layers, self.feature_owner), prune_norm)

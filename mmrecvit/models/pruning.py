@@ -1,10 +1,11 @@
-"""Pruning: timm's `prune_intermediate_layers` cut, and the pruning at build of a backbone whose `out_indices` stop
-before its last layer (issue 48.4; docs/multi_node.md, "DDP").
+"""Pruning: timm's `prune_intermediate_layers` for every method, and the pruning at build of a backbone whose
+`out_indices` stop before its last layer (issue 48.4; docs/multi_node.md, `find_unused_parameters`).
 
 A dense backbone's forward stops after the last layer it reads (`ViTBackbone.forward_states`), so the layers after
 it, their blocks and the final norm, never receive a gradient. DDP with `find_unused_parameters=False`, every
 recipe's, then fails on the second iteration ("Expected to have finished reduction"). timm's answer for its
-`features_only` models is to prune the model to the layers it reads; ours is the same, at build:
+`features_only` models is to prune the model to the layers it reads; ours is the same (`prune`), for timm's
+`features_only` models (`mmrecvit.timm`) and, at build, for every backbone whose `out_indices` stop early:
 
 * a model that runs one block per layer (PlainViT, NaiveRecursiveViT) is cut as timm cuts a `VisionTransformer`
   (`prune`): its depth becomes the last layer read + 1;
@@ -31,51 +32,56 @@ from torch import nn
 from .schedule import reach
 
 
-def prune(model: Any, take: Sequence[int], prune_norm: bool) -> list[int]:
-    """timm's `prune_intermediate_layers` for a `ViTBackbone` (its docstring): the layers after the last of `take`
-    (checked layers, sorted) cut where the model runs one block per layer (`prunable`), else refused."""
-    take = list(take)
-    depth = take[-1] + 1
-    if depth < model.kept_layers:
-        if not model.prunable:
-            raise ValueError(
-                f'{type(model).__name__} cannot be cut to its first {depth} of {model.depth} layers: later layers '
-                'are part of what earlier ones compute; use forward_intermediates(indices=...)'
-            )
-        del model.blocks[max(model.layer_blocks[:depth]) + 1 :]
-        model._depth, model.layer_blocks = depth, model.layer_blocks[:depth]
-        model.drop_path_rates = model.drop_path_rates[:depth]
-        model.out_indices = tuple(take)
+def prune(model: Any, take: Sequence[int], prune_norm: bool, why: str = '') -> list[int]:
+    """timm's `prune_intermediate_layers` for a `ViTBackbone` (its docstring): what no layer up to the last of `take`
+    (checked layers, sorted) needs goes -- the later layers of a model that runs one block per layer (`prunable`,
+    its depth cut as timm cuts a ViT), what no kept step of a recursive method reaches (`cut_unreached`) -- and the
+    final norm with `prune_norm`; `pruned_keys` gains the state-dict keys removed, `pruned_after` says why."""
+    take, depth = list(take), model.depth
+    before = set(model.state_dict())
+    if take[-1] + 1 < model.kept_layers:
+        if model.prunable:
+            cut = take[-1] + 1
+            del model.blocks[max(model.layer_blocks[:cut]) + 1 :]
+            model._depth, model.layer_blocks = cut, model.layer_blocks[:cut]
+            model.drop_path_rates = model.drop_path_rates[:cut]
+            model.out_indices = tuple(take)
+        else:
+            cut_unreached(model, take[-1])
         model._schedules.clear()  # its steps hold the blocks cut (a forward's statistics keep theirs)
     if prune_norm:
         model.norm = nn.Identity()
-    return list(take)
+    removed = before - set(model.state_dict())
+    if removed:
+        model.pruned_keys = model.pruned_keys | removed
+        model.pruned_after = why or f'prune_intermediate_layers: the layers after {take[-1]} of {depth}'
+    return take
+
+
+def cut_unreached(model: Any, last: int) -> None:
+    """A recursive method's part of `prune`: the trailing blocks no step up to the last application of layer `last`
+    runs in training (its own setting: every step), and the method's own modules only later steps would read
+    (`drop_unreached`); the layers after `last` are then not run (`kept_layers`) where something was cut."""
+    pairs = list(model.step_layers(None))
+    steps = pairs[: reach([layer for _, layer in pairs], last)]
+    before = set(model.state_dict())
+    keep = max(model.layer_blocks[layer] for _, layer in steps) + 1  # every method orders its blocks by first use
+    if isinstance(model.blocks, nn.ModuleList) and keep < len(model.blocks):
+        del model.blocks[keep:]
+    model.drop_unreached(steps)
+    if before != set(model.state_dict()):  # reViT's one block runs at every step: nothing to cut
+        model._kept_layers = last + 1
 
 
 def prune_unread(model: Any) -> None:
     """At the end of construction: a 'featmap' backbone whose `out_indices` stop before its last layer loses what its
-    training forward never reaches (the module docstring); `pruned_keys` records the state-dict keys removed."""
-    last, depth = max(model.out_indices), model.depth
+    training forward never reaches, the final norm included (the module docstring)."""
+    last, depth, out_indices = max(model.out_indices), model.depth, model.out_indices
     if model.out_type != 'featmap' or last == depth - 1:
         return
-    before, out_indices = set(model.state_dict()), model.out_indices
-    if model.prunable:
-        prune(model, sorted(set(out_indices)), prune_norm=True)
-        model.out_indices = out_indices  # in the caller's order (timm's cut sorts them)
-    else:
-        pairs = list(model.step_layers(None))  # the training schedule (its own setting: every step)
-        steps = pairs[: reach([layer for _, layer in pairs], last)]
-        used = {model.layer_blocks[layer] for _, layer in steps}
-        keep = max(used) + 1  # the blocks nobody reaches are trailing: every method orders its blocks by first use
-        if isinstance(model.blocks, nn.ModuleList) and keep < len(model.blocks):
-            del model.blocks[keep:]
-        model.drop_unreached(steps)
-        if any(not k.startswith('norm.') for k in before - set(model.state_dict())):  # reViT's block runs on
-            model._kept_layers = last + 1
-        model.norm = nn.Identity()
-        model._schedules.clear()
-    model.pruned_keys = frozenset(before - set(model.state_dict()))
-    model.pruned_after = f'out_indices {tuple(out_indices)} end at layer {last} of {depth}'
+    why = f'out_indices {tuple(out_indices)} end at layer {last} of {depth}'
+    prune(model, sorted(set(out_indices)), prune_norm=True, why=why)
+    model.out_indices = out_indices  # in the caller's order (timm's cut sorts them)
 
 
 def pruned_roots(keys: Sequence[str]) -> list[str]:
