@@ -56,8 +56,10 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
     requested layers and finishes the statistics (`forward_states`). Its own `iter_layers` and `work` are those of a
     model that runs one block per layer over every token (PlainViT, NaiveRecursiveViT: only 1). A method whose
     settings are not the first K layers says which they are (`own_setting`, `compute_settings`, `step_layers`:
-    `schedule.Schedules`). Everything else is data the subclass sets in `__init__` (`global_layers`, a default
-    `out_indices` passed up) or is read from the full schedule (`num_steps`, `schedule`, layer positions).
+    `schedule.Schedules`); one whose own modules (routers, step transforms) serve later steps only says how to drop
+    them when pruned (`drop_unreached`, `pruning.py`). Everything else is data the subclass sets in `__init__`
+    (`global_layers`, a default `out_indices` passed up) or is read from the full schedule (`num_steps`, `schedule`,
+    layer positions).
 
     Args:
         embed_dim, num_heads, mlp_ratio, qkv_bias, init_values: block sizes (see `layers.Block`).
