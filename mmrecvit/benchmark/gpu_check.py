@@ -67,8 +67,6 @@ KNOWN_FAILURES = {
     'compile/ReViT-elastic *': "48.3 (step dropout's f-string on a symbolic float; the eval cache)",
     'compile/EdgeRecViT *': '48.3 (the annealed tau recompiles; the adaptive eval: a graph per image)',
     'compile/MoRViT-token_choice *': '48.3 (a graph per new image)',
-    'ddp/* out_indices (2, 5, 8)': '48.4 (the layers after the last output leave the graph)',
-    'fsdp/ReViT*': "48.5 (the experts' merge outside a module's forward: mixed Tensor and DTensor)",
     'revit_dropout/*': '48.1 (one block call per group of images that drop the same steps)',
 }
 

@@ -136,7 +136,7 @@ def resolve_init_cfg(pretrained: str | None, init_cfg: dict | None) -> dict | No
 # Names retired for one meaning each (docs/methods/README.md, "One vocabulary"): old -> what says it now. Only the
 # calls that accept the old spelling (`renamed`) and that table may still write them.
 RETIRED = {
-    'timm_init': "shared_init (NaiveRecursiveViT, ReViT, MoRViT) or router_init (SRViT)",
+    'timm_init': 'shared_init (NaiveRecursiveViT, ReViT, MoRViT) or router_init (SRViT)',
     'timm_gates': 'router_init',
     'recursion_of_step': 'layer_recursions',
 }

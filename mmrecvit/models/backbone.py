@@ -28,6 +28,7 @@ from .features import TimmFeatures
 from .layers import Block, Mlp
 from .load_rules import watch_loads
 from .numerics import NONFINITE_MODES, FiniteGuard, active_guard, finite, tracing
+from .pruning import prune_unread
 from .schedule import ScheduleCache, Schedules, Step
 from .start import load_start
 from .stats import ForwardStats
@@ -56,8 +57,10 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
     model that runs one block per layer over every token (PlainViT, NaiveRecursiveViT: only 1). A method whose
     settings are not the first K layers says which they are (`own_setting`, `compute_settings`, `step_layers`:
     `schedule.Schedules`); one whose token sets or schedule depend on the data says why fx cannot trace it
-    (`fx_untraceable`, `fx.py`). Everything else is data the subclass sets in `__init__` (`global_layers`, a default
-    `out_indices` passed up) or is read from the full schedule (`num_steps`, `schedule`, layer positions).
+    (`fx_untraceable`, `fx.py`); one whose own modules (routers, step transforms) serve later steps only says how to
+    drop them when pruned (`drop_unreached`, `pruning.py`). Everything else is data the subclass sets in `__init__`
+    (`global_layers`, a default `out_indices` passed up) or is read from the full schedule (`num_steps`, `schedule`,
+    layer positions).
 
     Args:
         embed_dim, num_heads, mlp_ratio, qkv_bias, init_values: block sizes (see `layers.Block`).
@@ -161,6 +164,9 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         self.num_prefix_tokens = int(with_cls_token)
         self.drop_path_rate = check_float('drop_path_rate', drop_path_rate, 0.0, 1.0, high_open=True)
         self._depth = check_int('depth (the number of layers)', depth, 1)
+        self._kept_layers: int | None = None  # set when pruned at build (`pruning.py`)
+        self.pruned_keys: frozenset[str] = frozenset()  # the state-dict keys pruning removed (a load drops them)
+        self.pruned_after = ''  # why it was pruned at build, for messages
         self._out_indices, self._global_steps = out_indices, global_steps
         self.with_cp = check_bool('with_cp', with_cp)
         self.init_cfg = args.resolve_init_cfg(pretrained, init_cfg)
@@ -197,12 +203,23 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         self.global_steps = None  # the full schedule counted first, then the steps checked against it
         self.global_steps = args.check_global_steps(self._global_steps, self.num_steps)
         self.drop_path_rates = torch.linspace(0, self.drop_path_rate, self.num_steps, device='cpu').tolist()
+        prune_unread(self)  # out_indices that stop early: the layers no step reaches are not owned (DDP)
 
     # ---- structure ----------------------------------------------------------------------------
     @property
     def depth(self) -> int:
         """L, the number of layers."""
         return self._depth
+
+    @property
+    def kept_layers(self) -> int:
+        """The layers this model can run: `depth`, or fewer when its `out_indices` stop early and the layers after
+        them were pruned at build (`pruning.py`; the feature API counts these layers, as timm's after pruning)."""
+        return self._depth if self._kept_layers is None else self._kept_layers
+
+    def drop_unreached(self, steps: Sequence[tuple[int, int]]) -> None:
+        """Pruning at build (`pruning.py`): delete the method's own modules (routers, step transforms) that no step
+        of `steps` ((step, layer) of the kept training schedule) reaches, trailing entries only. The base: none."""
 
     @property
     def num_steps(self) -> int:
@@ -218,9 +235,9 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
     def mlp_hidden(self) -> int:
         return int(self.embed_dim * self.mlp_ratio)
 
-    def make_block(self, mlp_layer: Any = Mlp) -> Block:
+    def make_block(self, mlp_layer: Any = Mlp, block: type[Block] = Block) -> Block:
         grid = self.pretrain_grid if self.use_rel_pos else None
-        return Block(self.embed_dim, self.num_heads, self.mlp_ratio, self.qkv_bias, self.init_values, mlp_layer, grid)
+        return block(self.embed_dim, self.num_heads, self.mlp_ratio, self.qkv_bias, self.init_values, mlp_layer, grid)
 
     @property
     def schedule(self) -> list[int]:

@@ -16,7 +16,9 @@ import torch
 import torch.nn.functional as F
 from timm.layers import trunc_normal_
 from torch import Tensor, nn
+from torch.distributed.fsdp import FSDPModule, register_fsdp_forward_method
 
+from .layers import Block
 from .numerics import RouterLinear
 
 
@@ -94,6 +96,34 @@ class ExpertMlp(nn.Module):
         if ffn is None:
             ffn = self.merge(expert_gates)
         return F.linear(self.act(F.linear(x, ffn.fc1_weight, ffn.fc1_bias)), ffn.fc2_weight, ffn.fc2_bias)
+
+
+class ExpertBlock(Block):
+    """reViT's shared block: a `Block` whose MLP is the expert bank (`ExpertMlp`), with the two reads of the experts
+    made outside a step as its own methods: `merge` (every step's FFN from one product) and `diversity` (the
+    loss on the experts' W1). FSDP2 gathers a block's parameters only inside its forwards, so once the block is
+    `fully_shard`ed (per block, as for every method) these run as forwards of its unit (`sharded`), where they read
+    whole tensors rather than a rank's shard (issue 48.5; docs/multi_node.md, "FSDP2")."""
+
+    FORWARD_METHODS = ('merge', 'diversity')
+
+    def sharded(self) -> ExpertBlock:
+        """This block, its `FORWARD_METHODS` registered as FSDP2 forwards once it is an `FSDPModule` (once)."""
+        if isinstance(self, FSDPModule) and not all(name in vars(self) for name in self.FORWARD_METHODS):
+            for name in self.FORWARD_METHODS:
+                register_fsdp_forward_method(self, name)  # sets an instance attribute: registered once
+        return self
+
+    def merge(self, gates: Tensor) -> MergedFfn:
+        """Gates (..., E) -> the merged FFNs (`ExpertMlp.merge`)."""
+        return self.mlp.merge(gates)
+
+    def diversity(self) -> Tensor:
+        """The mean pairwise cosine similarity of the experts' flattened W1 (docs/methods/revit.md), a scalar."""
+        E = self.mlp.num_experts
+        w1 = F.normalize(self.mlp.fc1.weight.flatten(1), dim=1)  # (E, H*D), unit rows
+        sim = w1 @ w1.T
+        return (sim.sum() - sim.diagonal().sum()) / (E * (E - 1))
 
 
 class DepthRouter(nn.Module):

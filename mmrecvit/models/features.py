@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from .checks import check_choice, check_int
 from .embedding import to_maps
+from .pruning import prune
 from .stats import FeatureMaps
 
 OUTPUT_FORMATS = ('NCHW', 'NLC')
@@ -45,7 +46,10 @@ def _check_indices(indices: Any, depth: int, owner: str) -> tuple[int, ...]:
             f'{indices!r}'
         )
     if listed:
-        indices = [check_int('indices entry', i, -depth, depth - 1) for i in indices]
+        try:
+            indices = [check_int('indices entry', i, -depth, depth - 1) for i in indices]
+        except ValueError as e:  # out of range: which model, and how many layers it has (pruned: fewer)
+            raise ValueError(f'{e} (this {owner} has {depth} layers)') from None
         if not indices:
             raise ValueError('indices must name at least one layer, got an empty list')
     try:
@@ -62,27 +66,6 @@ def timm_format(
     the prefix tokens dropped, or kept beside each as (intermediate, prefix (B, P, D))."""
     out = list(to_maps(states, grid, num_prefix)) if output_fmt == 'NCHW' else [s[:, num_prefix:] for s in states]
     return list(zip(out, [s[:, :num_prefix] for s in states])) if return_prefix_tokens else out
-
-
-def prune(model: Any, indices: int | Sequence[int], prune_norm: bool) -> list[int]:
-    """timm's `prune_intermediate_layers` for a `ViTBackbone` (its docstring): the layers after the last of `indices`
-    cut where the model runs one block per layer (`prunable`), else refused."""
-    take = list(take_indices(indices, model.depth, type(model).__name__))
-    depth = take[-1] + 1
-    if depth < model.depth:
-        if not model.prunable:
-            raise ValueError(
-                f'{type(model).__name__} cannot be cut to its first {depth} of {model.depth} layers: later layers '
-                'are part of what earlier ones compute; use forward_intermediates(indices=...)'
-            )
-        del model.blocks[max(model.layer_blocks[:depth]) + 1 :]
-        model._depth, model.layer_blocks = depth, model.layer_blocks[:depth]
-        model.drop_path_rates = model.drop_path_rates[:depth]
-        model.out_indices = tuple(take)
-        model._schedules.clear()  # its steps hold the blocks cut (a forward's statistics keep theirs)
-    if prune_norm:
-        model.norm = nn.Identity()
-    return list(take)
 
 
 class TimmFeatures:
@@ -111,8 +94,8 @@ class TimmFeatures:
         (B, N, D) after the final norm, list). stop_early: no layer after the last one taken runs. compute: the
         test-time knob for this call (`compute.py`). return_stats: (result, the forward's `ForwardStats`).
         """
-        L = self.depth
-        take = take_indices(indices, L, type(self).__name__)
+        L = self.kept_layers  # the layers it owns (`pruning.py`), as timm's after pruning
+        take = take_indices(indices, L, self.feature_owner)
         if output_fmt not in OUTPUT_FORMATS:
             check_choice('output_fmt', output_fmt, OUTPUT_FORMATS)
         layers = take if stop_early or take[-1] == L - 1 else (*take, L - 1)
@@ -134,9 +117,9 @@ class TimmFeatures:
         or a 1-tuple with the (B, D) classification feature, as a `FeatureMaps` tuple carrying this forward's
         statistics in `.stats` (a plain tuple while `torch.export` traces). `compute`: the knob for this call.
         What `forward_intermediates` returns, in the frameworks' form (no layer after the last one taken runs)."""
-        L = self.depth
+        L = self.kept_layers
         if self.out_type == 'featmap':
-            layers = take_indices(self.out_indices, L, type(self).__name__)
+            layers = take_indices(self.out_indices, L, self.feature_owner)
             states, final, stats = self.forward_states(x, layers, compute)  # no layer after the last one taken
             if layers[-1] == L - 1 and not isinstance(self.norm, nn.Identity):
                 states[-1] = self.norm(final)
@@ -148,6 +131,13 @@ class TimmFeatures:
         # torch.export takes plain containers only (pytrees): a plain tuple there, the statistics stay eager.
         return outputs if torch.compiler.is_exporting() else FeatureMaps(outputs, stats)
 
+    @property
+    def feature_owner(self) -> str:
+        """The model as `indices` errors name it: its class, and its pruning when pruned at build (`pruning.py`)."""
+        if self.kept_layers == self.depth:
+            return type(self).__name__
+        return f'{type(self).__name__}, pruned at build ({self.pruned_after})'
+
     def pool(self, tokens: Tensor) -> Tensor:
         """(B, N, D) normalised final tokens -> (B, D): the CLS token, or the mean of the patch tokens."""
         return tokens[:, 0] if self.out_type == 'cls_token' else tokens[:, self.num_prefix_tokens :].mean(1)
@@ -156,8 +146,8 @@ class TimmFeatures:
     def prune_intermediate_layers(
         self, indices: int | Sequence[int] = 1, prune_norm: bool = False, prune_head: bool = True
     ) -> list[int]:
-        """timm's: keep the layers up to the last of `indices` and return them (sorted), cutting the rest where the
-        method allows it (one block per layer: PlainViT, NaiveRecursiveViT; the others refuse with an error naming
-        the method). `prune_norm`: the final norm becomes the identity. A backbone has no head (`prune_head` is
-        for the classifier)."""
-        return prune(self, indices, prune_norm)
+        """timm's: keep the layers up to the last of `indices` and return them (sorted), cutting what they do not need
+        (`pruning.prune`: the later layers of PlainViT and NaiveRecursiveViT, what no kept step of a recursive method
+        reaches). `prune_norm`: the final norm becomes the identity. A backbone has no head (`prune_head` is for the
+        classifier)."""
+        return prune(self, take_indices(indices, self.kept_layers, self.feature_owner), prune_norm)

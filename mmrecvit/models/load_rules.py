@@ -10,6 +10,7 @@ tools/test.py and the inferencers, detectron2's checkpointer, timm's `pretrained
     <block>.attn.rel_pos_h/_w  another length -> the model's, linear (ViTDet's `get_rel_pos`)
     patch_embed.proj.weight    3 input channels -> the model's `in_channels` (timm's `adapt_input_conv`: summed for
                                1 channel, else RGB repeated and scaled by 3/C)
+    the pruned modules' keys   dropped (a model whose `out_indices` stop early is pruned at build, `pruning.py`)
 
 Each change is one log line saying from what to what. Any other difference of shape is refused: one
 `CheckpointError` line naming the keys, where mmengine and detectron2 would load the rest and keep the model's
@@ -33,6 +34,7 @@ from torch import Tensor, nn
 from torch.utils.hooks import RemovableHandle
 
 from .checkpoint_files import CheckpointError
+from .pruning import pruned_roots
 from .rel_pos import resize
 
 logger = logging.getLogger('mmrecvit')
@@ -58,7 +60,7 @@ def adapt_to_model(
     """The three rules (module docstring) on a state dict of `model`'s own keys; each change one log line (none when
     `quiet`: a check before the load that will say it). Other keys and shapes are left to the caller's check."""
     sd = state_dict
-    for rule in (_resample_pos_embed, _resample_rel_pos, _adapt_input_channels):
+    for rule in (_drop_pruned, _resample_pos_embed, _resample_rel_pos, _adapt_input_channels):
         sd, said = rule(sd, model)
         if said and not quiet:
             logger.info(f'{source}: {said}')
@@ -84,6 +86,8 @@ def load_pre_hook(module: nn.Module, state_dict: dict[str, Any], prefix: str, *_
     for k, v in adapted.items():
         if v is not own[k]:
             state_dict[prefix + k] = v
+    for k in own.keys() - adapted.keys():  # a pruned module's (`_drop_pruned`)
+        del state_dict[prefix + k]
     refuse_wrong_shapes(adapted, module, source, prefix)
 
 
@@ -100,6 +104,17 @@ def watch_loads(model: nn.Module) -> RemovableHandle:
 
 
 # ---- the rules: (state dict, what changed or '') ---------------------------------------------------------------
+def _drop_pruned(state_dict: dict[str, Tensor], model: nn.Module) -> tuple[dict[str, Tensor], str]:
+    """The keys of the modules pruned at build (`pruning.py`, timm's pruned `features_only` models load the same
+    way): a full model's checkpoint loads into the pruned one."""
+    pruned = getattr(model, 'pruned_keys', frozenset())
+    dropped = [k for k in state_dict if k in pruned]
+    if not dropped:
+        return state_dict, ''
+    sd = {k: v for k, v in state_dict.items() if k not in pruned}
+    return sd, f'dropped {len(dropped)} tensors of {pruned_roots(dropped)}, pruned at build ({model.pruned_after})'
+
+
 def _resample_pos_embed(state_dict: dict[str, Tensor], model: nn.Module) -> tuple[dict[str, Tensor], str]:
     pos, target = state_dict.get('pos_embed'), getattr(model, 'pos_embed', None)
     if pos is None or target is None or pos.shape == target.shape:

@@ -260,7 +260,7 @@ class MoRViT(ViTBackbone):
             # In this frame, not in a callee: torch.compile resumes right after the host read of the counts.
             routing, kept = TokenChoice(self, route, DepthSubsets(route.token_recursions, R)), [None] * R
             stats.setting = tuple(map(tuple, routing.subsets.alive))
-        unit_start = self.blocks[1]  # the shared unit's first block: a recursion starts
+        unit_start = self.unit_start  # the shared unit's first block: a recursion starts
         for step in steps:
             block, r = step.block, self.layer_recursions[step.index]
             kw = dict(drop_path_rate=step.drop_path_rate, layout=step.layout)
@@ -277,6 +277,17 @@ class MoRViT(ViTBackbone):
         stats.aux_losses, stats.token_maps['recursions'] = losses, routing.recursions
         stats.scalars.update(scalars)
 
+    @property
+    def unit_start(self) -> nn.Module | None:
+        """The shared unit's first block (None when pruned at build with no recursion left, `pruning.py`)."""
+        return self.blocks[1] if len(self.blocks) > 1 else None
+
+    def drop_unreached(self, steps: Sequence[tuple[int, int]]) -> None:
+        """Pruned at build (`pruning.py`): expert choice's routers of the recursions the forward never starts."""
+        started = [r for r in (self.recursion_of_step[t] for t, _ in steps) if r is not None]
+        if self.routing == 'expert_choice':
+            del self.routers[max(started, default=-1) + 1 :]
+
     def work(self, steps: tuple[Step, ...], setting: Sequence | None, grid: tuple[int, int]) -> list[Work]:
         """The first block, the unit on the tokens chosen for each recursion (attention among them) after its router,
         the last block. `setting`: expert choice's capacities (None: all 1); token choice's alive[r][b], the tokens
@@ -284,7 +295,7 @@ class MoRViT(ViTBackbone):
         P, D = self.num_prefix_tokens, self.embed_dim
         tokens = grid[0] * grid[1] + P
         work: list[Work] = []
-        k_prev, unit_start = tokens - P, self.blocks[1]
+        k_prev, unit_start = tokens - P, self.unit_start
         for step in steps:
             r = self.layer_recursions[step.index]
             if r is None:
@@ -325,7 +336,7 @@ class MoRViT(ViTBackbone):
         out = fresh_parameters(self, rest, r'^routers?\.')
         if self.router_init == 'open':
             if self.routing == 'expert_choice':  # sigmoid(b) = OPEN_GATE for every token
-                for r in range(self.num_recursions):
+                for r in range(len(self.routers)):  # those it owns (pruned at build: the recursions it runs)
                     out[f'routers.{r}.bias'] = torch.full_like(
                         out[f'routers.{r}.bias'], math.log(OPEN_GATE / (1 - OPEN_GATE))
                     )

@@ -20,7 +20,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from . import fx
@@ -28,7 +27,15 @@ from .arguments import check_out_indices, deprecated, renamed, resolve_arch, sta
 from .backbone import ViTBackbone
 from .checkpoint import average_blocks, fresh_parameters, logger, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_sequence
-from .experts import DepthRouter, ExpertMlp, MergedFfn, depth_coordinates, out_depth_to_step, programmed_router
+from .experts import (
+    DepthRouter,
+    ExpertBlock,
+    ExpertMlp,
+    MergedFfn,
+    depth_coordinates,
+    out_depth_to_step,
+    programmed_router,
+)
 from .flops import OpWork
 from .numerics import finite, full_precision, sanitize
 from .registry import register_backbone
@@ -133,7 +140,7 @@ class ReViT(ViTBackbone):
         self.shared_init = check_choice('shared_init', shared_init, ['average', 'middle'])
         self.router_init = check_choice('router_init', router_init, ['programmed', 'uniform'])
         # The one shared block: a `Block` whose MLP is the expert bank (attention and norms as timm).
-        self.block = self.make_block(functools.partial(ExpertMlp, num_experts=self.num_experts))
+        self.block = self.make_block(functools.partial(ExpertMlp, num_experts=self.num_experts), ExpertBlock)
         self.router = DepthRouter(self.num_experts, router_hidden_dim)
         self._ffn_cache: tuple[tuple, tuple[Tensor, Tensor, MergedFfn]] | None = None
 
@@ -264,13 +271,13 @@ class ReViT(ViTBackbone):
     def merged_ffns(self, depth: int | None = None) -> tuple[Tensor, Tensor, MergedFfn]:
         """Gates (L, E), logits (L, E) and the L merged FFNs on the grid `s_t = t/(L-1)`."""
         gates, logits = self.route(depth_coordinates(self.depth if depth is None else check_int('depth', depth, 2)))
-        return gates, logits, self.block.mlp.merge(gates)
+        return gates, logits, self.block.sharded().merge(gates)
 
     def _training_ffns(self, gates: Tensor, num: int | None = None) -> list[MergedFfn] | None:
         """Training: the merged FFN of every gate row (U, E) from one product, the experts read once rather than once
         per row; None with `with_cp`: each application merges its own inside its checkpointed block call, so no
         merged weights outlive it."""
-        return None if self.with_cp else self.block.mlp.merge(gates).unbind(num)
+        return None if self.with_cp else self.block.sharded().merge(gates).unbind(num)
 
     def _cache_key(self, depth: int) -> tuple:
         params = (*self.router.parameters(), *self.block.mlp.parameters())
@@ -337,9 +344,7 @@ class ReViT(ViTBackbone):
         if lw['z']:
             out['loss_revit_z'] = lw['z'] * (weights * logits.logsumexp(-1).square()).sum()
         if lw['diversity']:
-            w1 = F.normalize(self.block.mlp.fc1.weight.flatten(1), dim=1)  # (E, H*D), unit rows
-            sim = w1 @ w1.T
-            out['loss_revit_diversity'] = lw['diversity'] * (sim.sum() - sim.diagonal().sum()) / (E * (E - 1))
+            out['loss_revit_diversity'] = lw['diversity'] * self.block.sharded().diversity()
         return out
 
     # ---- checkpoints and folding ------------------------------------------------------------

@@ -63,8 +63,13 @@ class Plan:
 def through(steps: tuple[Step, ...], layer: int) -> tuple[Step, ...]:
     """The steps up to the last one of a layer <= `layer` (the last application of `layer`, SR-ViT's in its last
     recursion): a forward that needs no later layer stops there."""
-    last = max((i for i, step in enumerate(steps) if step.layer <= layer), default=len(steps) - 1)
-    return steps[: last + 1]
+    return steps[: reach([step.layer for step in steps], layer)]
+
+
+def reach(layers: Sequence[int], layer: int) -> int:
+    """How many of the applications of `layers` (in execution order) a forward that needs no layer after `layer`
+    runs: those up to the last one of a layer <= `layer` (`through`)."""
+    return max((i for i, applied in enumerate(layers) if applied <= layer), default=len(layers) - 1) + 1
 
 
 def rescaled_layers(layers: Sequence[int], depth: int, kept: int) -> tuple[int, ...]:
@@ -163,7 +168,9 @@ class Schedules:
         """The steps of `steps` (uncached): each (index, layer) of `step_layers`, its layer's block, its layout and
         its stochastic-depth rate in training."""
         global_layers, rates = self.global_layers_at(setting), self.drop_path_rates if self.training else None
-        blocks, layer_blocks = self.blocks, self.layer_blocks
+        blocks, layer_blocks, pairs = self.blocks, self.layer_blocks, list(self.step_layers(setting))
+        if self.kept_layers < self._depth:  # pruned at build (`pruning.py`): the layers after are not owned
+            pairs = pairs[: reach([layer for _, layer in pairs], self.kept_layers - 1)]
         return tuple(
             Step(
                 t,
@@ -172,7 +179,7 @@ class Schedules:
                 self.layout(t, grid, layer, global_layers),
                 rates[t] if rates else 0.0,
             )
-            for t, layer in self.step_layers(setting)
+            for t, layer in pairs
         )
 
     def layer_reads(
@@ -183,7 +190,8 @@ class Schedules:
 
         def make() -> tuple[tuple[Step, ...], dict[int, tuple[int, ...]]]:
             full = self.steps(setting, grid)
-            reads = layer_reads(layers, self._depth, full[-1].layer + 1)  # the layers this setting runs
+            ran = max(layer for _, layer in self.step_layers(None if self.static_schedule else setting)) + 1
+            reads = layer_reads(layers, self._depth, ran)  # the layers this setting runs (unpruned: its own reads)
             steps = through(full, max(reads))
             last = {step.layer: t for t, step in enumerate(steps)}  # a layer's state is read after its last application
             read = [step.layer in reads and last[step.layer] == t for t, step in enumerate(steps)]

@@ -281,6 +281,15 @@ class SRViT(ViTBackbone):
             stats.scalars.update(self._scalars(u, weights, T))
             yield blocks[-1], x
 
+    def drop_unreached(self, steps: Sequence[tuple[int, int]]) -> None:
+        """Pruned at build (`pruning.py`): the later units' step transforms and routers, and the router of the unit
+        the forward ends inside (its mixture, the one reader of the router's logits, is never formed)."""
+        u, t, j = self.step_position[steps[-1][0]]
+        mixed = t == self.unit_recursions[u] - 1 and j == len(self.unit_blocks[u]) - 1
+        del self.step_transforms[u + 1 :]
+        for key in [k for k in self.routers if int(k) > u or (int(k) == u and not mixed)]:
+            del self.routers[key]
+
     def work(self, steps: tuple[Step, ...], recursions: Any, grid: tuple[int, int]) -> list[Work]:
         """Each step's block over every token; a step transform before each recursion t >= 1, the router before the
         unit (`router_input='unit_input'`) or after each recursion."""

@@ -167,19 +167,15 @@ class RecViTClassifier(nn.Module):
     def prune_intermediate_layers(
         self, indices: int | Sequence[int] | None = 1, prune_norm: bool = False, prune_head: bool = True
     ) -> list[int]:
-        """timm's: the layers after the last of `indices` go (the backbone cuts them where its method allows:
-        PlainViT, NaiveRecursiveViT; elsewhere a later layer is part of what an earlier one computes, and the
+        """timm's: what no layer up to the last of `indices` needs goes (`pruning.prune`: the later layers of PlainViT
+        and NaiveRecursiveViT, what no kept step of a recursive method reaches; reViT's one block stays and its
         forward stops early instead), the final norm (`prune_norm`) and the head (`prune_head`) become
         identities; returns the indices as sorted absolute layers. None: the backbone's `out_indices` (what
         timm's feature wrapper passes for `features_only=True` without `out_indices`)."""
         indices = list(self.backbone.out_indices) if indices is None else indices
-        take = take_indices(indices, self.backbone.depth, type(self.backbone).__name__)
-        if self.backbone.prunable:  # one block per layer: the later layers can go (`features.prune`)
-            self.backbone.prune_intermediate_layers(take, prune_norm=prune_norm)
-        else:
-            self.stops_early = self.stops_early or take[-1] < self.backbone.depth - 1
-            if prune_norm:
-                self.backbone.norm = nn.Identity()
+        take = take_indices(indices, self.backbone.kept_layers, self.backbone.feature_owner)
+        self.backbone.prune_intermediate_layers(take, prune_norm=prune_norm)  # what no kept layer needs goes
+        self.stops_early = self.stops_early or take[-1] < self.backbone.kept_layers - 1  # reViT: nothing to cut
         if prune_head:
             self.reset_classifier(0)
         return list(take)

@@ -24,7 +24,9 @@ Every backbone (and the routing variants) trains 2 iterations under DDP with
 `find_unused_parameters=False`: every parameter is in every iteration's graph (Edge-RecViT's masked
 training path runs all steps, MoR-ViT always routes CLS through every recursion, reViT merges all
 experts), so the shipped configs keep DDP's cheaper default (tests/configs/test_recipes.py checks every
-shipped config's backbone for it).
+shipped config's backbone for it); `out_indices` that stop before the last layer included, every method (the model
+is pruned at build, issue 48.4). The variants not compared with one process seed each rank its own
+(`diff_rank_seed=True`): reViT's ranks drop different steps.
 
 The bare backbones run under `torch.multiprocessing` + gloo; through the tools, the session's `two_rank_run`
 (`tools/dist_train.sh` with 2 processes, toy UperNet + MoR-ViT) is compared with `tools/train.py` in one.
@@ -39,7 +41,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 from backbone_cases import BACKBONE_CASES
-from ddp_workers import VARIANTS, _ddp_worker, _warn_worker, train_backbone
+from ddp_workers import FSDP_VARIANTS, VARIANTS, _ddp_worker, _fsdp_worker, _warn_worker, train_backbone
 from helpers import REFERENCE_ITERS, REPO, free_port, max_abs_diff, toy_cfg_options
 
 from mmrecvit.models import BACKBONES
@@ -72,6 +74,36 @@ def test_every_backbone_trains_under_ddp(ddp_results, variant, name, kwargs, com
         diff = max_abs_diff(rank0, train_backbone(variant))
         print(f'{variant}: max |w_ddp2 - w_1proc| = {diff:.2e}')
         assert diff <= TOLERANCE
+
+
+@pytest.fixture(scope='module')
+def fsdp_results(tmp_path_factory):
+    out = tmp_path_factory.mktemp('fsdp')
+    mp.spawn(_fsdp_worker, args=(2, free_port(), str(out)), nprocs=2)
+    return [torch.load(out / f'fsdp{r}.pth', weights_only=True) for r in range(2)]
+
+
+@pytest.mark.parametrize('variant', FSDP_VARIANTS)
+def test_every_method_trains_under_fsdp2_per_block_as_one_process(fsdp_results, variant):
+    """Issue 48.5: FSDP2 with every unique block and the model `fully_shard`ed, 2 gloo ranks on the CPU (gloo has
+    the all-gather and reduce-scatter FSDP2 needs): the gathered weights after 2 SGD steps are the unwrapped
+    model's (both ranks see the same images and draws); reViT merges its experts and reads its diversity loss in
+    forwards of the block's unit (`experts.ExpertBlock`)."""
+    for rank in fsdp_results:
+        assert not isinstance(rank[variant], str), f'{variant} under FSDP2: {rank[variant]}'
+        diff, moved = rank[variant]
+        print(f'{variant}: max |w_fsdp2 - w_1proc| = {diff:.2e} (moved {moved:.2e})')
+        assert diff <= 1e-6 and moved > 1e-3
+
+
+def test_shared_blocks_kept_gathered_through_the_forward_gather_no_more_in_backward(fsdp_results):
+    """docs/multi_node.md, "FSDP2": a block `fully_shard`ed with `reshard_after_forward=False` stays gathered from
+    its forward to its backward, so a step's backward gathers nothing again; the counts are printed (`all_gathers`)."""
+    counts = fsdp_results[0]
+    for name in ('PlainViT', 'SRViT', 'ReViT'):
+        resharded, kept = counts[f'all-gathers {name} True'], counts[f'all-gathers {name} False']
+        print(f'{name}: {resharded} all-gathers per training step, {kept} with reshard_after_forward=False')
+        assert kept < resharded
 
 
 def test_warn_mode_on_one_rank_keeps_ddp_in_step(tmp_path):

@@ -121,10 +121,18 @@ def test_prune_cuts_the_layers_of_dense_models_as_timm_does():
 
 
 @pytest.mark.parametrize('name', ['SRViT', 'ReViT', 'EdgeRecViT', 'MoRViT'])
-def test_prune_refuses_to_cut_a_recursive_model_and_keeps_it_whole(name):
-    model = tiny_backbone(name)
+def test_prune_cuts_what_no_kept_step_of_a_recursive_model_reaches(name):
+    """Issue 48.4: as timm's, for every method (`pruning.prune`); reViT's one block runs at every step: kept."""
+    model = tiny_backbone(name).eval()
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        before = model.forward_intermediates(x, indices=[0], intermediates_only=True, stop_early=True)
     keys = set(model.state_dict())
-    with pytest.raises(ValueError, match=f'{name} cannot be cut to its first 1 of {model.depth} layers'):
-        model.prune_intermediate_layers([0])
-    assert set(model.state_dict()) == keys
-    assert model.prune_intermediate_layers(2) == [model.depth - 2, model.depth - 1]  # nothing to cut: fine
+    assert model.prune_intermediate_layers(2) == [model.depth - 2, model.depth - 1]  # nothing to cut
+    assert set(model.state_dict()) == keys and model.pruned_keys == frozenset()
+    assert model.prune_intermediate_layers([0]) == [0]
+    assert model.pruned_keys == keys - set(model.state_dict())
+    assert (model.kept_layers == model.depth) == (name == 'ReViT') == (model.pruned_keys == frozenset())
+    with torch.no_grad():
+        after = model.forward_intermediates(x, indices=[0], intermediates_only=True, stop_early=True)
+    torch.testing.assert_close(after, before, rtol=0, atol=0)

@@ -144,6 +144,16 @@ def test_prune_intermediate_layers_keeps_the_maps(method):
     assert pruned.flops < ran.flops  # the layers after the last one read are gone (cut) or not run (stop early)
 
 
+@pytest.mark.parametrize('method', list(BACKBONE_CASES))
+def test_features_only_models_put_every_parameter_in_the_graph(method):
+    """Issue 48.4: timm's features_only model of every method is pruned to what its layers need, so DDP with
+    `find_unused_parameters=False` finds every parameter in the graph of a training step (the recursive methods
+    stopped early before, keeping later blocks without a gradient)."""
+    model = tiny(method, features_only=True, out_indices=layers_to_read(method)).train()
+    sum(f.square().mean() for f in model(torch.randn(2, 3, 64, 80))).backward()
+    assert [n for n, p in model.named_parameters() if p.grad is None] == []
+
+
 def test_bad_input_is_one_clear_error():
     import timm
 
