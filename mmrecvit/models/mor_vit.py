@@ -284,7 +284,7 @@ class MoRViT(ViTBackbone):
 
     def drop_unreached(self, steps: Sequence[tuple[int, int]]) -> None:
         """Pruned at build (`pruning.py`): expert choice's routers of the recursions the forward never starts."""
-        started = [r for r in (self.recursion_of_step[t] for t, _ in steps) if r is not None]
+        started = [r for r in (self.layer_recursions[t] for t, _ in steps) if r is not None]
         if self.routing == 'expert_choice':
             del self.routers[max(started, default=-1) + 1 :]
 
