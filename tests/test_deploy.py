@@ -117,29 +117,32 @@ def test_torch_export_adaptive_edge_recvit():
 
 @pytest.mark.slow
 @pytest.mark.parametrize('rel_pos', [False, True], ids=['', 'rel_pos'])
-@pytest.mark.parametrize('name', STATIC + ['EdgeRecViT'])
-def test_compile_has_no_graph_break(name, rel_pos):
+@pytest.mark.parametrize(
+    'name, extra', [(n, {}) for n in STATIC + ['EdgeRecViT']] + [('EdgeRecViT', dict(execution='adaptive'))]
+)
+def test_compile_has_no_graph_break(name, extra, rel_pos):
     torch._dynamo.reset()
-    model = build(name, use_rel_pos=rel_pos)  # EdgeRecViT: execution='masked'
+    model = build(name, use_rel_pos=rel_pos, **extra)  # EdgeRecViT: execution='masked'; 'adaptive' compiles as it
     with torch.no_grad():
         explain = torch._dynamo.explain(model)(torch.randn(1, 3, 64, 64))
     assert explain.graph_break_count == 0, [str(b.reason)[:200] for b in explain.break_reasons]
     assert explain.graph_count == 1
 
 
-@pytest.mark.parametrize(
-    'name, extra', [('EdgeRecViT', dict(execution='adaptive')), ('MoRViT', dict(routing='token_choice'))]
-)
 @pytest.mark.slow
-def test_compile_token_adaptive_compiles_blocks(name, extra):
+def test_compile_token_choice_compiles_blocks():
+    """MoR-ViT token choice (tests/models/test_compile.py: its graph count is bounded); Edge-RecViT's adaptive
+    execution compiles as its masked reference, one graph (test_compile_has_no_graph_break)."""
     torch._dynamo.reset()
-    model = build(name, **extra)
+    model = build('MoRViT', routing='token_choice')
     x = torch.randn(1, 3, 64, 64)
     with torch.no_grad():
         explain = torch._dynamo.explain(model)(x)
-    # Breaks only where the token count is read to the host; the blocks between them are graphs.
+    # Breaks only where the token counts are read to the host and at each recursion's selection (kept eager); the
+    # blocks between them are graphs.
     assert explain.graph_count > model.depth // 2
-    assert all('_local_scalar_dense' in str(b.reason) or 'item' in str(b.reason) for b in explain.break_reasons)
+    reasons = ('_local_scalar_dense', 'item', 'torch.compiler.disable', 'skip')
+    assert all(any(r in str(b.reason) for r in reasons) for b in explain.break_reasons), explain.break_reasons
 
 
 @pytest.mark.slow

@@ -80,8 +80,10 @@ class EdgeRecViT(ViTBackbone):
             the DU balance loss `L sum_l E_l A_l` (0.1); dense tasks use STB + DU only (decision).
         gumbel_tau: the temperature of the training-time depth draw (1.0), a tempered categorical softmax(z / tau)
             drawn by Gumbel-max (not the Gumbel-softmax relaxation softmax((z + g) / tau): docs/methods/edge_recvit.md);
-            a plain attribute (`mm.hooks.TemperatureScheduleHook` anneals it): tau -> 0 trains on the argmax depths
-            eval runs.
+            a float attribute (`mm.hooks.TemperatureScheduleHook` anneals it) held in a non-persistent fp32 buffer
+            that setting it updates in place, so a compiled forward reads a tensor, not a constant that recompiles
+            (issue 48.3; not in the state dict: the hook sets it from the iteration): tau -> 0 trains on the
+            argmax depths eval runs.
         max_depth: inference knob: cap every depth at this many layers (CLS too). None: L.
         depth_shift: inference knob: add this to every patch token's depth (clipped to [1, max_depth]).
         (attribute) depth_pattern: None, or a callable (B, Np) ranker depths -> the depths to run before the shift
@@ -90,7 +92,8 @@ class EdgeRecViT(ViTBackbone):
             paper's parameter counts). frozen_kv: exited tokens stay keys/values with their frozen state (True,
             docs/methods/edge_recvit.md); False: attention among the active tokens only. tail_on_all: every
             token runs the tail on its frozen state (our option, off = the paper).
-        execution: 'adaptive' (the engine, eval) or 'masked' (the reference). Training always runs 'masked'.
+        execution: 'adaptive' (the engine, eval) or 'masked' (the reference). Training and torch.compile (one graph:
+            the engine's shapes are data) always run 'masked'.
         compute: the test-time knob through a shifted depth assignment: every patch token's depth of an image
             shifted by the same k in -(L-1)..0 (clipped), k the largest whose FLOPs (the 'adaptive' plan's) are
             <= compute x the full-depth FLOPs; chosen per image, the ranker's order kept.
@@ -131,13 +134,33 @@ class EdgeRecViT(ViTBackbone):
         self.tail_on_all = check_bool('tail_on_all', tail_on_all)
         self.stb_loss_weight = check_float('stb_loss_weight', stb_loss_weight, 0.0, math.inf)
         self.du_loss_weight = check_float('du_loss_weight', du_loss_weight, 0.0, math.inf)
-        self.gumbel_tau = check_float('gumbel_tau', gumbel_tau, 0.0, math.inf, low_open=True)
+        self.register_buffer('_gumbel_tau', torch.ones((), dtype=torch.float32), persistent=False)
+        self.gumbel_tau = gumbel_tau
         self.max_depth, self.depth_shift, self.execution = max_depth, depth_shift, execution
         self.depth_pattern: Callable[[Tensor], Tensor] | None = None
         self.check_knobs()
         self.blocks = nn.ModuleList(self.make_block() for _ in (HEAD, SHARED, TAIL))
         self.layer_blocks = (HEAD,) + (SHARED,) * (self.depth - 2) + (TAIL,)  # the block each layer runs
         self.ranker = EarrRanker(self.embed_dim, self.depth)
+
+    @property
+    def gumbel_tau(self) -> float:
+        """The depth draw's temperature: read from its Python mirror (no device read), written into the buffer."""
+        return self._gumbel_tau_value
+
+    @gumbel_tau.setter
+    def gumbel_tau(self, value: float) -> None:
+        self._gumbel_tau_value = check_float('gumbel_tau', value, 0.0, math.inf, low_open=True)
+        with torch.no_grad():
+            self._gumbel_tau.fill_(self._gumbel_tau_value)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> EdgeRecViT:
+        """Conversions move the temperature, rewritten from its mirror: fp32 whatever the cast (a `.half()` model draws
+        as an fp32 one), set after `to_empty`."""
+        super()._apply(fn, recurse)
+        device = self._buffers['_gumbel_tau'].device
+        self._buffers['_gumbel_tau'] = torch.full((), self._gumbel_tau_value, dtype=torch.float32, device=device)
+        return self
 
     def check_knobs(self) -> None:
         """Validate the inference knobs (at construction and at every forward: plain attributes)."""
@@ -244,7 +267,7 @@ class EdgeRecViT(ViTBackbone):
     ) -> Iterator[tuple[int, Tensor]]:
         """The ranker's depth per patch token (and the knobs', the compute knob's `fraction` per image), then layer
         after layer, head, shared x (L - 2), tail, each token until its depth: the masked reference in training and
-        with execution='masked', the token-adaptive engine otherwise (the module docstring)."""
+        with execution='masked' or under torch.compile, the token-adaptive engine otherwise (the module docstring)."""
         self.check_knobs()
         B, N, _ = x.shape
         P, L = self.num_prefix_tokens, self.depth
@@ -258,7 +281,7 @@ class EdgeRecViT(ViTBackbone):
         depth = eval_depth
         if self.training:  # Gumbel-softmax straight-through: the forward uses the sampled one-hot
             gumbels = -torch.empty_like(logits).exponential_().log()
-            y_soft = (logits / self.gumbel_tau + gumbels).softmax(-1)  # tau anneals the draw toward argmax (docs)
+            y_soft = (logits / self._gumbel_tau + gumbels).softmax(-1)  # tau anneals the draw toward argmax (docs)
             depth = self.assign_depths(y_soft.detach().argmax(-1) + 1)
         depths = torch.cat([depth.new_full((B, P), self.cls_depth), depth], 1)  # (B, N)
         stats.aux_losses = self._aux_losses(logits, probs, eval_depth)
@@ -269,7 +292,9 @@ class EdgeRecViT(ViTBackbone):
         stats.token_maps.update({'depth': depth, 'confidence': confidence})
         stats.setting = None
         run = self.block_runner()
-        if self.training or self.execution == 'masked':
+        # torch.compile runs the masked reference: the engine's token counts are data (a graph and a recompile per new
+        # image); the same outputs in one graph, without the engine's savings (docs/deploy.md).
+        if self.training or self.execution == 'masked' or torch.compiler.is_compiling():
             y = F.one_hot(depths - 1, L).to(x.dtype)  # (B, N, L)
             if self.training:
                 y = y + F.pad(y_soft - y_soft.detach(), (0, 0, P, 0))  # straight-through for patch tokens

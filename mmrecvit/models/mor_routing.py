@@ -115,6 +115,7 @@ class TokenChoice:
         self.model, self.route, self.subsets = model, route, subsets
         self.recursions = route.recursions
 
+    @torch.compiler.disable
     def select(self, r: int, x: Tensor, k: int | None = None) -> tuple[TokenSubset, Tensor]:
         active = self.subsets.active(r)
         return active, self.route.gate.index_select(0, active.index)

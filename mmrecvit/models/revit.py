@@ -280,18 +280,18 @@ class ReViT(ViTBackbone):
         return None if self.with_cp else self.block.sharded().merge(gates).unbind(num)
 
     def _cache_key(self, depth: int) -> tuple:
+        """What the merged FFNs depend on besides conversions (`_apply` drops the cache): depth, temperature and each
+        router/expert parameter, by identity (`load_state_dict(assign=True)`) and version counter (in-place writes:
+        optimizer steps, `load_state_dict`). No `data_ptr`: dynamo cannot guard on it (issue 48.3)."""
         params = (*self.router.parameters(), *self.block.mlp.parameters())
-        return (
-            depth,
-            self.router_temperature,
-            params[0].device,
-            tuple([(p.data_ptr(), p._version, p.dtype) for p in params]),
-        )
+        return (depth, self.router_temperature, tuple([(id(p), p._version) for p in params]))
 
     def _inference_ffns(self, depth: int) -> tuple[Tensor, Tensor, list[MergedFfn], bool]:
-        """Eval mode: the merged FFNs of `depth` steps, cached while autograd is off and the key (every router/
-        expert parameter's version and storage, dtype, device, depth) holds; the last value: computed now."""
-        if torch.is_grad_enabled() or fx.symbolic_tracing():  # fx: merged in the graph from its parameters
+        """Eval mode: the merged FFNs of `depth` steps, cached while autograd is off and the key holds (`_cache_key`);
+        the last value: computed now. Under torch.compile and fx they are merged inside the graph at every call (no
+        cache: a Python-side cache read would be a guard and a second graph, and fx would bake the weights in as
+        constants; the merge costs E/N of the FFNs' work)."""
+        if torch.is_grad_enabled() or torch.compiler.is_compiling() or fx.symbolic_tracing():
             gates, logits, ffn = self.merged_ffns(depth)
             return gates, logits, ffn.unbind(depth), True
         key, cache = self._cache_key(depth), self._ffn_cache  # one read: forwards may run in several threads
@@ -302,7 +302,7 @@ class ReViT(ViTBackbone):
         with torch.inference_mode(False), torch.no_grad(), torch.autocast(device_type, enabled=False):
             gates, logits, ffn = self.merged_ffns(depth)
         value = (gates, logits, ffn.unbind())  # per step: no indexing in the forward
-        if torch.compiler.is_compiling() or bool(torch.isfinite(logits).all()):  # non-finite: reported, not cached
+        if bool(torch.isfinite(logits).all()):  # non-finite: reported, not cached
             self._ffn_cache = (key, value)
         return (*value, True)
 
@@ -310,6 +310,10 @@ class ReViT(ViTBackbone):
         """Drop the eval cache of merged FFNs (needed only after writes through `p.data`, which bypass the
         version counters the cache key reads)."""
         self._ffn_cache = None
+
+    def _apply(self, fn: Any, recurse: bool = True) -> ReViT:
+        self.invalidate_cache()  # .to(), .cuda(), .half(), ...: the cached merge is in the old device and dtype
+        return super()._apply(fn, recurse)
 
     def train(self, mode: bool = True) -> ReViT:
         if mode:

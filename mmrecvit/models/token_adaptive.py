@@ -95,10 +95,14 @@ class TokenSubset:
         )
 
     def image_of_rows(self) -> Tensor:
-        """(T,) image index of every row (computed once)."""
-        if self._images is None:
-            self._images = torch.div(self.index, self.num_tokens, rounding_mode='floor')
-        return self._images
+        """(T,) image index of every row (computed once; while compiling at every call: the subset outlives the
+        checkpointed block that asks, and dynamo refuses a write to it from inside `checkpoint`, a graph break)."""
+        if self._images is not None:
+            return self._images
+        images = torch.div(self.index, self.num_tokens, rounding_mode='floor')
+        if not tracing():
+            self._images = images
+        return images
 
     def mask(self) -> Tensor:
         """(B, N) bool, True for the tokens of the subset."""

@@ -335,3 +335,19 @@ def test_the_confidence_map_keeps_its_graph_for_cce():
     confidence.sum().backward()  # CCE's path to the ranker (mmrecvit/mm/cce.py)
     assert model.ranker.fc2.weight.grad.abs().sum() > 0
     assert not stats.scalars['depth/conf'].requires_grad
+
+
+def test_the_temperature_is_a_buffer_out_of_the_state_dict():
+    """Issue 48.3: `gumbel_tau` is read as a tensor by the forward (a compiled forward does not recompile as it
+    anneals): setting it writes one fp32 buffer in place; it stays out of the state dict (checkpoints from before
+    load strictly) and fp32 through casts."""
+    model = build()
+    tau = model._gumbel_tau
+    model.gumbel_tau = 0.3
+    assert model._gumbel_tau is tau and tau.item() == pytest.approx(0.3) and model.gumbel_tau == 0.3
+    assert not any('gumbel_tau' in k for k in model.state_dict())
+    build().load_state_dict(model.state_dict())  # strict
+    model.bfloat16()
+    assert model._gumbel_tau.dtype == torch.float32 and model._gumbel_tau.item() == torch.tensor(0.3).item()
+    with pytest.raises(ValueError, match='gumbel_tau'):
+        model.gumbel_tau = 0.0

@@ -293,6 +293,12 @@ def test_eval_cache_merges_once_and_follows_parameter_changes():
             assert model(x.double())[0].dtype == torch.float64
         assert merge.call_count == trained_merges + 4
 
+        model.load_state_dict(other.double().state_dict(), assign=True)  # new parameters: new identities
+        with torch.no_grad():
+            model(x.double())
+        assert merge.call_count == trained_merges + 5
+        trained_merges += 1
+
         model.block.mlp.fc2.bias.data.add_(1.0)  # invisible to version counters ...
         model.invalidate_cache()  # ... hence the explicit hook
         with torch.no_grad():
