@@ -57,7 +57,7 @@ class ReViT(ViTBackbone):
             depth when L changes (the paper's reason). (`out_depths`, deprecated: normalised depths in (0, 1].)
         step_drop_rate: elastic-depth training, per-image probability of dropping a whole step (0.3; 0
             disables it). Ignored in eval mode. step_drop_groups: the images share their kept steps in G =
-            gcd(B, step_drop_groups) groups of consecutive images (16; B or more: every image its own), so that each
+            gcd(B, step_drop_groups) groups of consecutive images (8; B or more: every image its own), so that each
             step's one block call runs its FFNs as G-batched products of B/G images rather than per image
             (docs/methods/revit.md).
         balance_loss_weight, z_loss_weight, diversity_loss_weight: weights of the auxiliary losses (1e-2, 1e-3,
@@ -94,7 +94,7 @@ class ReViT(ViTBackbone):
         router_hidden_dim: int = 16,
         router_temperature: float = 1.0,
         step_drop_rate: float = 0.3,
-        step_drop_groups: int = 16,
+        step_drop_groups: int = 8,
         balance_loss_weight: float = 1e-2,
         z_loss_weight: float = 1e-3,
         diversity_loss_weight: float = 1e-3,
@@ -314,7 +314,15 @@ class ReViT(ViTBackbone):
 
     # ---- statistics and auxiliary losses ----------------------------------------------------
     def _statistics(
-        self, stats: ForwardStats, gates: Tensor, logits: Tensor, K: int, counts: Tensor, routed: int, merges: int, B: int
+        self,
+        stats: ForwardStats,
+        gates: Tensor,
+        logits: Tensor,
+        K: int,
+        counts: Tensor,
+        routed: int,
+        merges: int,
+        B: int,
     ) -> None:
         """Gates and usage into `stats`, the aux losses in training, and the work outside the schedule: the router
         on `routed` coordinates and `merges` expert merges, done once for the batch (counted per image). `counts`
