@@ -211,8 +211,9 @@ class ReViT(ViTBackbone):
         coords = torch.cat([grid.float(), draw.coords.flatten()])  # (L + L C,)
         logits = finite('router logits', _labels(L, C), full_precision(self.router, coords), self.router)
         gates = self.gates_of(logits)
+        # Each block call merges its C FFNs (`ExpertMlp`): one (L C)-row product would cost its stack of L C merged
+        # FFNs in backward, more than reading the experts once per step (docs/methods/revit.md).
         rows_gates = gates[L:].unflatten(0, (L, C))  # (L, C, E)
-        ffns = self._training_ffns(rows_gates)  # per step the (C, ...) FFNs of its slots, from one product
         run, schedule = self.block_runner(), self.steps(None, stats.grid)
         layers = [step.layer for step in steps if step.read]
         reads = {i: (draw.reads(i, L), x) for i in layers if i != L - 1}  # the last layer is the final state
@@ -220,8 +221,9 @@ class ReViT(ViTBackbone):
         for step in schedule:
             t, slots = step.index, draw.slots[step.index]
             rows = groups.index_select(0, slots).flatten(0, 1)  # (C g, N, D), the groups this step runs
-            ffn = dict(expert_gates=rows_gates[t]) if ffns is None else dict(ffn=ffns[t])
-            out = run(self.block, rows, drop_path_rate=step.drop_path_rate, layout=step.layout, **ffn)
+            out = run(
+                self.block, rows, drop_path_rate=step.drop_path_rate, layout=step.layout, expert_gates=rows_gates[t]
+            )
             out = torch.where(per_image(draw.slot_kept[t], g)[:, None, None], out, rows)  # a slot not kept: as it was
             groups = groups.index_copy(0, slots, out.unflatten(0, (C, g)))
             x = groups.flatten(0, 1)
