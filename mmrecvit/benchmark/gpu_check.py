@@ -59,17 +59,16 @@ from .gpu_check_results import REPO, Result, Setup, guarded
 KNOWN_FAILURES = {
     'sync/SRViT *': '48.2 (the non-finite guard reads its flag once per forward)',
     'sync/ReViT train': '48.2 (the non-finite guard)',
-    'sync/ReViT-elastic train': "48.2 (step dropout's boolean indexing and list, the guard)",
+    'sync/ReViT-elastic train': '48.2 (the non-finite guard)',
     'sync/EdgeRecViT *': '48.2 (the guard; the adaptive eval reads its depths)',
     'sync/MoRViT *': '48.2 (the guard)',
     'sync/MoRViT-token_choice *': '48.2 (the guard; token choice reads its counts)',
     'compile/ReViT eval': "48.3 (the merged-FFN cache's data_ptr key recompiles)",
-    'compile/ReViT-elastic *': "48.3 (step dropout's f-string on a symbolic float; the eval cache)",
+    'compile/ReViT-elastic eval': "48.3 (the merged-FFN cache's data_ptr key recompiles)",
     'compile/EdgeRecViT *': '48.3 (the annealed tau recompiles; the adaptive eval: a graph per image)',
     'compile/MoRViT-token_choice *': '48.3 (a graph per new image)',
     'ddp/* out_indices (2, 5, 8)': '48.4 (the layers after the last output leave the graph)',
     'fsdp/ReViT*': "48.5 (the experts' merge outside a module's forward: mixed Tensor and DTensor)",
-    'revit_dropout/*': '48.1 (one block call per group of images that drop the same steps)',
 }
 
 

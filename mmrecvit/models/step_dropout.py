@@ -44,6 +44,15 @@ class StepDrop(NamedTuple):
         target = ((layer + 1) * self.depth // num_steps).clamp(min=1) - 1
         return self.kept & (self.rank == target)
 
+    def read_slots(self, layer: int, num_steps: int) -> tuple[Tensor, Tensor]:
+        """(G,) the slot t C + j of each group's state of layer `layer` (`reads`: its step t, its place j there) and
+        (G,) bool whether it has one (a group with no kept step, the top-up's fallback, has none)."""
+        hit = self.reads(layer, num_steps)
+        L, C = self.slots.shape
+        place = torch.zeros_like(self.rank).scatter_(1, self.slots, torch.arange(C, device=hit.device).expand(L, C))
+        step = hit.long().argmax(0)  # (G,): the first (only) step with a hit
+        return step * C + place.gather(0, step.unsqueeze(0)).squeeze(0), hit.any(0)
+
 
 def num_groups(batch: int, groups: int) -> int:
     """G: the groups of consecutive images that share their kept steps, gcd(B, `step_drop_groups`)."""
