@@ -202,7 +202,7 @@ class ReViT(ViTBackbone):
         """Training with step dropout (`step_dropout.py`): each step is one block call over the C groups of images it
         runs, each with the FFN merged for its own depth coordinate (`ExpertMlp`'s grouped product); the others keep
         their state. Image b reads layer i at its own kept step, so each layer the forward reads (`Step.read`) but the
-        last is gathered from the steps' outputs (one `index_select` of the stacked slots) and yielded at the end."""
+        last is gathered step by step and yielded at the end."""
         B, L = x.shape[0], self._depth
         G = num_groups(B, self.step_drop_groups)
         g, draw = B // G, sample_steps(G, L, self.step_drop_rate, x.device)
@@ -216,8 +216,8 @@ class ReViT(ViTBackbone):
         rows_gates = gates[L:].unflatten(0, (L, C))  # (L, C, E)
         run, schedule = self.block_runner(), self.steps(None, stats.grid)
         layers = [step.layer for step in steps if step.read]
-        reads = [i for i in layers if i != L - 1]  # the last layer is the final state
-        groups, outs, embedded = x.unflatten(0, (G, g)), [], x  # (B, N, D) -> (G, g, N, D)
+        reads = {i: (draw.reads(i, L), x) for i in layers if i != L - 1}  # the last layer is the final state
+        groups = x.unflatten(0, (G, g))  # (B, N, D) -> (G, g, N, D)
         for step in schedule:
             t, slots = step.index, draw.slots[step.index]
             rows = groups.index_select(0, slots).flatten(0, 1)  # (C g, N, D), the groups this step runs
@@ -227,16 +227,10 @@ class ReViT(ViTBackbone):
             out = torch.where(per_image(draw.slot_kept[t], g)[:, None, None], out, rows)  # a slot not kept: as it was
             groups = groups.index_copy(0, slots, out.unflatten(0, (C, g)))
             x = groups.flatten(0, 1)
-            if reads:
-                outs.append(out)
-        slotted = torch.stack(outs).view(-1, g, *x.shape[1:]) if reads else None  # (L C, g, N, D): every slot's state
+            for i, (hit, state) in reads.items():
+                reads[i] = (hit, torch.where(per_image(hit[t], g)[:, None, None], x, state))
         for i in layers:
-            if i == L - 1:
-                yield i, x
-                continue
-            index, has = draw.read_slots(i, L)
-            state = slotted.index_select(0, index).flatten(0, 1)  # (B, N, D): each group's own step's state
-            yield i, torch.where(per_image(has, g)[:, None, None], state, embedded)
+            yield i, x if i == L - 1 else reads[i][1]
         stats.setting = (C / G,) * L  # the share of the images each step ran (the FLOP model's `work`)
         kept = per_image(draw.kept, g).T  # (B, L)
         stats.tables['kept_steps'] = kept

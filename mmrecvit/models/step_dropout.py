@@ -1,14 +1,15 @@
 """reViT's elastic-depth training: step dropout, each image running its kept steps as a shorter reViT
 (docs/methods/revit.md, "Elastic depth in training").
 
-Each image (each group of `B/G` consecutive images, G = gcd(B, `step_drop_groups`)) runs each step with probability
-exactly 1 - p, independently over the steps; its K kept steps are renumbered and their depth coordinates re-spread,
-s_k = k/(K-1), so it computes exactly reViT at depth K. What is drawn, on the device with no host sync and static
-shapes: at every step a uniformly random ranking of the G groups; the first `floor(q)` run, q = (1-p) G, and the next
-one with probability q - floor(q) (it runs the block either way and its result is discarded when not kept, so every
-step is one block call over `ceil(q)` groups). So per image each step is kept with probability 1 - p, but within a
-step the kept count is floor(q) or floor(q) + 1 rather than binomial. A group left with fewer than 2 steps takes a
-step from a group that keeps at least 3 (`sample_steps`).
+Each image (each group of B/G consecutive images, G = gcd(B, `step_drop_groups`)) runs each step with probability
+m = E[max(K0, 2)]/L, K0 ~ Binomial(L, 1 - p) (the paper's 1 - p with our top-up to 2 steps: `keep_rate`),
+independently over the steps; its K kept steps are renumbered and their depth coordinates re-spread, s_k = k/(K-1),
+so it computes exactly reViT at depth K. What is drawn, on the device with no host sync and static shapes: at every
+step a uniformly random ranking of the G groups; the first floor(q) run, q = m G, and the next one with probability
+q - floor(q) (it runs the block either way and its result is discarded when not kept, so every step is one block call
+over C = ceil(q) groups). So per image each step is kept with probability m, but within a step the kept count is
+floor(q) or floor(q) + 1 rather than binomial. A group left with fewer than 2 steps takes steps from groups that keep
+at least 3 (`sample_steps`).
 """
 
 from __future__ import annotations
@@ -43,15 +44,6 @@ class StepDrop(NamedTuple):
         max(1, floor((layer+1) K / L)) - 1, docs/methods/revit.md "Outputs by relative depth")."""
         target = ((layer + 1) * self.depth // num_steps).clamp(min=1) - 1
         return self.kept & (self.rank == target)
-
-    def read_slots(self, layer: int, num_steps: int) -> tuple[Tensor, Tensor]:
-        """(G,) the slot t C + j of each group's state of layer `layer` (`reads`: its step t, its place j there) and
-        (G,) bool whether it has one (a group with no kept step, the top-up's fallback, has none)."""
-        hit = self.reads(layer, num_steps)
-        L, C = self.slots.shape
-        place = torch.zeros_like(self.rank).scatter_(1, self.slots, torch.arange(C, device=hit.device).expand(L, C))
-        step = hit.long().argmax(0)  # (G,): the first (only) step with a hit
-        return step * C + place.gather(0, step.unsqueeze(0)).squeeze(0), hit.any(0)
 
 
 def num_groups(batch: int, groups: int) -> int:
