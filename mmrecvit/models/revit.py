@@ -396,7 +396,7 @@ class ReViT(ViTBackbone):
 
 def _labels(K: int, slots: int = 0) -> list[str]:
     """The rows of a router-logits table for the finiteness check: the K steps of the grid (s = t/(K-1)), then under
-    step dropout each step's `slots` groups (at their own coordinates). From integers only: a coordinate is a
-    symbolic float under torch.compile, which a format spec cannot print."""
-    grid = [f'step {t} (s={t}/{K - 1})' for t in range(K)]
+    step dropout each step's `slots` groups (at their own coordinates, drawn on the device: not printed, as a
+    coordinate read from the draw is a symbolic float under torch.compile, which a format spec cannot print)."""
+    grid = [f'step {t} (s={t / (K - 1):.3g})' for t in range(K)]  # Python ints: constants while compiling
     return grid + [f'step {t}, group slot {j} (its own kept-step coordinate)' for t in range(K) for j in range(slots)]
