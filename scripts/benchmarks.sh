@@ -4,7 +4,7 @@
 # (+ .csv); docs/benchmarks.md is then assembled from all tables present, in this order.
 #
 #   bash scripts/benchmarks.sh            # all tables (make bench)
-#   bash scripts/benchmarks.sh plain      # one table: plain | srvit | revit | edge | mor | equal | window | cp | train | deploy | overhead | imports
+#   bash scripts/benchmarks.sh plain      # one table: plain | srvit | revit | edge | mor | equal | window | cp | train | dropout | deploy | overhead | imports
 #   bash scripts/benchmarks.sh assemble   # no measurement: docs/benchmarks.md from the reports present
 #
 # Run it on an otherwise idle machine: timings on a shared machine are noise.
@@ -91,6 +91,11 @@ bench train train_step 'Training step at equal block applications (12) vs PlainV
   mor-s-full='MoRViT(arch="small", capacities=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])' \
   mor-s-default='MoRViT(arch="small")' \
   --mode train --batch 8 --size 224 --warmup 1 --repeats "$(( (REPEATS + 2) / 3 ))" --reference plainvit-s
+bench dropout revit_step_dropout "reViT's step dropout at batch 64 (issue 48.1)" \
+  'A training step (forward, backward, AdamW step) of reViT-Ti (depth 12, E = 4) at 112x112, batch 64, with step dropout 0.3 against the same step without: each step is one block call over ceil(0.7 G) of the G = 8 image groups (6 of 8: 75 % of the block work), so at most ~0.80x.' \
+  revit-ti-drop0='ReViT(arch="tiny", img_size=112, num_experts=4, step_drop_rate=0.0)' \
+  revit-ti-drop0.3='ReViT(arch="tiny", img_size=112, num_experts=4, step_drop_rate=0.3)' \
+  --mode train --batch 64 --size 112 --threads 1 --warmup 1 --repeats "$(( (REPEATS + 2) / 3 * 2 ))" --reference revit-ti-drop0 --stat median
 # Python overhead: library calls (exact) and latency at 32x32, batch 1 (a GPU-launch proxy), beside timm's ViT-S.
 NAMES+=(python_overhead)
 if [[ $which == all || $which == overhead ]]; then

@@ -59,12 +59,10 @@ from .gpu_check_results import REPO, Result, Setup, guarded
 KNOWN_FAILURES = {
     'sync/SRViT *': '48.2 (the non-finite guard reads its flag once per forward)',
     'sync/ReViT train': '48.2 (the non-finite guard)',
-    'sync/ReViT-elastic train': "48.2 (step dropout's boolean indexing and list, the guard)",
+    'sync/ReViT-elastic train': '48.2 (the non-finite guard)',
     'sync/EdgeRecViT *': '48.2 (the guard; the adaptive eval reads its depths)',
     'sync/MoRViT *': '48.2 (the guard)',
     'sync/MoRViT-token_choice *': '48.2 (the guard; token choice reads its counts)',
-    'compile/ReViT-elastic train': "48.1 (step dropout's f-string on a symbolic float; a block call per group)",
-    'revit_dropout/*': '48.1 (one block call per group of images that drop the same steps)',
 }
 
 

@@ -92,10 +92,16 @@ class ExpertMlp(nn.Module):
     def forward(self, x: Tensor, ffn: MergedFfn | None = None, expert_gates: Tensor | None = None) -> Tensor:
         """Run one merged FFN, (B, N, D) -> (B, N, D): `ffn` merged beforehand (eval: cached; training: all steps in
         one product), or merged here from a row of `expert_gates` (E,) (training with `with_cp`: inside the
-        checkpointed block call, recomputed in backward)."""
+        checkpointed block call, recomputed in backward). With G merged FFNs (gates (G, E)) the images form G equal
+        consecutive groups, group j running FFN j."""
         if ffn is None:
             ffn = self.merge(expert_gates)
-        return F.linear(self.act(F.linear(x, ffn.fc1_weight, ffn.fc1_bias)), ffn.fc2_weight, ffn.fc2_bias)
+        if ffn.fc1_weight.ndim == 2:
+            return F.linear(self.act(F.linear(x, ffn.fc1_weight, ffn.fc1_bias)), ffn.fc2_weight, ffn.fc2_bias)
+        # G FFNs (G, H, D) for G equal groups of the images (reViT's step dropout): one batched product each.
+        h = x.reshape(ffn.fc1_weight.shape[0], -1, x.shape[-1])  # (G g, N, D) -> (G, g N, D)
+        h = self.act(torch.baddbmm(ffn.fc1_bias.unsqueeze(1), h, ffn.fc1_weight.transpose(1, 2)))
+        return torch.baddbmm(ffn.fc2_bias.unsqueeze(1), h, ffn.fc2_weight.transpose(1, 2)).reshape(x.shape)
 
 
 class ExpertBlock(Block):

@@ -41,7 +41,7 @@ from .numerics import finite, full_precision, sanitize
 from .registry import register_backbone
 from .schedule import Step, step_work
 from .stats import ForwardStats
-from .step_dropout import image_groups, image_index, put_images, sample_kept_steps, take_images
+from .step_dropout import num_groups, per_image, sample_steps
 
 PROGRAMMED_GATE = 0.97  # `router_init='programmed'`: each step's gate on the expert of its own depth
 DEFAULT_OUT_DEPTHS = (0.25, 0.5, 0.75, 1.0)  # the default outputs, as normalised depths: the stage ends
@@ -64,7 +64,10 @@ class ReViT(ViTBackbone):
             they are layers as in every backbone, kept as normalised depths so they keep their relative
             depth when L changes (the paper's reason). (`out_depths`, deprecated: normalised depths in (0, 1].)
         step_drop_rate: elastic-depth training, per-image probability of dropping a whole step (0.3; 0
-            disables it). Ignored in eval mode.
+            disables it). Ignored in eval mode. step_drop_groups: the images share their kept steps in G =
+            gcd(B, step_drop_groups) groups of consecutive images (8; B or more: every image its own), so that each
+            step's one block call runs its FFNs as G-batched products of B/G images rather than per image
+            (docs/methods/revit.md).
         balance_loss_weight, z_loss_weight, diversity_loss_weight: weights of the auxiliary losses (1e-2, 1e-3,
             1e-3; 0 removes a term), training mode with E > 1 only.
         router_init: the router's start when a timm/DeiT checkpoint is loaded (docs/methods/revit.md):
@@ -87,7 +90,7 @@ class ReViT(ViTBackbone):
             'diversity_loss_weight',
         ),
         ('num_experts', (1,)),
-    )  # checks.py
+    ) | {'step_drop_groups': ('step_drop_rate', (0.0, 0))}  # checks.py
 
     def __init__(
         self,
@@ -99,6 +102,7 @@ class ReViT(ViTBackbone):
         router_hidden_dim: int = 16,
         router_temperature: float = 1.0,
         step_drop_rate: float = 0.3,
+        step_drop_groups: int = 8,
         balance_loss_weight: float = 1e-2,
         z_loss_weight: float = 1e-3,
         diversity_loss_weight: float = 1e-3,
@@ -129,6 +133,7 @@ class ReViT(ViTBackbone):
         check_int('router_hidden_dim', router_hidden_dim, 1)
         self.router_temperature = check_float('router_temperature', router_temperature, 0.0, math.inf, low_open=True)
         self.step_drop_rate = check_float('step_drop_rate', step_drop_rate, 0.0, 1.0, high_open=True)
+        self.step_drop_groups = check_int('step_drop_groups', step_drop_groups, 1)
         self.loss_weights = {
             name: check_float(f'{name}_loss_weight', w, 0.0, math.inf)
             for name, w in (
@@ -205,45 +210,53 @@ class ReViT(ViTBackbone):
             x = run(self.block, x, drop_path_rate=step.drop_path_rate, layout=step.layout, **ffn)
             yield step.layer, x
         B, ran = x.shape[0], len(steps)
-        self._statistics(stats, gates, logits, K, [B] * ran + [0] * (K - ran), K, merges, B)
+        weights = (torch.arange(K, device=gates.device) < ran).to(gates.dtype)  # the steps run, each by all images
+        self._statistics(stats, gates, logits, K, weights, K, merges, B)
 
     def _iter_dropped(self, x: Tensor, steps: tuple[Step, ...], stats: ForwardStats) -> Iterator[tuple[int, Tensor]]:
-        """Training with step dropout (`step_dropout.py`): step t once per group of images sharing a coordinate.
-        Image b reads layer i at its own kept step (`image_groups`), so each layer the forward reads (`Step.read`) is
-        assembled image by image and yielded once its last image has passed that step (possibly after `steps`)."""
+        """Training with step dropout (`step_dropout.py`): each step is one block call over the C groups of images it
+        runs, each with the FFN merged for its own depth coordinate (`ExpertMlp`'s grouped product); the others keep
+        their state. Image b reads layer i at its own kept step, so each layer the forward reads (`Step.read`) but the
+        last is gathered step by step and yielded at the end."""
         B, L = x.shape[0], self._depth
-        layers = [step.layer for step in steps if step.read]
-        kept = self.sample_kept_steps(B)
-        coords, runs, reads, counts = image_groups(kept, layers)
-        logits = finite('router logits', _labels(L, coords), self.router_logits(coords), self.router)
+        G = num_groups(B, self.step_drop_groups)
+        g, draw = B // G, sample_steps(G, L, self.step_drop_rate, x.device)
+        C = draw.slots.shape[1]
+        grid = torch.arange(L, device=x.device, dtype=torch.float64) / (L - 1)  # the L-grid, for the log's table
+        coords = torch.cat([grid.float(), draw.coords.flatten()])  # (L + L C,)
+        logits = finite('router logits', _labels(L, C), full_precision(self.router, coords), self.router)
         gates = self.gates_of(logits)
-        ffns = self._training_ffns(gates)
+        # Each block call merges its C FFNs (`ExpertMlp`): one (L C)-row product would cost its stack of L C merged
+        # FFNs in backward, more than reading the experts once per step (docs/methods/revit.md).
+        rows_gates = gates[L:].unflatten(0, (L, C))  # (L, C, E)
         run, schedule = self.block_runner(), self.steps(None, stats.grid)
-        read_last = {j: t for t, read in enumerate(reads) for j in read}  # the step after which layers[j] is whole
-        states: dict[int, Tensor] = {}
-        for step in schedule[: max(read_last.values()) + 1]:
-            t = step.index
-            for row, images in runs[t].items():
-                idx = image_index(images, x.device)
-                ffn = dict(expert_gates=gates[row]) if ffns is None else dict(ffn=ffns[row])
-                out = run(
-                    self.block, take_images(x, idx), drop_path_rate=step.drop_path_rate, layout=step.layout, **ffn
-                )
-                x = put_images(x, idx, out)
-            for j, images in reads[t].items():
-                idx = image_index(images, x.device)
-                states[j] = put_images(states[j] if j in states else x.new_zeros(x.shape), idx, take_images(x, idx))
-                if read_last[j] == t:
-                    yield layers[j], states.pop(j)
-        stats.setting = tuple(sum(B if g is None else len(g) for g in runs[t].values()) / B for t in range(L))
-        merges = len(coords) if ffns is not None else sum(map(len, runs))  # rows merged: each once, or once a run
+        layers = [step.layer for step in steps if step.read]
+        reads = {i: (draw.reads(i, L), x) for i in layers if i != L - 1}  # the last layer is the final state
+        groups = x.unflatten(0, (G, g))  # (B, N, D) -> (G, g, N, D)
+        for step in schedule:
+            t, slots = step.index, draw.slots[step.index]
+            rows = groups.index_select(0, slots).flatten(0, 1)  # (C g, N, D), the groups this step runs
+            out = run(
+                self.block, rows, drop_path_rate=step.drop_path_rate, layout=step.layout, expert_gates=rows_gates[t]
+            )
+            out = torch.where(per_image(draw.slot_kept[t], g)[:, None, None], out, rows)  # a slot not kept: as it was
+            groups = groups.index_copy(0, slots, out.unflatten(0, (C, g)))
+            x = groups.flatten(0, 1)
+            for i, (hit, state) in reads.items():
+                reads[i] = (hit, torch.where(per_image(hit[t], g)[:, None, None], x, state))
+        for i in layers:
+            yield i, x if i == L - 1 else reads[i][1]
+        stats.setting = (C / G,) * L  # the share of the images each step ran (the FLOP model's `work`)
+        kept = per_image(draw.kept, g).T  # (B, L)
         stats.tables['kept_steps'] = kept
         stats.scalars['revit_kept_steps'] = kept.sum(1).float().mean()
-        self._statistics(stats, gates, logits, L, counts, len(coords), merges, B)
+        weights = torch.cat([torch.zeros(L, device=x.device), draw.slot_kept.flatten().float()])  # applications
+        self._statistics(stats, gates, logits, L, weights, len(coords), len(coords) - L, B)
 
     def sample_kept_steps(self, batch: int) -> Tensor:
-        """(B, L) bool: per image, the steps that survive step dropout (at least 2, `step_dropout.py`)."""
-        return sample_kept_steps(batch, self.depth, self.step_drop_rate)
+        """(B, L) bool: per image, the steps that survive one draw of step dropout (`step_dropout.py`)."""
+        G = num_groups(batch, self.step_drop_groups)
+        return per_image(sample_steps(G, self.depth, self.step_drop_rate).kept, batch // G).T
 
     def work(self, steps: tuple[Step, ...], setting: int | tuple[float, ...] | None, grid: tuple[int, int]) -> list:
         """Each step over every token of every image; with step dropout (`setting`: the share of the images that
@@ -322,12 +335,20 @@ class ReViT(ViTBackbone):
 
     # ---- statistics and auxiliary losses ----------------------------------------------------
     def _statistics(
-        self, stats: ForwardStats, gates: Tensor, logits: Tensor, K: int, counts: list, routed: int, merges: int, B: int
+        self,
+        stats: ForwardStats,
+        gates: Tensor,
+        logits: Tensor,
+        K: int,
+        counts: Tensor,
+        routed: int,
+        merges: int,
+        B: int,
     ) -> None:
         """Gates and usage into `stats`, the aux losses in training, and the work outside the schedule: the router
-        on `routed` coordinates and `merges` expert merges, done once for the batch (counted per image)."""
-        weights = torch.tensor(counts, dtype=gates.dtype, device=gates.device)
-        weights = weights / weights.sum()  # share of the (image, step) applications per coordinate
+        on `routed` coordinates and `merges` expert merges, done once for the batch (counted per image). `counts`
+        (U,): the (image, step) applications of each gate row, up to a common factor."""
+        weights = counts / counts.sum()  # share of the (image, step) applications per coordinate
         usage = (weights.unsqueeze(1) * gates).sum(0).detach()  # mean_t g_t, for the log (not a model product)
         stats.tables['gates'] = gates[:K].detach()
         stats.scalars.update({f'revit_gate_e{e}': usage[e] for e in range(self.num_experts)})
@@ -390,7 +411,9 @@ class ReViT(ViTBackbone):
         )
 
 
-def _labels(K: int, coords: Sequence[float] = ()) -> list[str]:
-    """The rows of a router-logits table for the finiteness check: the K steps, then further coordinates."""
-    coords = coords or depth_coordinates(K)
-    return [f'step {u} (s={c:.3g})' if u < K else f'a kept step at s={c:.3g}' for u, c in enumerate(coords)]
+def _labels(K: int, slots: int = 0) -> list[str]:
+    """The rows of a router-logits table for the finiteness check: the K steps of the grid (s = t/(K-1)), then under
+    step dropout each step's `slots` groups (at their own coordinates, drawn on the device: not printed, as a
+    coordinate read from the draw is a symbolic float under torch.compile, which a format spec cannot print)."""
+    grid = [f'step {t} (s={t / (K - 1):.3g})' for t in range(K)]  # Python ints: constants while compiling
+    return grid + [f'step {t}, group slot {j} (its own kept-step coordinate)' for t in range(K) for j in range(slots)]

@@ -1,79 +1,104 @@
 """reViT's elastic-depth training: step dropout, each image running its kept steps as a shorter reViT
-(docs/methods/revit.md).
+(docs/methods/revit.md, "Elastic depth in training").
 
-Per image each whole step is dropped with probability p (at least 2 kept); the K kept steps are renumbered and
-their depth coordinates re-spread, s_k = k/(K-1), so image b computes exactly reViT at depth K_b. The forward
-(`ReViT.iter_layers`) runs each step once per group of images that share a coordinate row (`image_groups`).
+Each image (each group of B/G consecutive images, G = gcd(B, `step_drop_groups`)) runs each step with probability
+m = E[max(K0, 2)]/L, K0 ~ Binomial(L, 1 - p) (the paper's 1 - p with our top-up to 2 steps: `keep_rate`),
+independently over the steps; its K kept steps are renumbered and their depth coordinates re-spread, s_k = k/(K-1),
+so it computes exactly reViT at depth K. What is drawn, on the device with no host sync and static shapes: at every
+step a uniformly random ranking of the G groups; the first floor(q) run, q = m G, and the next one with probability
+q - floor(q) (it runs the block either way and its result is discarded when not kept, so every step is one block call
+over C = ceil(q) groups). So per image each step is kept with probability m, but within a step the kept count is
+floor(q) or floor(q) + 1 rather than binomial. A group left with fewer than 2 steps takes steps from groups that keep
+at least 3 (`sample_steps`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
-from .experts import depth_coordinates
+TOP_UP_ROUNDS = 3  # a top-up displaces a group that keeps >= 3: repeated, claims that found no place find one
 
 
-def sample_kept_steps(batch: int, num_steps: int, drop_rate: float) -> Tensor:
-    """(B, L) bool: per image, the steps that survive step dropout with `drop_rate`, at least 2 (elastic depth,
-    docs/methods/revit.md; when fewer survive, the missing ones are drawn uniformly from the image's dropped steps)."""
-    keep = torch.rand(batch, num_steps) >= drop_rate
-    # Kept steps rank first, then the dropped ones in random order: top-2 tops up short rows.
-    top2 = (torch.rand(batch, num_steps) + keep.float()).topk(2, dim=1).indices
-    short = keep.sum(1) < 2
-    keep[short] = keep[short].scatter(1, top2[short], True)
-    return keep
+class StepDrop(NamedTuple):
+    """One draw of step dropout over G groups and L steps (all on the device).
 
-
-def image_groups(kept: Tensor, layers: Sequence[int]) -> tuple[list[float], list[dict], list[dict], list[int]]:
-    """Step dropout's schedule: (coords, runs, reads, counts) for a (B, L) kept mask and requested `layers`.
-
-    Each image runs its K kept steps as a K-step reViT: kept step k gets coordinate k/(K-1) (re-spread), and
-    requested layer i of L is read at its kept step number max(1, floor((i+1)K/L)). coords lists the distinct
-    coordinates (the nominal L-grid first); runs[t] maps a coordinate row to the images applying step t with
-    it, reads[t] an output to the images read after step t (None: the whole batch), counts[u] the (image, step)
-    applications of row u.
+    kept: (L, G) bool, the steps each group keeps. slots: (L, C) long, the groups each step runs (C = ceil(q), the
+    kept ones first). slot_kept: (L, C) bool, whether the slot's result is kept. coords: (L, C) float32, the slot's
+    depth coordinate k/(K-1) in its group's own K-step reViT. rank: (L, G) long, k, the kept step number (valid where
+    kept). depth: (G,) long, K.
     """
-    batch, num_steps = kept.shape
-    coords = depth_coordinates(num_steps)
-    row = {c: u for u, c in enumerate(coords)}
-    counts = [0] * num_steps
-    runs: list[dict[int, list[int]]] = [{} for _ in range(num_steps)]
-    reads: list[dict[int, list[int]]] = [{} for _ in range(num_steps)]
-    for b, mask in enumerate(kept.tolist()):
-        steps = [t for t, k in enumerate(mask) if k]
-        K = len(steps)
-        targets = [steps[max(1, (i + 1) * K // num_steps) - 1] for i in layers]
-        for j, t in enumerate(targets):
-            reads[t].setdefault(j, []).append(b)
-        for k, t in enumerate(steps):
-            if t > max(targets):
-                break
-            u = row.setdefault(k / (K - 1), len(coords))  # s_k = k/(K-1): coordinates re-spread
-            if u == len(coords):
-                coords.append(k / (K - 1))
-                counts.append(0)
-            counts[u] += 1
-            runs[t].setdefault(u, []).append(b)
 
-    def whole(groups: dict[int, list[int]]) -> dict[int, list[int] | None]:  # None: every image, in batch order
-        return {key: None if len(images) == batch else images for key, images in groups.items()}
+    kept: Tensor
+    slots: Tensor
+    slot_kept: Tensor
+    coords: Tensor
+    rank: Tensor
+    depth: Tensor
 
-    return coords, [whole(r) for r in runs], [whole(r) for r in reads], counts
+    def reads(self, layer: int, num_steps: int) -> Tensor:
+        """(L, G) bool: where each group's state is layer `layer` of `num_steps` (its kept step number
+        max(1, floor((layer+1) K / L)) - 1, docs/methods/revit.md "Outputs by relative depth")."""
+        target = ((layer + 1) * self.depth // num_steps).clamp(min=1) - 1
+        return self.kept & (self.rank == target)
 
 
-def image_index(images: list[int] | None, device: torch.device) -> Tensor | None:
-    """The images of a group (`image_groups`) as an index tensor; None: the whole batch."""
-    return None if images is None else torch.tensor(images, device=device)
+def num_groups(batch: int, groups: int) -> int:
+    """G: the groups of consecutive images that share their kept steps, gcd(B, `step_drop_groups`)."""
+    return math.gcd(batch, groups)
 
 
-def take_images(x: Tensor, index: Tensor | None) -> Tensor:
-    """Rows `index` of `x` (the images of a group, `image_groups`); None: all rows."""
-    return x if index is None else x.index_select(0, index)
+def keep_rate(num_steps: int, drop_rate: float) -> float:
+    """The share of the steps an image runs under the paper's rule with our top-up to 2: E[max(K0, 2)] / L, K0 ~
+    Binomial(L, 1 - p) (1 - p up to 1.5e-5 at L = 12, p = 0.3; 0.17 rather than 0.05 at p = 0.95)."""
+    L, keep = num_steps, 1 - drop_rate
+    return sum(max(k, 2) * math.comb(L, k) * keep**k * drop_rate ** (L - k) for k in range(L + 1)) / L
 
 
-def put_images(dst: Tensor, index: Tensor | None, src: Tensor) -> Tensor:
-    """Rows `index` of `dst` replaced by `src`, out of place (autograd-safe); None: all rows."""
-    return src if index is None else dst.index_copy(0, index, src)
+def slots_per_step(groups: int, num_steps: int, drop_rate: float) -> int:
+    """C = ceil(q), q = `keep_rate` x G: the groups every step runs (static, whatever is drawn)."""
+    return min(groups, max(1, math.ceil(keep_rate(num_steps, drop_rate) * groups - 1e-9)))
+
+
+def sample_steps(groups: int, num_steps: int, drop_rate: float, device: torch.device | None = None) -> StepDrop:
+    """Draw step dropout for `groups` groups (module docstring). At least 2 kept steps per group: a group left with
+    fewer takes random steps among its dropped ones, in the place of the step's lowest-ranked kept group that keeps
+    3 or more (only when a step holds more such claims than kept places, at tiny G and L, can a group keep fewer:
+    it then runs K = 1 at s = 0 or no step)."""
+    L, G = num_steps, groups
+    q = keep_rate(L, drop_rate) * G
+    low, C = math.floor(q + 1e-9), slots_per_step(G, L, drop_rate)
+    score = torch.rand(L, G, device=device)
+    count = low + (torch.rand(L, 1, device=device) < q - low).long()  # (L, 1): floor(q), +1 w.p. q - floor(q)
+    order = score.argsort(1, descending=True).argsort(1)  # (L, G): each group's place in the step's ranking
+    kept, place = order < count, torch.arange(C, device=score.device)
+    slots = score.topk(C, dim=1).indices  # (L, C): kept first, then the step's best dropped group
+    for _ in range(TOP_UP_ROUNDS):
+        # Top-up: a short group's best 2 steps (kept first, then random: `topk` of kept + noise, preferring steps with
+        # a place left) claim places ahead of every kept group but those that keep <= 2; the step's lowest-ranked
+        # other kept group yields (it keeps >= 3), or the step's spare slot takes it.
+        depth = kept.sum(0)  # (G,)
+        room = (count < C) | (kept & (depth > 2)).any(1, keepdim=True)  # (L, 1)
+        pick = (2 * kept + room + torch.rand(L, G, device=score.device)).topk(2, dim=0).indices
+        claims = torch.zeros_like(kept).scatter_(0, pick, True) & (depth < 2) | kept & (depth <= 2)
+        slots = (score + kept + 2 * claims).topk(C, dim=1).indices
+        count = torch.maximum(count, claims.sum(1, keepdim=True))
+        kept = torch.zeros_like(kept).scatter_(1, slots, place < count)
+    slot_kept = place < count
+    rank, depth = kept.cumsum(0) - 1, kept.sum(0)
+    # s = k/(K-1), divided in float64 as Python divides the L-grid's t/(L-1): the same rational is the same float32.
+    coords = (rank.double() / (depth - 1).clamp(min=1).double()).clamp(0, 1).float()
+    return StepDrop(kept, slots, slot_kept, coords.gather(1, slots), rank, depth)
+
+
+def group_rows(slots: Tensor, group_size: int) -> Tensor:
+    """(C,) groups -> (C g,) their images' rows, in slot order."""
+    return (slots.unsqueeze(1) * group_size + torch.arange(group_size, device=slots.device)).flatten()
+
+
+def per_image(mask: Tensor, group_size: int) -> Tensor:
+    """(..., G) -> (..., G g): a group's value for each of its images."""
+    return mask.unsqueeze(-1).expand(*mask.shape, group_size).flatten(-2)

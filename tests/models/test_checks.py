@@ -146,6 +146,8 @@ SPECIFIC = {
         ('out_depths', 1.0, TypeError, ['out_depths', 'list or tuple']),
         ('step_drop_rate', 1.0, ValueError, ['step_drop_rate', '[0.0, 1.0)']),
         ('step_drop_rate', '0.3', TypeError, ['step_drop_rate', NUMBER]),
+        ('step_drop_groups', 0, ValueError, ['step_drop_groups', '[1, inf]']),
+        ('step_drop_groups', 2.5, TypeError, ['step_drop_groups', INT]),
         ('balance_loss_weight', -1.0, ValueError, ['balance_loss_weight', NON_NEGATIVE]),
         ('balance_loss_weight', None, TypeError, ['balance_loss_weight', NUMBER]),
         ('z_loss_weight', -1e-3, ValueError, ['z_loss_weight', NON_NEGATIVE]),
