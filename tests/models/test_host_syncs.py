@@ -37,8 +37,9 @@ SETTINGS = {
     'windows-relpos': dict(window_size=2, use_rel_pos=True),  # the ViTDet recipes' (2x2 windows of the 4x4 grid)
     'with_cp': dict(with_cp=True),
 }
-# The compute knob's evals (eval only; token choice takes none): Edge-RecViT reads its candidates' counts too
-COMPUTE_EVAL = {'EdgeRecViT': 2}
+# The compute knob's evals (eval only; token choice takes none): as the plain evals (Edge-RecViT's knob reads its
+# candidates' counts, and the engine takes the chosen ones from that read)
+COMPUTE_EVAL = {}
 
 
 def images():
@@ -92,3 +93,17 @@ def test_warn_mode_costs_one_sync_per_check(case, monkeypatch):
         with torch.set_grad_enabled(mode == 'train'):
             n, what = syncs(train_step if mode == 'train' else model, *((model, x) if mode == 'train' else (x,)))
         assert checks and n == expected + len(checks), f'{case} {mode}: {len(checks)} checks, syncs {what}'
+
+
+@pytest.mark.parametrize('fraction', [0.3, 0.6, 0.9])
+def test_edge_recvit_knob_hands_its_counts_to_the_engine(fraction, monkeypatch):
+    """The compute knob's one read: the engine runs on the counts `depths_within` read for the depths it chose,
+    the same outputs and setting as counting those depths again (the second read it replaced)."""
+    model, x = tiny_backbone('EdgeRecViT').eval(), images()
+    with torch.no_grad():
+        outs = model(x, compute=fraction)
+        within = type(model).depths_within
+        monkeypatch.setattr(type(model), 'depths_within', lambda *a: (within(*a)[0], None))
+        again = model(x, compute=fraction)
+    assert outs.stats.setting == again.stats.setting
+    assert all(torch.equal(a, b) for a, b in zip(outs, again))
