@@ -256,3 +256,30 @@ def test_finite_guard_warn_returns_a_zero_attached_to_the_source():
     assert out[0, 0] == 0 and out[0, 1] == value[0, 1] and out.requires_grad
     out.sum().backward()
     assert torch.equal(source.weight.grad, torch.zeros(2, 3))
+
+
+def test_flags_still_on_the_device_are_read_in_the_one_transfer_and_past_the_limit(monkeypatch):
+    """On a GPU a forward's flags reach the host when the device has passed it (`PendingChecks.ready`); emulated
+    here by flags never ready: `check_finite` reads them with the log's scalars in its one transfer, and a loop that
+    never synchronises waits for the oldest forward's only past `PENDING_LIMIT` unread forwards."""
+    from mmrecvit.benchmark.host_sync import HostSyncCounter
+    from mmrecvit.models import numerics
+
+    monkeypatch.setattr(numerics.PendingChecks, 'ready', lambda self: False)
+    model = build('MoRViT').train()
+    outs = run(model, True)
+    poison(model, 'routers.2.weight', NAN)
+    run(model, True)
+    with HostSyncCounter() as counter, pytest.raises(NonFiniteError, match='routers.2 logits at recursion 2'):
+        check_finite(model, list(outs.stats.scalars.values()))
+    assert counter.syncs == 1, counter.summary()
+    poison(model, 'routers.2.weight', INF)
+    model.eval()
+    with torch.no_grad():
+        for _ in range(numerics.PENDING_LIMIT + 1):
+            with HostSyncCounter() as counter:
+                model(images())
+            assert counter.syncs == 0, counter.summary()
+        with HostSyncCounter() as counter, pytest.raises(NonFiniteError, match='routers.2 logits'):
+            model(images())  # the oldest of 17 unread forwards, read (one wait)
+    assert counter.syncs == 1, counter.summary()
