@@ -63,5 +63,5 @@ class RecViTRCNN(GeneralizedRCNN):
         out.update(losses)
         values = check_finite(self, list(scalars.values()))  # one transfer: the statistics and the deferred checks
         if scalars:
-            get_event_storage().put_scalars(**dict(zip(scalars, values)))
+            get_event_storage().put_scalars(**dict(zip(scalars, values.tolist())))  # host memory: no wait
         return out

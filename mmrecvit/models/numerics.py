@@ -155,12 +155,9 @@ class PendingChecks:
         return self.host is not None and (self.event is None or self.event.query())
 
     def host_values(self) -> list[bool]:
-        """The flags read from host memory (call when `ready`): no device is involved, so nothing waits.
-
-        Read as raw bytes (a bool is one byte), which the host-sync counter's tensor modes do not see: it models a
-        GPU, where these bytes are the pinned buffer the copy has filled (`benchmark/host_sync.py`)."""
-        host = self.host.contiguous()
-        return [b != 0 for b in ctypes.string_at(host.data_ptr(), host.numel())]
+        """The flags read from host memory (call when `ready`): nothing waits (`host_bools`; on a GPU the pinned
+        buffer the copy has filled)."""
+        return host_bools(self.host)
 
     def check(self, values: Sequence[bool]) -> None:
         """Raise `NonFiniteError` naming the backbone, each non-finite tensor and its step, and where the forward
@@ -202,10 +199,11 @@ class DeferredChecks:
         return taken
 
 
-def check_finite(model: nn.Module, scalars: Sequence[Tensor] = ()) -> list[float]:
-    """Read every unread check of every backbone in `model` together with `scalars` (the log's statistics, one
-    number each) in one transfer, and raise `NonFiniteError` for the first forward that failed; else -> `scalars`
-    as Python floats. The training hooks call it once per iteration (`RecursionHook`, `RecViTRCNN`)."""
+def check_finite(model: nn.Module, scalars: Sequence[Tensor] = ()) -> Tensor:
+    """Read every unread check of every backbone in `model` together with `scalars` (the log's numbers, one each)
+    in one transfer, and raise `NonFiniteError` for the first forward that failed; else -> `scalars` on the host,
+    (len(scalars),) fp32 on the CPU (tensors still, for the hooks that read the log as tensors: reading them waits
+    for no device). The training hooks call it once per iteration (`RecursionHook`, `RecViTRCNN`)."""
     pending = [
         p
         for m in model.modules()
@@ -214,23 +212,22 @@ def check_finite(model: nn.Module, scalars: Sequence[Tensor] = ()) -> list[float
     ]
     unread = [p for p in pending if not p.ready()]
     parts = [t.detach().float().reshape(1) for t in scalars] + [p.flags.float() for p in unread]
-    if parts:
-        device = parts[0].device
-        values = torch.cat([t.to(device) for t in parts]).tolist()  # the one transfer
-    else:
-        values = []
-    read = dict(zip(map(id, unread), _split(values[len(scalars) :], [p.flags.numel() for p in unread])))
+    host = torch.cat([t.to(parts[0].device) for t in parts]).cpu() if parts else torch.zeros(0)  # the one transfer
+    flags, start, waited = host_bools(host[len(scalars) :] != 0), 0, set(map(id, unread))
     for p in pending:
-        p.check([bool(v) for v in read[id(p)]] if id(p) in read else p.host_values())
-    return values[: len(scalars)]
+        if id(p) not in waited:
+            p.check(p.host_values())
+        else:
+            p.check(flags[start : start + p.flags.numel()])
+            start += p.flags.numel()
+    return host[: len(scalars)]
 
 
-def _split(values: list[float], sizes: list[int]) -> list[list[float]]:
-    out, start = [], 0
-    for n in sizes:
-        out.append(values[start : start + n])
-        start += n
-    return out
+def host_bools(host: Tensor) -> list[bool]:
+    """A bool tensor in host memory -> its values, read as raw bytes (a bool is one byte): no device is involved,
+    which the host-sync counter's tensor modes, modelling a GPU, do not see (`benchmark/host_sync.py`)."""
+    host = host.contiguous()
+    return [b != 0 for b in ctypes.string_at(host.data_ptr(), host.numel())]
 
 
 def finite(name: str, where: str | Sequence[str], value: Tensor, source: nn.Module | None = None) -> Tensor:

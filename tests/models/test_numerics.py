@@ -184,7 +184,7 @@ def test_check_finite_reads_the_log_values_and_the_checks_in_one_transfer():
     with HostSyncCounter() as counter:
         values = check_finite(model, scalars)
     assert counter.syncs == 1, counter.summary()
-    assert values == [v.item() for v in scalars] and all(isinstance(v, float) for v in values)
+    assert values.device.type == 'cpu' and values.tolist() == [v.item() for v in scalars]
 
 
 # ---- bf16 autocast on CPU -----------------------------------------------------------------------------

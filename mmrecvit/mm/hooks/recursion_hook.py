@@ -12,9 +12,10 @@ aux losses, `mmrecvit.models.numerics.forward_label`).
 
 After the optimizer step the hook reads the iteration's log values (the loss dict's tensors: the heads' losses, our
 aux losses and statistics) and the backbones' deferred finiteness checks to the host in one transfer
-(`numerics.check_finite`), so mmengine's `RuntimeInfoHook` logs numbers instead of reading each tensor with its own
-`.item()` (one sync per key), and a `NonFiniteError` ends the run in the iteration that failed, before the
-checkpoint hooks save it. Hence the hook's priority: before `RuntimeInfoHook` ('VERY_HIGH').
+(`numerics.check_finite`) and puts them back as CPU tensors, so mmengine's `RuntimeInfoHook` (and any hook that reads
+the log as tensors) reads host memory instead of one device tensor per key (`.item()`: one sync each), and a
+`NonFiniteError` ends the run in the iteration that failed, before the checkpoint hooks save it. Hence the hook's
+priority: before `RuntimeInfoHook` ('VERY_HIGH').
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ class RecursionHook(Hook):
                 )
                 values = check_finite(model, list(logged.values()))  # the one transfer
                 if logged:
-                    outputs.update(zip(logged, values))
+                    outputs.update(
+                        zip(logged, values.unbind())
+                    )  # host tensors: RuntimeInfoHook's reads wait for nothing
         finally:
             if self._label is not None:
                 forward_label.reset(self._label)
