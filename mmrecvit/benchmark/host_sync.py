@@ -12,7 +12,9 @@ the backward alike) and a `TorchFunctionMode` (reads to the host that dispatch n
   from pageable memory, which does not block the host but orders the stream behind it.
 
 `counts` holds each operator's count, so a report can say what synced. It does not see a kernel's own reads below
-the dispatcher, nor a sync made outside torch (e.g. a C extension's); reads that operators make on the CPU only
+the dispatcher, nor a sync made outside torch (e.g. a C extension's), nor host memory read as raw bytes (the
+non-finite guard's deferred flags, `numerics.PendingChecks.host_values`: on a GPU a pinned buffer read once its copy's
+event has completed, no wait; on the CPU the flags themselves); reads that operators make on the CPU only
 (`one_hot`'s class-range check, which CUDA leaves to a device assert) are not counted.
 """
 

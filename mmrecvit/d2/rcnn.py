@@ -5,7 +5,9 @@ detectron2's trainers sum every entry of the loss dict a model returns and log t
 So during the detector's own training forward each mmrecvit backbone's statistics are read from its
 result (`adapters.StatsCollector`), its `stats.aux_losses` (already weighted, `loss_*`) join the loss dict,
 and its `stats.scalars` (mean depth, fractions, ...) go to the storage with `put_scalars`: logged, not
-summed (the mm path's `RecursionHook` does the same for mmengine). `temperature_schedule` anneals a backbone
+summed (the mm path's `RecursionHook` does the same for mmengine), read to the host in one transfer with the
+backbones' deferred finiteness checks (`numerics.check_finite`: a `NonFiniteError` there names the forward that
+failed; detectron2's trainer reads its losses itself, one `.item()` each). `temperature_schedule` anneals a backbone
 temperature (Edge-RecViT's `gumbel_tau`) by the storage's iteration before each training forward, as the mm
 path's `TemperatureScheduleHook`: in the model, because a LazyConfig names no trainer hooks (detectron2's own
 `lazyconfig_train_net.py` runs it too).
@@ -15,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from detectron2.modeling import META_ARCH_REGISTRY, GeneralizedRCNN
 from detectron2.utils.events import get_event_storage
 
 from ..adapters import StatsCollector, TemperatureSchedule
+from ..models.numerics import check_finite
 
 
 @META_ARCH_REGISTRY.register()
@@ -59,7 +61,7 @@ class RecViTRCNN(GeneralizedRCNN):
         if clash:
             raise KeyError(f'RecViTRCNN: the detector already returns losses named {clash}')
         out.update(losses)
+        values = check_finite(self, list(scalars.values()))  # one transfer: the statistics and the deferred checks
         if scalars:
-            values = torch.stack([v.float().reshape(()) for v in scalars.values()]).tolist()  # one host sync
-            get_event_storage().put_scalars(**dict(zip(scalars, values)))
+            get_event_storage().put_scalars(**dict(zip(scalars, values.tolist())))  # host memory: no wait
         return out

@@ -27,7 +27,7 @@ from .compute import check_compute
 from .features import TimmFeatures
 from .layers import Block, Mlp
 from .load_rules import watch_loads
-from .numerics import NONFINITE_MODES, FiniteGuard, active_guard, finite, tracing
+from .numerics import NONFINITE_MODES, DeferredChecks, FiniteGuard, active_guard, finite, tracing
 from .pruning import prune_unread
 from .schedule import ScheduleCache, Schedules, Step
 from .start import load_start
@@ -91,7 +91,9 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
             rest of a detector (mmcv's RoIAlign and nms have no bf16 kernels) stays in fp32. Routers still
             decide in fp32 (`full_precision`). A plain attribute (`tools/train.py --amp-dtype bf16`).
         nonfinite: 'raise' (default) a `NonFiniteError` when router logits or an aux loss hold NaN/inf, naming
-            the module and step; 'warn' skips them (`numerics.py`). A plain attribute.
+            the module and step, read after the forward without a host sync (by the training hooks once per
+            iteration, the next forward, or `numerics.check_finite`); 'warn' skips them (one sync per check);
+            'off' checks nothing (`numerics.py`). A plain attribute.
         compute: the test-time compute knob's default (`compute.py`): None the forward as configured, or a
             fraction in (0, 1] of the full-depth backbone FLOPs at the input's size. `forward(x, compute=...)`
             takes one per call; eval mode only.
@@ -171,6 +173,7 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         self.with_cp = check_bool('with_cp', with_cp)
         self.init_cfg = args.resolve_init_cfg(pretrained, init_cfg)
         self.nonfinite = check_choice('nonfinite', nonfinite, NONFINITE_MODES)
+        self.finite_checks = DeferredChecks()  # 'raise': the flags of forwards not read yet
         self.compute = check_compute(compute)
         self.out_type, final_norm = args.check_outputs(out_type, final_norm, with_cls_token)
         self.amp_dtype = check_choice('amp_dtype', amp_dtype, list(args.AMP_DTYPES))
@@ -339,8 +342,10 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         stats = ForwardStats({}, {}, {}, {}, grid, setting, [])  # not default factories: torch.compile traces this
         states, last, dtype = {}, steps[-1].layer, args.AMP_DTYPES[self.amp_dtype]
         copy = self.in_place_reads and not torch.is_grad_enabled()  # later steps would write into a read state
-        # One sync at the end resolves every router/aux-loss check (none while tracing: it would be baked in).
+        # The router/aux-loss checks, read after the forward without a sync (none while tracing: no graph holds them)
         guard = None if tracing() else FiniteGuard(type(self).__name__, self.nonfinite)
+        if guard is not None:
+            self.finite_checks.poll()  # earlier forwards' flags that have reached the host (no wait)
         token = None if guard is None else active_guard.set(guard)  # the routers' `numerics.finite` reads it
         try:
             with torch.autocast(x.device.type, dtype=dtype) if dtype else contextlib.nullcontext():
@@ -353,8 +358,9 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
         finally:
             if token is not None:
                 active_guard.reset(token)
-        if guard is not None:
-            guard.finish()
+        pending = None if guard is None else guard.finish()
+        if pending is not None:
+            self.finite_checks.pending.append(pending)
         if not torch.compiler.is_compiling():  # the FLOP model's objects stay out of a compiled graph's outputs
             stats.count = functools.partial(self.counted, steps, stats.setting, grid)
         if stats.token_maps:

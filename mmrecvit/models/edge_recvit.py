@@ -237,8 +237,9 @@ class EdgeRecViT(ViTBackbone):
             before = n
         return work
 
-    def depths_within(self, depth: Tensor, fraction: float, grid: tuple[int, int]) -> Tensor:
-        """Patch-token depths (B, Np) -> the same shifted per image to fit `fraction` (class docstring)."""
+    def depths_within(self, depth: Tensor, fraction: float, grid: tuple[int, int]) -> tuple[Tensor, list[list[int]]]:
+        """Patch-token depths (B, Np) -> the same shifted per image to fit `fraction` (class docstring), and the
+        engine's counts of those depths, alive[s][b] with the prefix tokens (read to the host once, here)."""
         L, P = self.depth, self.num_prefix_tokens
         shifts = torch.arange(1 - L, 1, device=depth.device)  # the smallest setting first
         candidates = (depth.unsqueeze(0) + shifts.view(-1, 1, 1)).clamp(1, self.cls_depth)  # (S, B, Np)
@@ -254,9 +255,11 @@ class EdgeRecViT(ViTBackbone):
             )
             for b in range(depth.shape[0])
         ]
+        counts = [[alive[i][b][s] for b, i in enumerate(chosen)] for s in range(L)]
         if min(chosen) == len(shifts) - 1:
-            return depth
-        return candidates[torch.tensor(chosen, device=depth.device), torch.arange(depth.shape[0], device=depth.device)]
+            return depth, counts
+        rows = torch.tensor(chosen, device=depth.device), torch.arange(depth.shape[0], device=depth.device)
+        return candidates[rows], counts
 
     # ---- forward ------------------------------------------------------------------------------
     def fx_untraceable(self) -> str:
@@ -275,9 +278,9 @@ class EdgeRecViT(ViTBackbone):
         logits = finite('ranker logits', where, full_precision(self.ranker, x[:, P:]), self.ranker)
         probs = logits.softmax(-1)  # fp32, as the logits and the Gumbel noise (see full_precision)
         confidence, choice = probs.max(-1)  # confidence keeps its graph: CCE trains the ranker through it (mm/cce.py)
-        eval_depth = self.assign_depths(choice + 1)  # (B, Np) int64 in 1..L: what eval runs
+        eval_depth, counts = self.assign_depths(choice + 1), None  # (B, Np) int64 in 1..L: what eval runs
         if fraction is not None:  # the compute knob (eval only)
-            eval_depth = self.depths_within(eval_depth, fraction, stats.grid)
+            eval_depth, counts = self.depths_within(eval_depth, fraction, stats.grid)
         depth = eval_depth
         if self.training:  # Gumbel-softmax straight-through: the forward uses the sampled one-hot
             gumbels = -torch.empty_like(logits).exponential_().log()
@@ -315,7 +318,7 @@ class EdgeRecViT(ViTBackbone):
                 yield step.layer, x
             return
         # The engine: layer s runs only the tokens with depth > s; frozen keys/values are cached.
-        subsets = DepthSubsets(depths, len(steps))  # the layers this forward runs
+        subsets = DepthSubsets(depths, len(steps), counts)  # the layers this forward runs (the knob's counts: read)
         stats.setting = self.counts(subsets.alive)
         cache, inplace = KVCache(), not torch.is_grad_enabled()  # inference: update the rows in place
         for step in steps:

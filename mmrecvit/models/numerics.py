@@ -6,27 +6,34 @@ top-k and argmax accept it, and the NaN reaches the task loss and, through one o
 every parameter. Training then continues on garbage. The backbones therefore pass each router
 output and each auxiliary loss through `FiniteGuard`, which
 
-* records a finiteness flag per tensor (per row when the rows are steps, e.g. reViT's gate table)
-  and resolves all flags of one forward with **one** device sync at its end, so a GPU forward is
-  not stalled once per router;
-* in mode 'raise' (the default) returns the tensor with NaN/inf replaced by 0 (`nan_to_num`: the
-  identity, values and gradients, on finite tensors) so that the forward runs to its end without
-  failing on NaN, and there raises `NonFiniteError` naming the backbone, the module and the step
-  of every non-finite tensor;
+* records a finiteness flag per tensor (per row when the rows are steps, e.g. reViT's gate table) on the
+  device, and in mode 'raise' (the default) returns the tensor with NaN/inf replaced by 0 (`nan_to_num`: the
+  identity, values and gradients, on finite tensors), so the forward and its backward run without a host sync
+  (CUDA graphs and a GPU that runs ahead of the host need none). The end of the forward gathers its flags in one
+  vector and starts their copy to the host (`PendingChecks`: pinned memory behind a CUDA event). They are read,
+  and `NonFiniteError` raised naming the backbone, the module, the step of every non-finite tensor and where the
+  forward ran (`forward_label`, e.g. 'training iteration 17'), at the first of:
+  - the training hooks' once-per-iteration read (`check_finite`, in the one transfer that takes the iteration's
+    statistics to the log: mmengine's `RecursionHook` after the optimizer step and before the checkpoint hooks,
+    detectron2's `RecViTRCNN` after the forward), so a run stops in the iteration whose forward failed;
+  - the backbone's next forward, once the copy has arrived (`DeferredChecks.poll`: on the CPU at once, on a GPU
+    when the device has passed the failed forward; no wait), so a plain PyTorch loop stops at a later forward;
+  - `check_finite(model)`, called by the user (it waits: one sync), e.g. right after a forward to raise there;
+  after `PENDING_LIMIT` unread forwards the next forward waits for the oldest (a loop that never syncs).
 * in mode 'warn' skips a non-finite tensor: it is replaced by zeros *cut from the graph* (a zero
   logit is a neutral score, a zero loss term adds nothing), because a zero gradient flowing back
   through a NaN router weight is still NaN (0 * NaN). The graph keeps its shape: a skipped router
   output stays attached to the router's parameters by a zero with zero gradient (`zero_touch`),
   so no parameter drops out of the backward pass (DDP would fail or hang waiting for its gradient
-  on that rank); the end of the forward logs the same text as a
-  warning on the 'mmrecvit' logger (forwarded to the mmengine log) and training goes on. Deciding
-  to cut needs the flag at once, so 'warn' costs one device sync per check ('raise' one per
-  forward).
+  on that rank); the end of the forward logs the same text as a warning on the 'mmrecvit' logger
+  (forwarded to the mmengine log) and training goes on. Deciding to cut needs the flag at once, so
+  'warn' costs one device sync per check: a debugging mode;
+* in mode 'off' checks nothing and replaces nothing (a NaN then travels as in any network).
 
 Checks run on the public forward path (`forward` / `forward_intermediates`): the backbone's forward makes one
 guard per forward and makes it the context's (`active_guard`), and the methods pass each router output through
-`finite`. While `torch.jit` traces (FLOP counting) or torch.compile/export traces nothing is checked, as the flag
-would become a traced constant (`finite` then only sanitises). A caller names where the forward
+`finite`. While `torch.jit` traces (FLOP counting) or torch.compile/export traces nothing is checked (`finite`
+then only sanitises): the deferred read lives outside the graph. A caller names where the forward
 runs (`forward_label`, a context variable: the training hook sets 'training iteration 17'), and the error
 says it.
 
@@ -45,7 +52,9 @@ about the cost of one full-fp32 product; the backward likewise. oneDNN's reduced
 
 from __future__ import annotations
 
+import collections
 import contextvars
+import ctypes
 import logging
 from collections.abc import Callable, Sequence
 
@@ -58,7 +67,9 @@ from . import fx
 
 logger = logging.getLogger('mmrecvit')
 
-NONFINITE_MODES = ('raise', 'warn')
+NONFINITE_MODES = ('raise', 'warn', 'off')
+# Forwards whose checks a backbone keeps unread at most ('raise'); past it the next forward waits for the oldest.
+PENDING_LIMIT = 16
 # Where the forwards of this context run ('training iteration 17'), appended to a NonFiniteError or warning.
 forward_label: contextvars.ContextVar[str | None] = contextvars.ContextVar('mmrecvit_forward_label', default=None)
 # The checks of the backbone forward running in this context (`ViTBackbone.forward_states` sets it; None: none).
@@ -74,15 +85,16 @@ class FiniteGuard:
 
     Args:
         owner: the backbone's name, first word of every message.
-        mode: 'raise' or 'warn'.
+        mode: 'raise', 'warn' or 'off'.
     """
 
     def __init__(self, owner: str, mode: str) -> None:
         self.owner, self.mode = owner, mode
-        self._checks: list[tuple[str, str | Sequence[str], Tensor]] = []
+        self._checks: list[tuple[str, list[str], Tensor]] = []  # (name, the label of each flag, flags (n,) bool)
+        self._bad: list[str] = []  # 'warn': what was skipped
 
     def __call__(self, name: str, where: str | Sequence[str], value: Tensor, source: nn.Module | None = None) -> Tensor:
-        """Record `value`'s finiteness and return it with NaN/inf replaced by 0.
+        """Record `value`'s finiteness and return the tensor to use ('off': `value` itself, unchecked).
 
         name: what the tensor is, e.g. 'routers.2 logits' or 'auxiliary loss loss_du'.
         where: the step it belongs to ('unit 1, recursion 3'); or one label per row of `value`
@@ -91,44 +103,141 @@ class FiniteGuard:
             connected to its parameters through `zero_touch`, so they keep a (zero) gradient:
             DDP with `find_unused_parameters=False` then finds every parameter used on every rank.
         """
-        finite = torch.isfinite(value.detach())
-        flags = finite.reshape(len(where), -1).all(1) if not isinstance(where, str) else finite.all()
-        self._checks.append((name, where, flags))
-        if self.mode == 'warn':
+        if self.mode == 'off':
+            return value
+        rows = [where] if isinstance(where, str) else list(where)
+        flags = torch.isfinite(value.detach()).reshape(len(rows), -1).all(1)  # (rows,) on the device, no sync
+        if self.mode == 'warn':  # cutting a bad tensor from the graph needs its flag now: one sync per check
             if bool(flags.all()):
                 return value
+            self._bad.append(_describe(name, rows, flags.tolist()))
             skipped = sanitize(value.detach())
             return skipped if source is None else skipped + zero_touch(source)
+        self._checks.append((name, rows, flags))
         return value.nan_to_num(0.0, 0.0, 0.0)  # `sanitize`, inline: once per router call
 
-    def finish(self) -> None:
-        """Resolve the forward's checks (one sync); raise or warn when any failed."""
-        checks, self._checks = self._checks, []
-        if not checks or bool(torch.stack([flags.all() for _, _, flags in checks]).all()):
+    def finish(self) -> PendingChecks | None:
+        """The end of the forward, no sync: 'raise' -> its flags in one vector on their way to the host (read by
+        `DeferredChecks.poll` or `check_finite`); 'warn' logs what it skipped."""
+        if self._bad:
+            logger.warning(self._message(self._bad) + " (nonfinite='warn': replaced by 0 in this forward)" + _at())
+        checks, self._checks, self._bad = self._checks, [], []
+        if not checks:
+            return None
+        labels = [(name, rows) for name, rows, _ in checks]
+        return PendingChecks(self, labels, torch.cat([flags for _, _, flags in checks]), forward_label.get())
+
+    def _message(self, bad: list[str]) -> str:
+        return f'{self.owner}: non-finite values (NaN or inf) in ' + '; '.join(bad)
+
+
+def _describe(name: str, rows: list[str], oks: Sequence[bool]) -> str:
+    return f'{name} at {", ".join(row for row, ok in zip(rows, oks) if not ok)}'
+
+
+def _at(label: str | None = None) -> str:
+    label = forward_label.get() if label is None else label
+    return '' if label is None else f'; at {label}'
+
+
+class PendingChecks:
+    """One 'raise' forward's flags (n,) bool, copied to the host without a sync: on CUDA into pinned memory behind
+    an event (`ready` once the GPU has passed it), on the CPU the flags themselves; other devices keep them until
+    `check_finite` reads them."""
+
+    def __init__(self, guard: FiniteGuard, labels: list[tuple[str, list[str]]], flags: Tensor, where: str | None):
+        self.guard, self.labels, self.where, self.flags, self.event = guard, labels, where, flags, None
+        self.host = flags if flags.device.type == 'cpu' else None
+        if flags.device.type == 'cuda':
+            self.host = torch.empty(flags.shape, dtype=torch.bool, pin_memory=True).copy_(flags, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+
+    def ready(self) -> bool:
+        """The flags are readable on the host without waiting for the device."""
+        return self.host is not None and (self.event is None or self.event.query())
+
+    def host_values(self) -> list[bool]:
+        """The flags read from host memory (call when `ready`): nothing waits (`host_bools`; on a GPU the pinned
+        buffer the copy has filled)."""
+        return host_bools(self.host)
+
+    def check(self, values: Sequence[bool]) -> None:
+        """Raise `NonFiniteError` naming the backbone, each non-finite tensor and its step, and where the forward
+        ran, when any of `values` (the flags, read) is False."""
+        if all(values):
             return
-        bad = []
-        for name, where, flags in checks:
-            if isinstance(where, str):
-                if not bool(flags):
-                    bad.append(f'{name} at {where}')
-            else:
-                rows = [label for label, ok in zip(where, flags.tolist()) if not ok]
-                if rows:
-                    bad.append(f'{name} at {", ".join(rows)}')
-        message = f'{self.owner}: non-finite values (NaN or inf) in ' + '; '.join(bad)
-        where = forward_label.get()
-        at = '' if where is None else f'; at {where}'
-        if self.mode == 'raise':
-            raise NonFiniteError(
-                message + " (the backbone's nonfinite='warn' would replace them by 0 with a warning and go on)" + at
-            )
-        logger.warning(message + " (nonfinite='warn': replaced by 0 in this forward)" + at)
+        bad, offset = [], 0
+        for name, rows in self.labels:
+            oks = values[offset : offset + len(rows)]
+            offset += len(rows)
+            if not all(oks):
+                bad.append(_describe(name, rows, oks))
+        raise NonFiniteError(
+            self.guard._message(bad)
+            + " (nonfinite='raise', read after the forward; 'warn' would replace them by 0 with a warning and go on)"
+            + _at(self.where)
+        )
+
+
+class DeferredChecks:
+    """A backbone's 'raise' checks not read yet (`ViTBackbone.finite_checks`): a plain object, not state; a copy or
+    pickle of the backbone starts with none."""
+
+    def __init__(self) -> None:
+        self.pending: collections.deque[PendingChecks] = collections.deque()
+
+    def __reduce__(self) -> tuple:
+        return DeferredChecks, ()
+
+    def poll(self) -> None:
+        """At the start of a forward: read the earlier forwards' flags that have reached the host (no wait; with
+        more than `PENDING_LIMIT` unread, wait for the oldest), raising for the first that failed."""
+        while self.pending and (self.pending[0].ready() or len(self.pending) > PENDING_LIMIT):
+            pending = self.pending.popleft()
+            pending.check(pending.host_values() if pending.ready() else pending.flags.tolist())
+
+    def take(self) -> list[PendingChecks]:
+        taken, self.pending = list(self.pending), collections.deque()
+        return taken
+
+
+def check_finite(model: nn.Module, scalars: Sequence[Tensor] = ()) -> Tensor:
+    """Read every unread check of every backbone in `model` together with `scalars` (the log's numbers, one each)
+    in one transfer, and raise `NonFiniteError` for the first forward that failed; else -> `scalars` on the host,
+    (len(scalars),) fp32 on the CPU (tensors still, for the hooks that read the log as tensors: reading them waits
+    for no device). The training hooks call it once per iteration (`RecursionHook`, `RecViTRCNN`)."""
+    pending = [
+        p
+        for m in model.modules()
+        if isinstance(checks := getattr(m, 'finite_checks', None), DeferredChecks)
+        for p in checks.take()
+    ]
+    unread = [p for p in pending if not p.ready()]
+    parts = [t.detach().float().reshape(1) for t in scalars] + [p.flags.float() for p in unread]
+    host = torch.cat([t.to(parts[0].device) for t in parts]).cpu() if parts else torch.zeros(0)  # the one transfer
+    flags, start, waited = host_bools(host[len(scalars) :] != 0), 0, set(map(id, unread))
+    for p in pending:
+        if id(p) not in waited:
+            p.check(p.host_values())
+        else:
+            p.check(flags[start : start + p.flags.numel()])
+            start += p.flags.numel()
+    return host[: len(scalars)]
+
+
+def host_bools(host: Tensor) -> list[bool]:
+    """A bool tensor in host memory -> its values, read as raw bytes (a bool is one byte): no device is involved,
+    which the host-sync counter's tensor modes, modelling a GPU, do not see (`benchmark/host_sync.py`)."""
+    host = host.contiguous()
+    return [b != 0 for b in ctypes.string_at(host.data_ptr(), host.numel())]
 
 
 def finite(name: str, where: str | Sequence[str], value: Tensor, source: nn.Module | None = None) -> Tensor:
     """Router logits (or another tensor that must stay finite) -> the tensor to use, checked by the running forward's
-    guard (`FiniteGuard.__call__`): NaN/inf are replaced by 0 and reported at the end of the forward, naming `name`
-    and `where`. Outside a checked forward (tracing, or a module called on its own) only sanitised."""
+    guard (`FiniteGuard.__call__`): NaN/inf are replaced by 0 and reported after the forward ('raise') or at its end
+    ('warn'), naming `name` and `where`. Outside a checked forward (tracing, or a module called on its own) only
+    sanitised."""
     guard = active_guard.get()
     return sanitize(value) if guard is None else guard(name, where, value, source)
 

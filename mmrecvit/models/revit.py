@@ -200,10 +200,9 @@ class ReViT(ViTBackbone):
             logits = finite('router logits', _labels(K), self.router_logits(depth_coordinates(K)), self.router)
             gates, merges = self.gates_of(logits), len(steps)
             ffns = self._training_ffns(gates[:merges], merges)
-        else:  # merged once and cached: checked when computed (only finite logits are cached)
+        else:  # merged once and cached; the logits checked at every forward (on the device: no sync)
             gates, logits, ffns, fresh = self._inference_ffns(K)
-            if fresh:
-                logits = finite('router logits', _labels(K), logits)
+            logits = finite('router logits', _labels(K), logits)
             merges = K if fresh else 0
         for step in steps:
             ffn = dict(expert_gates=gates[step.index]) if ffns is None else dict(ffn=ffns[step.index])
@@ -315,8 +314,7 @@ class ReViT(ViTBackbone):
         with torch.inference_mode(False), torch.no_grad(), torch.autocast(device_type, enabled=False):
             gates, logits, ffn = self.merged_ffns(depth)
         value = (gates, logits, ffn.unbind())  # per step: no indexing in the forward
-        if bool(torch.isfinite(logits).all()):  # non-finite: reported, not cached
-            self._ffn_cache = (key, value)
+        self._ffn_cache = (key, value)  # non-finite logits too: every forward that uses them reports them
         return (*value, True)
 
     def invalidate_cache(self) -> None:

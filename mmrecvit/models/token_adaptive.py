@@ -129,16 +129,18 @@ class DepthSubsets:
     as frozen there either (no keys/values are projected for nobody).
     """
 
-    def __init__(self, depth: Tensor, num_steps: int) -> None:
+    def __init__(self, depth: Tensor, num_steps: int, alive: Sequence[Sequence[int]] | None = None) -> None:
         if depth.ndim != 2:
             raise ValueError(f'depth must be (B, N), got shape {tuple(depth.shape)}')
         B, N = depth.shape
         self.batch_size, self.num_tokens, self.num_steps = B, N, num_steps
         order = torch.argsort(depth, dim=1, descending=True, stable=True)  # (B, N), deepest first
         self._rows = order + torch.arange(B, device=depth.device).unsqueeze(1) * N  # flat row indices
-        steps = torch.arange(num_steps, device=depth.device).view(-1, 1, 1)
+        if alive is None:  # read now; a caller that has read them already passes them (no second sync)
+            steps = torch.arange(num_steps, device=depth.device).view(-1, 1, 1)
+            alive = (depth.unsqueeze(0) > steps).sum(-1).tolist()
         # alive[s][b]: tokens of image b with depth > s, i.e. still active at step s.
-        self.alive: list[list[int]] = (depth.unsqueeze(0) > steps).sum(-1).tolist()
+        self.alive: list[list[int]] = [list(row) for row in alive[:num_steps]]
 
     def _slices(self, lo: Sequence[int], hi: Sequence[int]) -> TokenSubset:
         counts = tuple(map(operator.sub, hi, lo))

@@ -85,16 +85,45 @@ def test_a_checkpoint_keeps_its_temperature_and_its_measured_top1(tmp_path):
         read_start_meta(str(tmp_path / 'bare.pth'))
 
 
+class Detector(nn.Module):  # mmengine's BaseModel protocol: forward(..., mode) -> a loss dict in 'loss' mode
+    def __init__(self, name='SRViT'):
+        super().__init__()
+        self.backbone = tiny_backbone(name)
+
+    def forward(self, x, mode='tensor'):
+        outs = self.backbone(x)
+        return {'loss_task': sum(o.mean() for o in outs)} if mode == 'loss' else outs
+
+
+@pytest.mark.parametrize('name', ['SRViT', 'EdgeRecViT'])
+def test_recursion_hook_reads_the_iterations_log_in_one_transfer(name):
+    """After the step the hook reads every logged tensor (the losses, the statistics: Edge-RecViT's are many) and
+    the deferred finiteness checks in one transfer, before RuntimeInfoHook would `.item()` each key (48.2)."""
+    from mmengine.hooks import RuntimeInfoHook
+    from mmengine.runner.priority import get_priority
+
+    from mmrecvit.benchmark.host_sync import HostSyncCounter
+
+    assert get_priority(RecursionHook.priority) < get_priority(RuntimeInfoHook.priority)
+    model = Detector(name).train()
+    runner = SimpleNamespace(model=model, iter=3)
+    hook = RecursionHook()
+    hook.before_train(runner)
+    hook.before_train_iter(runner, 0)
+    outputs = model(torch.randn(2, 3, 48, 64), mode='loss')
+    expected = {k: v.item() for k, v in outputs.items()}
+    assert len(outputs) > 3 and model.backbone.finite_checks.pending
+    with HostSyncCounter() as counter:
+        hook.after_train_iter(runner, 0, outputs=outputs)
+    assert counter.syncs == 1, counter.summary()
+    assert {k: v.item() for k, v in outputs.items()} == expected
+    # every entry a view of the one host copy (on a GPU: CPU tensors, read without waiting)
+    assert len({v.untyped_storage().data_ptr() for v in outputs.values()}) == 1
+    assert not model.backbone.finite_checks.pending
+    hook.after_train(runner)
+
+
 def test_recursion_hook_adds_the_training_iteration():
-    class Detector(nn.Module):  # mmengine's BaseModel protocol: forward(..., mode) -> a loss dict in 'loss' mode
-        def __init__(self):
-            super().__init__()
-            self.backbone = tiny_backbone('SRViT')
-
-        def forward(self, x, mode='tensor'):
-            outs = self.backbone(x)
-            return {'loss_task': sum(o.mean() for o in outs)} if mode == 'loss' else outs
-
     model = Detector().train()
     loss = type(model).forward  # nothing of the model is replaced: torch hooks read the backbone's result
     runner = SimpleNamespace(model=model, iter=16)
@@ -106,9 +135,9 @@ def test_recursion_hook_adds_the_training_iteration():
     assert 'w/u0r1' not in model(x, mode='tensor') and type(model).forward is loss and 'forward' not in vars(model)
     with torch.no_grad():
         model.backbone.routers['0'].proj.bias.fill_(float('inf'))
+    outputs = model(x, mode='loss')  # no sync in the forward: the hook reads the check after the step
     with pytest.raises(NonFiniteError, match=r'routers.0 logits at unit 0, recursion 1.*; at training iteration 17'):
-        model(x, mode='loss')
-    hook.after_train_iter(runner, 0)
+        hook.after_train_iter(runner, 0, outputs=outputs)
     hook.after_train(runner)
     with torch.no_grad():
         model.backbone.routers['0'].proj.bias.fill_(0.0)

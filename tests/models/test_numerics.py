@@ -1,22 +1,25 @@
-"""Numerics (issue 9): non-finite router logits and aux losses are caught; bf16 autocast on CPU works.
+"""Numerics (issue 9, 48.2): non-finite router logits and aux losses are caught; bf16 autocast on CPU works.
 
 * A NaN/inf in any router's logits (SR-ViT's soft routers, reViT's depth router, Edge-RecViT's
-  ranker, MoR-ViT's expert-choice routers and token-choice router) or in an auxiliary loss ends the
-  forward with `NonFiniteError` naming the backbone, the module and the step (`nonfinite='raise'`,
-  the default), in training and in eval; inside a run, `RecursionHook` adds the training iteration.
+  ranker, MoR-ViT's expert-choice routers and token-choice router) or in an auxiliary loss raises
+  `NonFiniteError` naming the backbone, the module and the step (`nonfinite='raise'`, the default), in
+  training and in eval: read after the forward without a host sync (48.2), by `check_finite` (the
+  training hooks' once-per-iteration read) or at the backbone's next forward; inside a run,
+  `RecursionHook` adds the training iteration.
 * `nonfinite='warn'` logs the same text, replaces the values by 0 and goes on: outputs, aux losses
-  and every gradient stay finite.
+  and every gradient stay finite. `nonfinite='off'` checks nothing.
 * Every backbone (and the routing variants) runs forward and backward under bf16 autocast on CPU.
 """
 
 import logging
+import re
 
 import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
 
 from mmrecvit.models import BACKBONES
-from mmrecvit.models.numerics import FiniteGuard, NonFiniteError
+from mmrecvit.models.numerics import FiniteGuard, NonFiniteError, check_finite
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -90,19 +93,37 @@ def run(model, train):
 def test_non_finite_router_logits_raise_naming_module_and_step(case, name, kwargs, param, words, train, value):
     model = build(name, **kwargs)
     run(model, train)  # fine before
+    check_finite(model)
     poison(model, param, value)
+    outs = run(model, train)  # no sync in the forward: the check is read after it
+    assert all(torch.isfinite(o).all() for o in outs)  # the bad logits were replaced by 0
     with pytest.raises(NonFiniteError) as info:
-        run(model, train)
+        check_finite(model)
     for w in words:
         assert w in str(info.value), str(info.value)
+    check_finite(model)  # read once: reported once
+
+
+@pytest.mark.parametrize('case, name, kwargs, param, words', ROUTER_CASES, ids=[c[0] for c in ROUTER_CASES])
+def test_the_next_forward_raises_for_the_last_one(case, name, kwargs, param, words):
+    """A plain PyTorch loop that never calls `check_finite` stops at the next forward (on the CPU the flags are on
+    the host at once), naming the forward that failed."""
+    model = build(name, **kwargs)
+    poison(model, param, NAN)
+    run(model, True)
+    poison(model, param, 0.0)
+    with pytest.raises(NonFiniteError, match=re.escape(words[-1])):
+        run(model, True)
+    run(model, True)  # the poisoned forward is reported once; this one is finite
 
 
 @pytest.mark.parametrize('case, name, kwargs, param, value, loss', AUX_CASES, ids=[c[0] for c in AUX_CASES])
 def test_non_finite_aux_losses_raise_naming_the_loss(case, name, kwargs, param, value, loss):
     model = build(name, **kwargs)
     poison(model, param, value)
+    run(model, True)
     with pytest.raises(NonFiniteError, match=f'auxiliary loss {loss} at the end of the forward'):
-        run(model, True)
+        check_finite(model)
 
 
 @pytest.mark.parametrize('case, name, kwargs, param, words', ROUTER_CASES, ids=[c[0] for c in ROUTER_CASES])
@@ -136,7 +157,34 @@ def test_finite_models_check_silently_and_the_default_is_raise(caplog):
         with caplog.at_level(logging.WARNING, logger='mmrecvit'):
             for train in (True, False):
                 run(model, train)
+        check_finite(model)
     assert not caplog.records
+
+
+@pytest.mark.parametrize('case, name, kwargs, param, words', ROUTER_CASES, ids=[c[0] for c in ROUTER_CASES])
+def test_off_mode_checks_and_replaces_nothing(case, name, kwargs, param, words, caplog):
+    """nonfinite='off': the NaN travels as in any network, nothing is recorded, nothing raises or warns."""
+    model = build(name, nonfinite='off', **kwargs)
+    poison(model, param, NAN)
+    with caplog.at_level(logging.WARNING, logger='mmrecvit'):
+        outs = run(model, True)
+        run(model, True)
+    check_finite(model)
+    assert not model.finite_checks.pending and not caplog.records
+    loss = sum(o.square().mean() for o in outs) + sum(outs.stats.aux_losses.values(), torch.zeros(()))
+    assert not torch.isfinite(loss)
+
+
+def test_check_finite_reads_the_log_values_and_the_checks_in_one_transfer():
+    from mmrecvit.benchmark.host_sync import HostSyncCounter
+
+    model = build('SRViT')
+    outs = run(model, True)
+    scalars = list(outs.stats.scalars.values())
+    with HostSyncCounter() as counter:
+        values = check_finite(model, scalars)
+    assert counter.syncs == 1, counter.summary()
+    assert values.device.type == 'cpu' and values.tolist() == [v.item() for v in scalars]
 
 
 # ---- bf16 autocast on CPU -----------------------------------------------------------------------------
@@ -208,3 +256,30 @@ def test_finite_guard_warn_returns_a_zero_attached_to_the_source():
     assert out[0, 0] == 0 and out[0, 1] == value[0, 1] and out.requires_grad
     out.sum().backward()
     assert torch.equal(source.weight.grad, torch.zeros(2, 3))
+
+
+def test_flags_still_on_the_device_are_read_in_the_one_transfer_and_past_the_limit(monkeypatch):
+    """On a GPU a forward's flags reach the host when the device has passed it (`PendingChecks.ready`); emulated
+    here by flags never ready: `check_finite` reads them with the log's scalars in its one transfer, and a loop that
+    never synchronises waits for the oldest forward's only past `PENDING_LIMIT` unread forwards."""
+    from mmrecvit.benchmark.host_sync import HostSyncCounter
+    from mmrecvit.models import numerics
+
+    monkeypatch.setattr(numerics.PendingChecks, 'ready', lambda self: False)
+    model = build('MoRViT').train()
+    outs = run(model, True)
+    poison(model, 'routers.2.weight', NAN)
+    run(model, True)
+    with HostSyncCounter() as counter, pytest.raises(NonFiniteError, match='routers.2 logits at recursion 2'):
+        check_finite(model, list(outs.stats.scalars.values()))
+    assert counter.syncs == 1, counter.summary()
+    poison(model, 'routers.2.weight', INF)
+    model.eval()
+    with torch.no_grad():
+        for _ in range(numerics.PENDING_LIMIT + 1):
+            with HostSyncCounter() as counter:
+                model(images())
+            assert counter.syncs == 0, counter.summary()
+        with HostSyncCounter() as counter, pytest.raises(NonFiniteError, match='routers.2 logits'):
+            model(images())  # the oldest of 17 unread forwards, read (one wait)
+    assert counter.syncs == 1, counter.summary()

@@ -9,6 +9,13 @@ each `mode='loss'` forward: the `stats.aux_losses` (`loss_*`, summed into the to
 detector or segmentor, with no user code (our configs list the hook in `custom_hooks`); nothing of the model
 is replaced. Each training iteration is named in a backbone's `NonFiniteError` (NaN/inf router logits or
 aux losses, `mmrecvit.models.numerics.forward_label`).
+
+After the optimizer step the hook reads the iteration's log values (the loss dict's tensors: the heads' losses, our
+aux losses and statistics) and the backbones' deferred finiteness checks to the host in one transfer
+(`numerics.check_finite`) and puts them back as CPU tensors, so mmengine's `RuntimeInfoHook` (and any hook that reads
+the log as tensors) reads host memory instead of one device tensor per key (`.item()`: one sync each), and a
+`NonFiniteError` ends the run in the iteration that failed, before the checkpoint hooks save it. Hence the hook's
+priority: before `RuntimeInfoHook` ('VERY_HIGH').
 """
 
 from __future__ import annotations
@@ -17,15 +24,16 @@ from typing import Any
 
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
+from torch import Tensor
 
 from ...adapters import StatsCollector
-from ...models.numerics import forward_label
+from ...models.numerics import check_finite, forward_label
 
 
 class RecursionHook(Hook):
     """Add mmrecvit backbones' aux losses and statistics to the model's loss dict (module docstring)."""
 
-    priority = 'NORMAL'
+    priority = 'HIGHEST'  # after_train_iter reads the log's tensors before RuntimeInfoHook ('VERY_HIGH') does
 
     def __init__(self) -> None:
         self._collector: StatsCollector | None = None
@@ -59,9 +67,21 @@ class RecursionHook(Hook):
         self._label = forward_label.set(f'training iteration {runner.iter + 1}')
 
     def after_train_iter(self, runner, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
-        if self._label is not None:
-            forward_label.reset(self._label)
-            self._label = None
+        try:
+            if self._collector is not None:
+                model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+                logged = (
+                    {k: v for k, v in outputs.items() if isinstance(v, Tensor) and v.numel() == 1} if outputs else {}
+                )
+                values = check_finite(model, list(logged.values()))  # the one transfer
+                if logged:
+                    outputs.update(
+                        zip(logged, values.unbind())
+                    )  # host tensors: RuntimeInfoHook's reads wait for nothing
+        finally:
+            if self._label is not None:
+                forward_label.reset(self._label)
+                self._label = None
 
     def after_train(self, runner) -> None:
         for handle in self._handles:
