@@ -24,8 +24,7 @@ CASES = {
     'NaiveRecursiveViT': ('NaiveRecursiveViT', {}, 0, 0),
     'SRViT': ('SRViT', {}, 0, 0),
     'ReViT': ('ReViT', dict(step_drop_rate=0.0), 0, 0),
-    # Step dropout's groups (`step_dropout.py`): the kept-step mask read as a list and boolean indexing, 4 at this
-    # base; issue 48.1 rewrites it (static shapes, nothing read), which makes this 0.
+    # Step dropout (`step_dropout.py`, issue 48.1): groups and kept steps drawn on the device, static shapes
     'ReViT-elastic': ('ReViT', dict(step_drop_rate=0.3), 0, 0),
     'EdgeRecViT': ('EdgeRecViT', {}, 0, 1),  # eval: the engine's per-step token counts (`DepthSubsets`)
     'MoRViT': ('MoRViT', {}, 0, 0),
