@@ -23,6 +23,7 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import types
+import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -47,10 +48,32 @@ def _missing(op: str) -> MissingMMCVOpError:
     )
 
 
-def _compute_dtype(tensor: Tensor) -> torch.dtype:
-    """fp32 for fp16/bf16 tensors, as torchvision's autocast wrappers do (its CPU kernels have no bf16, nor fp16
-    for NMS); rois in the features' dtype, as mmdet's extractors pass them (the kernels read both as one type)."""
-    return torch.float32 if tensor.dtype in (torch.float16, torch.bfloat16) else tensor.dtype
+def _compute_dtype(tensor: Tensor, kernel_dtypes: tuple[torch.dtype, ...]) -> torch.dtype:
+    """The tensor's dtype where the kernel takes it, else fp32 (issue 48.7: an FPN level is upcast only for bf16,
+    which torchvision's RoIAlign kernels lack; fp16 runs as mmcv's compiled kernel runs it). Rois go in the same
+    dtype, as mmdet's extractors pass them (the kernels read both as one type)."""
+    return tensor.dtype if tensor.dtype in kernel_dtypes else torch.float32
+
+
+# The dtypes torchvision's kernels take (CPU measured with torchvision 0.29: RoIAlign fp16 yes and bf16 no, forward
+# and backward; NMS neither, on its (K, 4) boxes the upcast costs nothing). Its CUDA RoIAlign dispatches fp32/fp64/fp16.
+ROI_ALIGN_DTYPES = (torch.float32, torch.float64, torch.float16)
+NMS_DTYPES = (torch.float32, torch.float64)
+
+
+def _alert_not_deterministic(tensor: Tensor, op: str) -> None:
+    """torch's determinism check for a kernel we call by its op (issue 48.7): torchvision's CUDA RoIAlign backward
+    accumulates with atomicAdd, so under `torch.use_deterministic_algorithms(True)` (mmengine's
+    `randomness.deterministic`) it raises, or warns with `warn_only`, as torch's own non-deterministic kernels do.
+    The CPU kernel is deterministic."""
+    if tensor.is_cuda and torch.are_deterministic_algorithms_enabled():  # torch has no Python alert: its wording
+        message = (
+            f'{op} (torchvision CUDA kernel, through mmrecvit.mm.mmcv_ext) does not have a deterministic implementation'
+        )
+        if torch.is_deterministic_algorithms_warn_only_enabled():
+            warnings.warn(message, UserWarning, stacklevel=3)
+        else:
+            raise RuntimeError(f"{message}, but you set 'torch.use_deterministic_algorithms(True)'")
 
 
 class RoIAlignParams(NamedTuple):
@@ -76,15 +99,16 @@ def roi_align_forward(
 ) -> None:
     """mmcv's `roi_align_forward`: `output` <- RoIAlign of `input` at `rois` (K, 5: batch index, x1, y1, x2, y2)."""
     p = _average('roi_align_forward', params)
-    dtype = _compute_dtype(input)
-    out = torchvision.ops.roi_align(
-        input.to(dtype),
-        rois.to(dtype),
-        (p.aligned_height, p.aligned_width),
-        p.spatial_scale,
-        p.sampling_ratio,
-        p.aligned,
-    )
+    dtype = _compute_dtype(input, ROI_ALIGN_DTYPES)
+    with torch.autocast(input.device.type, enabled=False):  # torchvision's autocast kernel would upcast the level
+        out = torchvision.ops.roi_align(
+            input.to(dtype),
+            rois.to(dtype),
+            (p.aligned_height, p.aligned_width),
+            p.spatial_scale,
+            p.sampling_ratio,
+            p.aligned,
+        )
     output.copy_(out)
 
 
@@ -93,7 +117,8 @@ def roi_align_backward(
 ) -> None:
     """mmcv's `roi_align_backward`: `grad_input` <- the gradient of the average RoIAlign w.r.t. its input."""
     p = _average('roi_align_backward', params)
-    dtype = _compute_dtype(grad_output)
+    _alert_not_deterministic(grad_output, 'roi_align_backward')
+    dtype = _compute_dtype(grad_output, ROI_ALIGN_DTYPES)
     # torchvision's own backward kernel (what autograd runs behind torchvision.ops.roi_align): no public API
     grad = torch.ops.torchvision._roi_align_backward(
         grad_output.to(dtype),
@@ -110,7 +135,7 @@ def roi_align_backward(
 
 def nms(boxes: Tensor, scores: Tensor, iou_threshold: float, offset: int) -> Tensor:
     """mmcv's `nms`: indices of the kept boxes (x1, y1, x2, y2), by decreasing score."""
-    dtype = _compute_dtype(boxes)
+    dtype = _compute_dtype(boxes, NMS_DTYPES)
     boxes, scores = boxes.to(dtype), scores.to(dtype)
     if offset:  # mmcv's legacy offset=1 widths (x2 - x1 + 1): the same IoUs as boxes whose x2, y2 grow by 1
         boxes = torch.cat([boxes[:, :2], boxes[:, 2:] + offset], 1)

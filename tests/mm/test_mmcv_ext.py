@@ -122,3 +122,21 @@ def test_an_op_the_table_lacks_is_one_error_naming_it_and_the_switch(monkeypatch
         call(mmcv.ops)
     (line,) = str(error.value).splitlines()
     assert op in line and 'make setup MMCV=full' in line and 'roi_align_forward' in line  # what the table has
+
+
+@pytest.mark.parametrize('warn_only', [False, True])
+def test_roi_align_backward_on_cuda_honours_torchs_determinism_check(warn_only):
+    """Issue 48.7: torchvision's CUDA RoIAlign backward accumulates with atomicAdd; called by its op it would skip the
+    check torch's own kernels make, so the table makes it (on a CUDA tensor; the CPU kernel is deterministic)."""
+    cuda_grad, cpu_grad = types.SimpleNamespace(is_cuda=True), torch.zeros(1)
+    before = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    try:
+        mmcv_ext._alert_not_deterministic(cuda_grad, 'roi_align_backward')  # off: nothing
+        torch.use_deterministic_algorithms(True, warn_only=warn_only)
+        mmcv_ext._alert_not_deterministic(cpu_grad, 'roi_align_backward')
+        expect = pytest.warns(UserWarning) if warn_only else pytest.raises(RuntimeError)
+        with expect as caught:
+            mmcv_ext._alert_not_deterministic(cuda_grad, 'roi_align_backward')
+        assert 'roi_align_backward' in str(caught.list[0].message if warn_only else caught.value)
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
