@@ -14,6 +14,7 @@ at the toy heads' width. The toy sets are written to --data-root when missing (t
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -36,7 +37,8 @@ def use_backend(backend: str) -> None:
         table = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(table)
         sys.meta_path.insert(0, table.MMCVExtFinder())
-    elif importlib.util.find_spec('mmcv._ext') is None:  # mmcv-lite: the compiled _ext of the cached wheel
+    elif importlib.machinery.PathFinder.find_spec('mmcv._ext', mmcv.__path__) is None:  # mmcv-lite (the import hook
+        # would answer find_spec with the table): the compiled _ext of the cached wheel
         sys.path.insert(0, osp.join(REPO, 'tests'))
         from helpers import compiled_mmcv_ext
 

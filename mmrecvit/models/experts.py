@@ -18,6 +18,7 @@ from timm.layers import trunc_normal_
 from torch import Tensor, nn
 from torch.distributed.fsdp import FSDPModule, register_fsdp_forward_method
 
+from .checkpoint import average_blocks
 from .layers import Block
 from .numerics import RouterLinear
 
@@ -96,7 +97,7 @@ class ExpertMlp(nn.Module):
         consecutive groups, group j running FFN j."""
         if ffn is None:
             ffn = self.merge(expert_gates)
-        if ffn.fc1_weight.ndim == 2:
+        if isinstance(ffn.fc1_weight, torch.fx.Proxy) or ffn.fc1_weight.ndim == 2:  # fx traces no step dropout
             return F.linear(self.act(F.linear(x, ffn.fc1_weight, ffn.fc1_bias)), ffn.fc2_weight, ffn.fc2_bias)
         # G FFNs (G, H, D) for G equal groups of the images (reViT's step dropout): one batched product each.
         h = x.reshape(ffn.fc1_weight.shape[0], -1, x.shape[-1])  # (G g, N, D) -> (G, g N, D)
@@ -150,6 +151,16 @@ class DepthRouter(nn.Module):
     def forward(self, coords: Tensor) -> Tensor:
         """(U,) coordinates -> (U, E) logits."""
         return self.fc2(self.act(self.fc1(coords.unsqueeze(-1))))
+
+
+def experts_from_blocks(blocks: list[dict[str, Tensor]], num_experts: int) -> dict[str, Tensor]:
+    """The expert bank from a plain ViT's n blocks (timm keys without `blocks.i.`): expert e <- the mean FFN of the
+    e-th of E contiguous groups of blocks; `fc1.weight`... stacked (E, ...) as `ExpertMlp` holds them."""
+    n, E = len(blocks), num_experts
+    mlps = [{k: v for k, v in b.items() if k.startswith('mlp.')} for b in blocks]
+    experts = [average_blocks(mlps[e * n // E : (e + 1) * n // E]) for e in range(E)]
+    names = ('fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias')
+    return {name: torch.stack([ffn[f'mlp.{name}'] for ffn in experts]) for name in names}
 
 
 def programmed_router(

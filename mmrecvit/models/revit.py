@@ -33,6 +33,7 @@ from .experts import (
     ExpertMlp,
     MergedFfn,
     depth_coordinates,
+    experts_from_blocks,
     out_depth_to_step,
     programmed_router,
 )
@@ -41,7 +42,7 @@ from .numerics import finite, full_precision, sanitize
 from .registry import register_backbone
 from .schedule import Step, step_work
 from .stats import ForwardStats
-from .step_dropout import num_groups, per_image, sample_steps
+from .step_dropout import logit_labels, num_groups, per_image, sample_steps
 
 PROGRAMMED_GATE = 0.97  # `router_init='programmed'`: each step's gate on the expert of its own depth
 DEFAULT_OUT_DEPTHS = (0.25, 0.5, 0.75, 1.0)  # the default outputs, as normalised depths: the stage ends
@@ -197,12 +198,13 @@ class ReViT(ViTBackbone):
             return
         K, run = self._depth if setting is None else setting, self.block_runner()
         if self.training:
-            logits = finite('router logits', _labels(K), self.router_logits(depth_coordinates(K)), self.router)
+            logits = finite('router logits', logit_labels(K), self.router_logits(depth_coordinates(K)), self.router)
             gates, merges = self.gates_of(logits), len(steps)
             ffns = self._training_ffns(gates[:merges], merges)
-        else:  # merged once and cached; the logits checked at every forward (on the device: no sync)
-            gates, logits, ffns, fresh = self._inference_ffns(K)
-            logits = finite('router logits', _labels(K), logits)
+        else:  # merged once and cached; the logits checked when merged (on the device: no sync), reported once
+            gates, logits, ffns, fresh = self._inference_ffns(K)  # (the gates count NaN/inf logits as 0)
+            if fresh:
+                logits = finite('router logits', logit_labels(K), logits)
             merges = K if fresh else 0
         for step in steps:
             ffn = dict(expert_gates=gates[step.index]) if ffns is None else dict(ffn=ffns[step.index])
@@ -223,7 +225,7 @@ class ReViT(ViTBackbone):
         C = draw.slots.shape[1]
         grid = torch.arange(L, device=x.device, dtype=torch.float64) / (L - 1)  # the L-grid, for the log's table
         coords = torch.cat([grid.float(), draw.coords.flatten()])  # (L + L C,)
-        logits = finite('router logits', _labels(L, C), full_precision(self.router, coords), self.router)
+        logits = finite('router logits', logit_labels(L, C), full_precision(self.router, coords), self.router)
         gates = self.gates_of(logits)
         # Each block call merges its C FFNs (`ExpertMlp`): one (L C)-row product would cost its stack of L C merged
         # FFNs in backward, more than reading the experts once per step (docs/methods/revit.md).
@@ -314,7 +316,7 @@ class ReViT(ViTBackbone):
         with torch.inference_mode(False), torch.no_grad(), torch.autocast(device_type, enabled=False):
             gates, logits, ffn = self.merged_ffns(depth)
         value = (gates, logits, ffn.unbind())  # per step: no indexing in the forward
-        self._ffn_cache = (key, value)  # non-finite logits too: every forward that uses them reports them
+        self._ffn_cache = (key, value)  # non-finite logits too (as 0 gates): reported by the forward that merged them
         return (*value, True)
 
     def invalidate_cache(self) -> None:
@@ -385,33 +387,10 @@ class ReViT(ViTBackbone):
         shared = average_blocks(blocks) if self.shared_init == 'average' else blocks[n // 2]
         out = dict(rest)
         out.update({f'block.{k}': v for k, v in shared.items() if not k.startswith('mlp.')})
-        experts = [
-            average_blocks(
-                [
-                    {k: v for k, v in blocks[i].items() if k.startswith('mlp.')}
-                    for i in range(e * n // E, (e + 1) * n // E)
-                ]
-            )
-            for e in range(E)
-        ]
-        for name in ('fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias'):
-            out[f'block.mlp.{name}'] = torch.stack([ffn[f'mlp.{name}'] for ffn in experts])
+        out.update({f'block.mlp.{k}': v for k, v in experts_from_blocks(blocks, E).items()})
         out = fresh_parameters(self, out, r'^router\.')
-        if self.router_init == 'programmed' and E > 1:
-            out.update(self.programmed_router())
+        if self.router_init == 'programmed' and E > 1:  # gates that program depth like the stack the experts come from
+            fc1 = self.router.fc1
+            out.update(programmed_router(fc1.out_features, E, self.depth, PROGRAMMED_GATE, fc1.weight.dtype))
             logger.info(f"router programmed (router_init='programmed'): step t -> expert floor(t*{E}/{self.depth})")
         return out
-
-    def programmed_router(self) -> dict[str, Tensor]:
-        """Router weights whose gates program depth like the stack the experts come from (`experts.py`)."""
-        return programmed_router(
-            self.router.fc1.out_features, self.num_experts, self.depth, PROGRAMMED_GATE, self.router.fc1.weight.dtype
-        )
-
-
-def _labels(K: int, slots: int = 0) -> list[str]:
-    """The rows of a router-logits table for the finiteness check: the K steps of the grid (s = t/(K-1)), then under
-    step dropout each step's `slots` groups (at their own coordinates, drawn on the device: not printed, as a
-    coordinate read from the draw is a symbolic float under torch.compile, which a format spec cannot print)."""
-    grid = [f'step {t} (s={t / (K - 1):.3g})' for t in range(K)]  # Python ints: constants while compiling
-    return grid + [f'step {t}, group slot {j} (its own kept-step coordinate)' for t in range(K) for j in range(slots)]

@@ -98,8 +98,8 @@ def test_the_layer_decay_groups_are_one_info_line():
     logger.removeHandler(handler)
     (line,) = [x for x in stream.getvalue().splitlines() if 'layer-wise lr decay' in x]
     assert line == (
-        'layer-wise lr decay 0.5: backbone lr x0.03125 (depth 0) to x0.5 (depth 4) over 5 depths, other parameters x1 '
-        "(each depth at log_level='DEBUG')"
+        'layer-wise lr decay 0.5 (per_layer: rate 0.5): backbone lr x0.03125 (depth 0) to x0.5 (depth 4) over 5 '
+        "depths, other parameters x1 (each depth at log_level='DEBUG')"
     )
 
 
