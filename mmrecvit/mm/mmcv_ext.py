@@ -48,17 +48,19 @@ def _missing(op: str) -> MissingMMCVOpError:
     )
 
 
-def _compute_dtype(tensor: Tensor, kernel_dtypes: tuple[torch.dtype, ...]) -> torch.dtype:
-    """The tensor's dtype where the kernel takes it, else fp32 (issue 48.7: an FPN level is upcast only for bf16,
-    which torchvision's RoIAlign kernels lack; fp16 runs as mmcv's compiled kernel runs it). Rois go in the same
-    dtype, as mmdet's extractors pass them (the kernels read both as one type)."""
-    return tensor.dtype if tensor.dtype in kernel_dtypes else torch.float32
+def _compute_dtype(tensor: Tensor, kernel_dtypes: dict[str, tuple[torch.dtype, ...]]) -> torch.dtype:
+    """The tensor's dtype where its device's kernel takes it at full accuracy, else fp32 (issue 48.7: on CUDA an FPN
+    level is upcast only for bf16, which torchvision's RoIAlign lacks; fp16 runs as mmcv's compiled kernel runs it).
+    Rois go in the same dtype, as mmdet's extractors pass them (the kernels read both as one type)."""
+    return tensor.dtype if tensor.dtype in kernel_dtypes.get(tensor.device.type, ()) else torch.float32
 
 
-# The dtypes torchvision's kernels take (CPU measured with torchvision 0.29: RoIAlign fp16 yes and bf16 no, forward
-# and backward; NMS neither, on its (K, 4) boxes the upcast costs nothing). Its CUDA RoIAlign dispatches fp32/fp64/fp16.
-ROI_ALIGN_DTYPES = (torch.float32, torch.float64, torch.float16)
-NMS_DTYPES = (torch.float32, torch.float64)
+# The dtypes torchvision's kernels take, by device. CUDA RoIAlign dispatches fp32/fp64/fp16. The CPU RoIAlign takes
+# fp16 but accumulates in it (the GPU check measured 400x its fp16 tolerance against fp32 at adaptive sampling), and
+# has no bf16: fp32 there. NMS: fp32 everywhere (its (K, 4) boxes cost nothing to upcast; CPU has no fp16 kernel).
+FULL = (torch.float32, torch.float64)
+ROI_ALIGN_DTYPES = {'cuda': (*FULL, torch.float16), 'cpu': FULL}
+NMS_DTYPES = {'cuda': FULL, 'cpu': FULL}
 
 
 def _alert_not_deterministic(tensor: Tensor, op: str) -> None:

@@ -140,3 +140,15 @@ def test_roi_align_backward_on_cuda_honours_torchs_determinism_check(warn_only):
         assert 'roi_align_backward' in str(caught.list[0].message if warn_only else caught.value)
     finally:
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
+def test_roi_align_keeps_fp16_on_cuda_and_upcasts_where_the_kernel_is_not_exact():
+    """Issue 48.7: no fp32 copy of an FPN level where the kernel takes fp16 at its accuracy (CUDA); bf16 everywhere
+    and fp16 on the CPU (its kernel accumulates in half) are computed in fp32. NMS's boxes: fp32."""
+    on = lambda device, dtype: types.SimpleNamespace(dtype=dtype, device=torch.device(device))  # noqa: E731
+    decide = mmcv_ext._compute_dtype
+    assert decide(on('cuda', torch.float16), mmcv_ext.ROI_ALIGN_DTYPES) == torch.float16
+    for device, dtype in (('cuda', torch.bfloat16), ('cpu', torch.float16), ('cpu', torch.bfloat16)):
+        assert decide(on(device, dtype), mmcv_ext.ROI_ALIGN_DTYPES) == torch.float32
+    assert decide(on('cuda', torch.float16), mmcv_ext.NMS_DTYPES) == torch.float32
+    assert decide(on('cpu', torch.float64), mmcv_ext.ROI_ALIGN_DTYPES) == torch.float64
