@@ -56,9 +56,7 @@ from .gpu_check_results import REPO, Result, Setup, guarded
 
 # Cases that FAIL today for what another item of issue 48 fixes (check/case patterns, fnmatch) -> the item. The lead
 # removes an entry when its item lands; the CI test (tests/scripts/test_gpu_check.py) asserts every other case passes.
-KNOWN_FAILURES = {
-    'sync/MoRViT-token_choice train': '48.2 (token choice trains on the routed tokens: it reads their counts, 1)',
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 CHECKS: dict[str, Callable[[Setup], Iterator[Result]]] = {

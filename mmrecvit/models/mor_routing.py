@@ -1,7 +1,9 @@
 """MoR-ViT's routing (docs/methods/mor_vit.md), one forward's state each: expert choice (per-recursion routers
 keep the top `ceil(cap_r * Np)` of the tokens chosen at r-1, CLS always) and token choice (one router gives each
-token its number of recursions up front). `select(r, x, k)` gives the tokens that run recursion r and their gates;
-`finish()` the routers' losses and statistics. Built complete where the forward makes them (`MoRViT.iter_layers`).
+token its number of recursions up front). `select(r, x, k)` gives the tokens that run recursion r and their gates:
+a `TokenSubset` (`token_adaptive.run_subset`), or with static shapes a (B, N) mask (`masked`: token choice in
+training, `MaskedTokenChoice`, for `token_adaptive.run_masked`); `finish()` the routers' losses and statistics. Built
+complete where the forward makes them (`MoRViT.iter_layers`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from .token_adaptive import DepthSubsets, TokenSubset, top_k
 class ExpertChoice:
     """One forward's expert-choice routing state (docs/methods/mor_vit.md): hierarchical top-k per recursion.
     `candidates` (B, k) holds the patch positions chosen at the previous recursion (all before recursion 0), sorted."""
+
+    masked = False  # `select` gives a `TokenSubset` (`token_adaptive.run_subset`)
 
     def __init__(self, model: Any, x: Tensor) -> None:
         B, N, _ = x.shape
@@ -109,9 +113,11 @@ def token_choice(model: Any, x: Tensor) -> TokenRoute:
 
 class TokenChoice:
     """One forward's token-choice routing (docs/methods/mor_vit.md): the decision `route` and the token subsets of every
-    recursion (`DepthSubsets` of its depths, made by the caller: a host read of the counts)."""
+    recursion (`DepthSubsets` of its depths, made by the caller: a host read of the counts; eval)."""
 
-    def __init__(self, model: Any, route: TokenRoute, subsets: DepthSubsets) -> None:
+    masked = False  # `select` gives a `TokenSubset` (`token_adaptive.run_subset`)
+
+    def __init__(self, model: Any, route: TokenRoute, subsets: DepthSubsets | None) -> None:
         self.model, self.route, self.subsets = model, route, subsets
         self.recursions = route.recursions
 
@@ -121,6 +127,7 @@ class TokenChoice:
         return active, self.route.gate.index_select(0, active.index)
 
     def finish(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """The routers' losses and statistics (from `route` alone: the same on the masked path)."""
         model, R, route = self.model, self.model.num_recursions, self.route
         patch_logits, recursions = route.logits[:, model.num_prefix_tokens :], route.recursions
         P_i = route.probs.float().mean((0, 1))  # mean router probability of i recursions
@@ -133,3 +140,18 @@ class TokenChoice:
         scalars['recursions/mean'] = recursions.float().mean()
         scalars['gate/mean'] = route.gate.detach().float().mean()
         return losses, scalars
+
+
+class MaskedTokenChoice(TokenChoice):
+    """Token choice with static shapes, no host read (training, docs/methods/mor_vit.md): `select` gives the (B, N)
+    mask of the tokens that run recursion r (None at r = 0: every token runs at least one) and every token's gate
+    (B, N), for `token_adaptive.run_masked`. Not kept out of a compiled graph: nothing in it depends on r's data."""
+
+    masked = True
+
+    def __init__(self, model: Any, route: TokenRoute) -> None:
+        super().__init__(model, route, None)
+
+    def select(self, r: int, x: Tensor, k: int | None = None) -> tuple[Tensor | None, Tensor]:
+        depth = self.route.token_recursions  # (B, N)
+        return (None if r == 0 else depth > r), self.route.gate.view(depth.shape)

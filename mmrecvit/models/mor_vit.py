@@ -10,7 +10,9 @@ recursion runs in order, `blocks.{u+1}` the last block: L = 2 + u * N_r layers. 
 (docs/methods/mor_vit.md default: per-recursion routers keep the top `ceil(cap_r * Np)` of the tokens chosen at r-1, CLS
 always) or 'token_choice' (one router gives each token its number of recursions up front). The engine
 (`token_adaptive.run_subset`) runs each shared application for the chosen tokens only, which is MoR's
-recursion-wise KV caching. Decisions and measurements: docs/methods/mor_vit.md.
+recursion-wise KV caching; token choice trains on the same function with static shapes (`run_masked`: every token
+computed, the routed ones kept; its counts are data, read to the host once by the engine). Decisions and
+measurements: docs/methods/mor_vit.md.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from .backbone import ViTBackbone
 from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_sequence
 from .flops import Work, linear_work
-from .mor_routing import ExpertChoice, TokenChoice, token_choice
+from .mor_routing import ExpertChoice, MaskedTokenChoice, TokenChoice, token_choice
 from .numerics import RouterLinear
 from .registry import register_backbone
 from .schedule import Step, step_work
@@ -216,6 +218,9 @@ class MoRViT(ViTBackbone):
 
     # ---- settings and the forward ---------------------------------------------------------------
     static_schedule = True  # first, N_r x the unit, last at every setting; the routers decide the tokens
+    # Token choice in training: the masked path (`token_adaptive.run_masked`: static shapes, no host read, the dense
+    # FLOPs); False: the subset path as in eval (the parity tests compare the two, tests/models/test_mor_vit.py).
+    masked_training = True
     in_place_reads = True  # inference updates the chosen rows in place
 
     @property
@@ -246,7 +251,9 @@ class MoRViT(ViTBackbone):
         """The first block on every token; N_r recursions of the shared unit, each on the tokens routed to it
         (the gated update `update`, attention among them: `token_adaptive.run_subset`); the last block on every
         token. Expert choice picks the tokens of each recursion among those of the one before (`capacities`: in
-        force, or the compute knob's); token choice gives every token its recursions after the first block."""
+        force, or the compute knob's); token choice gives every token its recursions after the first block, and in
+        training runs every recursion on every token with the routed tokens' keys and updates (`run_masked`: the
+        same function with static shapes, no host read of the counts)."""
         run, inplace, steps = self.block_runner(), not torch.is_grad_enabled(), iter(steps)  # inference: in place
         first = next(steps)  # the first block, on every token
         x = run(first.block, x, drop_path_rate=first.drop_path_rate, layout=first.layout)
@@ -255,6 +262,9 @@ class MoRViT(ViTBackbone):
         if self.routing == 'expert_choice':
             routing, num_patches = ExpertChoice(self, x), x.shape[1] - P
             kept = self._schedules.get(('kept', capacities, num_patches), lambda: kept_tokens(capacities, num_patches))
+        elif self.training and self.masked_training:  # static shapes, no host read: every token, the routed kept
+            routing, kept = MaskedTokenChoice(self, token_choice(self, x)), [None] * R
+            stats.setting = None  # every recursion on every token: what the masked path computes (`work`)
         else:
             route = token_choice(self, x)
             # In this frame, not in a callee: torch.compile resumes right after the host read of the counts.
@@ -269,9 +279,11 @@ class MoRViT(ViTBackbone):
             else:
                 if block is unit_start:  # recursion r starts: the tokens routed to it and their gates
                     active, gate = routing.select(r, x, kept[r])
-                in_place = inplace and not active.is_full
-                subset = dict(residual_gate=gate, update=self.update, inplace=in_place)
-                x = run(token_adaptive.run_subset, block, x, active, **subset, **kw)
+                if routing.masked:  # a (B, N) mask and (B, N) gates
+                    x = run(token_adaptive.run_masked, block, x, active, residual_gate=gate, update=self.update, **kw)
+                else:
+                    subset = dict(residual_gate=gate, update=self.update, inplace=inplace and not active.is_full)
+                    x = run(token_adaptive.run_subset, block, x, active, **subset, **kw)
             yield step.layer, x
         losses, scalars = routing.finish()
         stats.aux_losses, stats.token_maps['recursions'] = losses, routing.recursions

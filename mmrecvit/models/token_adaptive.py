@@ -29,6 +29,8 @@ Public pieces:
     TokenRows        the layout of the (T, D) rows `Block.forward(rows, layout=TokenRows(...))` runs on:
                      attention among the active tokens or over a `KVCache` (`attention.rows_attention`).
     run_subset       one block application for a subset -> new x (`subset_work`: what it computes).
+    run_masked       the same with static shapes (a (B, N) mask; every token computed, the active ones kept):
+                     no host read, at the dense block's cost (MoR-ViT's token choice in training).
 
 The block itself is the model's own `layers.Block` (one block path); this module only decides which
 rows it runs on and where their keys/values come from. Everything is differentiable (out-of-place
@@ -324,6 +326,32 @@ def run_subset(
     if inplace and torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
         raise RuntimeError('run_subset(inplace=True) is only for inference (no autograd graph)')
     return write_rows(rows, active.index, out, inplace).view(B, N, D)
+
+
+def run_masked(
+    block: nn.Module,
+    x: Tensor,
+    active: Tensor | None,
+    *,
+    residual_gate: Tensor | None = None,
+    update: str = 'interpolate',
+    drop_path_rate: float = 0.0,
+    layout: Windows | Global | None = None,
+) -> Tensor:
+    """`run_subset`'s function with static shapes and no host read: `block` on every token of x (B, N, D), the keys
+    of every attention limited to the `active` (B, N) bool tokens of their image (None: every token), the update
+    kept for the active tokens only (`torch.where`: the others keep their state, and their rows pass no gradient
+    into the block or the gate). The same outputs and gradients as `run_subset` on `TokenSubset.from_mask(active)`,
+    at the dense block's cost (`subset_work` of every token). residual_gate: (B, N) per-token gates (see
+    `run_subset`)."""
+    kw = {}
+    if active is not None:  # an image with no active token attends to every key: its rows are not kept
+        kw['attn_mask'] = (active | ~active.any(1, keepdim=True))[:, None, None, :]  # (B, 1, 1, N)
+    out = block(x, drop_path_rate=drop_path_rate, layout=layout, **kw)
+    if residual_gate is not None:
+        g = residual_gate.unsqueeze(-1)
+        out = x + g * out if update == 'additive' else x + g * (out - x)
+    return out if active is None else torch.where(active.unsqueeze(-1), out, x)
 
 
 def top_k(scores: Tensor, k: int) -> Tensor:

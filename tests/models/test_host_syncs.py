@@ -28,8 +28,8 @@ CASES = {
     'ReViT-elastic': ('ReViT', dict(step_drop_rate=0.3), 0, 0),
     'EdgeRecViT': ('EdgeRecViT', {}, 0, 1),  # eval: the engine's per-step token counts (`DepthSubsets`)
     'MoRViT': ('MoRViT', {}, 0, 0),
-    # Token choice runs the engine in training too: its per-recursion token counts, read once (not yet 0)
-    'MoRViT-token_choice': ('MoRViT', dict(routing='token_choice'), 1, 1),
+    # Token choice trains on the masked path (static shapes); eval: the engine's per-recursion token counts, read once
+    'MoRViT-token_choice': ('MoRViT', dict(routing='token_choice'), 0, 1),
 }
 SETTINGS = {
     'global': {},

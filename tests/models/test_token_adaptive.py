@@ -5,7 +5,16 @@ import torch
 from backbone_cases import masked_attention
 
 from mmrecvit.models.layers import Block
-from mmrecvit.models.token_adaptive import DepthSubsets, KVCache, TokenSubset, run_subset, subset_work
+from mmrecvit.models.token_adaptive import (
+    UPDATES,
+    DepthSubsets,
+    KVCache,
+    TokenSubset,
+    run_masked,
+    run_subset,
+    subset_work,
+)
+from mmrecvit.models.windows import Global, Windows
 
 D, H = 32, 2
 
@@ -210,6 +219,45 @@ def test_gradients_match_the_masked_reference(cached):
         (out * torch.cos(out)).sum().backward()
         grads.append([xi.grad, gate.grad] + [p.grad for p in block.parameters()])
     for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+# layout, relative position tables: on a 3 x 4 grid with CLS (N = 13), windows of 2
+LAYOUTS = {
+    'global': (None, None),
+    'global-relpos': (Global((3, 4), 1), (3, 4)),
+    'windows-relpos': (Windows((3, 4), 2, 1), (2, 2)),
+}
+
+
+@pytest.mark.parametrize('update', UPDATES)
+@pytest.mark.parametrize('layout', list(LAYOUTS))
+def test_masked_run_equals_the_subset_run_and_its_gradients(layout, update):
+    """`run_masked` (static shapes: MoR-ViT's token choice in training) computes `run_subset`'s function: outputs and
+    the gradients of x, the gates and every weight, drop path drawn alike, with images of every token, one token
+    and none."""
+    layout, tables = LAYOUTS[layout]
+    mask = varied_mask(N=13)
+    x, gate = torch.randn(*mask.shape, D), torch.rand(mask.shape)
+    results = []
+    for masked in (True, False):
+        block = make_block()
+        if tables:
+            torch.manual_seed(0)
+            block = Block(D, H, rel_pos_size=tables)
+            with torch.no_grad():
+                block.attn.rel_pos_h.normal_(), block.attn.rel_pos_w.normal_()
+        xi, gi = x.clone().requires_grad_(True), gate.clone().requires_grad_(True)
+        kw = dict(update=update, drop_path_rate=0.3, layout=layout)
+        torch.manual_seed(1)
+        if masked:
+            out = run_masked(block.train(), xi, mask, residual_gate=gi, **kw)
+        else:
+            sub = TokenSubset.from_mask(mask)
+            out = run_subset(block.train(), xi, sub, residual_gate=gi.reshape(-1)[sub.index], **kw)
+        (out * torch.cos(out)).sum().backward()
+        results.append([out, xi.grad, gi.grad, *(p.grad for p in block.parameters())])
+    for a, b in zip(*results):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
