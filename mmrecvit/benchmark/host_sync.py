@@ -8,8 +8,10 @@ the backward alike) and a `TorchFunctionMode` (reads to the host that dispatch n
   list (`.tolist()`), a copy to the host (`.cpu()`, `.numpy()`), and the operators whose output size depends on the
   data (`nonzero`, `masked_select`, `unique`, `repeat_interleave` without `output_size`, indexing with a boolean
   mask), which read a count back before they can allocate;
-* uploads: tensors made from Python data (`torch.tensor([...])`, `aten.lift_fresh`): on a GPU a host-to-device copy
-  from pageable memory, which does not block the host but orders the stream behind it.
+* uploads, counted apart (`uploads`): tensors made from Python data (`torch.tensor([...])`, `aten.lift_fresh`) and
+  copies of a CPU tensor to another device (`aten._to_copy` with a `device=`, `aten.copy_` into a tensor elsewhere):
+  on a GPU a host-to-device copy from pageable memory, which torch makes with a stream sync (`memcpy_and_sync`; a
+  CPU-only run sees the `torch.tensor` they start from, or a copy to the meta device).
 
 `counts` holds each operator's count, so a report can say what synced. It does not see a kernel's own reads below
 the dispatcher, nor a sync made outside torch (e.g. a C extension's), nor host memory read as raw bytes (the
@@ -39,7 +41,23 @@ SYNC_OPS = {
 }
 MASK_INDEXING = {_aten.index.Tensor, _aten.index_put.default, _aten.index_put_.default, _aten._index_put_impl_.default}
 UPLOAD_OPS = {_aten.lift_fresh.default}
+UPLOAD = 'host-to-device copy'  # `counts`' name for the copies of a CPU tensor to another device
+UPLOAD_NAMES = (str(_aten.lift_fresh.default), UPLOAD)
 HOST_READS = {torch.Tensor.tolist, torch.Tensor.cpu, torch.Tensor.numpy}
+
+
+def _device_type(device: Any) -> str | None:
+    return None if device is None else torch.device(device).type
+
+
+def _upload(func: Any, args: tuple, kwargs: dict) -> bool:
+    """A copy of a CPU tensor to another device: `.to(device)` (`_to_copy`) or `dst.copy_(src)`."""
+    if func is _aten._to_copy.default:
+        target = _device_type(kwargs.get('device'))
+        return args[0].device.type == 'cpu' and target not in (None, 'cpu')
+    if func is _aten.copy_.default:
+        return args[1].device.type == 'cpu' and args[0].device.type != 'cpu'
+    return False
 
 
 def _bool_index(indices: Any) -> bool:
@@ -96,6 +114,8 @@ class HostSyncCounter(TorchDispatchMode):
             self._count(f'{func} (boolean mask)', sync=True)
         elif func in UPLOAD_OPS:
             self._count(str(func), sync=False)
+        elif _upload(func, args, kwargs):
+            self._count(UPLOAD, sync=False)
         return func(*args, **kwargs)
 
     def _count(self, name: str, sync: bool) -> None:
@@ -110,9 +130,10 @@ class HostSyncCounter(TorchDispatchMode):
 
     @property
     def uploads(self) -> int:
-        return sum(n for name, n in self.counts.items() if name == str(_aten.lift_fresh.default))
+        """Uploads: tensors made from Python data and copies of CPU tensors to another device."""
+        return sum(n for name, n in self.counts.items() if name in UPLOAD_NAMES)
 
     def summary(self) -> str:
-        """'2 (aten._local_scalar_dense.default x2)' -- what synced."""
-        what = [f'{name} x{n}' for name, n in sorted(self.counts.items()) if name != str(_aten.lift_fresh.default)]
+        """'2 (aten._local_scalar_dense.default x2)' -- what synced (the uploads are in `counts`)."""
+        what = [f'{name} x{n}' for name, n in sorted(self.counts.items()) if name not in UPLOAD_NAMES]
         return f'{self.syncs}' + (f' ({", ".join(what)})' if what else '')

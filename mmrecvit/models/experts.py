@@ -32,6 +32,14 @@ def depth_coordinates(num_steps: int) -> list[float]:
     return [t / (num_steps - 1) for t in range(num_steps)]
 
 
+def depth_grid(num_steps: int, device: torch.device | None = None) -> Tensor:
+    """`depth_coordinates` made on the device, float32 (K, ): the forwards' grid, with no host-to-device upload (a
+    stream sync from pageable memory, issue 48.2). Divided in float64, correctly rounded as Python divides, then
+    rounded to float32 as `torch.tensor` rounds Python's floats: the same values bit for bit; K = 1 gives s = 0."""
+    steps = torch.arange(num_steps, device=device, dtype=torch.float64)
+    return (steps / max(num_steps - 1, 1)).float()
+
+
 def out_depth_to_step(out_depth: float, num_steps: int) -> int:
     """Step index of the output at normalised depth d for L steps: `max(1, floor(d*L)) - 1` (the deprecated
     `out_depths` of reViT; `out_indices` are layers)."""

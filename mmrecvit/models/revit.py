@@ -32,7 +32,7 @@ from .experts import (
     ExpertBlock,
     ExpertMlp,
     MergedFfn,
-    depth_coordinates,
+    depth_grid,
     experts_from_blocks,
     out_depth_to_step,
     programmed_router,
@@ -198,7 +198,7 @@ class ReViT(ViTBackbone):
             return
         K, run = self._depth if setting is None else setting, self.block_runner()
         if self.training:
-            logits = finite('router logits', logit_labels(K), self.router_logits(depth_coordinates(K)), self.router)
+            logits = finite('router logits', logit_labels(K), self.router_logits(depth_grid(K, x.device)), self.router)
             gates, merges = self.gates_of(logits), len(steps)
             ffns = self._training_ffns(gates[:merges], merges)
         else:  # merged once and cached; the logits checked when merged (on the device: no sync), reported once
@@ -223,8 +223,7 @@ class ReViT(ViTBackbone):
         G = num_groups(B, self.step_drop_groups)
         g, draw = B // G, sample_steps(G, L, self.step_drop_rate, x.device)
         C = draw.slots.shape[1]
-        grid = torch.arange(L, device=x.device, dtype=torch.float64) / (L - 1)  # the L-grid, for the log's table
-        coords = torch.cat([grid.float(), draw.coords.flatten()])  # (L + L C,)
+        coords = torch.cat([depth_grid(L, x.device), draw.coords.flatten()])  # (L + L C,): the L-grid for the log
         logits = finite('router logits', logit_labels(L, C), full_precision(self.router, coords), self.router)
         gates = self.gates_of(logits)
         # Each block call merges its C FFNs (`ExpertMlp`): one (L C)-row product would cost its stack of L C merged
@@ -269,14 +268,17 @@ class ReViT(ViTBackbone):
         return [step_work(self.block, tokens, s.layout, setting[s.index]) for s in steps if s.index <= ran]
 
     # ---- router and merged FFNs -------------------------------------------------------------
-    def route(self, coords: Sequence[float]) -> tuple[Tensor, Tensor]:
+    def route(self, coords: Tensor | Sequence[float]) -> tuple[Tensor, Tensor]:
         """Depth coordinates -> gates `softmax(ψ(s)/τ)` (U, E) and raw logits ψ(s) (U, E)."""
         logits = self.router_logits(coords)
         return self.gates_of(logits), logits
 
-    def router_logits(self, coords: Sequence[float]) -> Tensor:
-        ref = self.router.fc1.weight
-        return full_precision(self.router, torch.tensor(coords, dtype=torch.float32, device=ref.device))
+    def router_logits(self, coords: Tensor | Sequence[float]) -> Tensor:
+        """Coordinates (U,) -> logits (U, E) in fp32: a tensor on the router's device (the forwards: `depth_grid`, made
+        there) or Python floats (uploaded: a stream sync on a GPU, so never in a forward)."""
+        if not isinstance(coords, Tensor):
+            coords = torch.tensor(coords, dtype=torch.float32, device=self.router.fc1.weight.device)
+        return full_precision(self.router, coords)
 
     def gates_of(self, logits: Tensor) -> Tensor:
         """Logits (U, E) -> gates; NaN/inf logits count as 0 (the forward's finiteness check reports them)."""
@@ -284,7 +286,8 @@ class ReViT(ViTBackbone):
 
     def merged_ffns(self, depth: int | None = None) -> tuple[Tensor, Tensor, MergedFfn]:
         """Gates (L, E), logits (L, E) and the L merged FFNs on the grid `s_t = t/(L-1)`."""
-        gates, logits = self.route(depth_coordinates(self.depth if depth is None else check_int('depth', depth, 2)))
+        K = self.depth if depth is None else check_int('depth', depth, 2)
+        gates, logits = self.route(depth_grid(K, self.router.fc1.weight.device))
         return gates, logits, self.block.sharded().merge(gates)
 
     def _training_ffns(self, gates: Tensor, num: int | None = None) -> list[MergedFfn] | None:

@@ -40,3 +40,21 @@ def test_uploads_are_counted_apart_and_named():
         torch.tensor([1.0, 2.0]).sum().item()
     assert (counter.syncs, counter.uploads) == (1, 1)
     assert counter.summary() == '1 (aten._local_scalar_dense.default x1)'
+
+
+@pytest.mark.parametrize(
+    'what, fn, uploads',
+    [
+        ('torch.tensor', lambda: torch.tensor([1.0, 2.0]), 1),
+        ('to another device', lambda: x.to('meta'), 1),  # a CPU-only run's stand-in for .cuda()
+        ('copy_ into another device', lambda: torch.empty(3, 4, device='meta').copy_(x), 1),
+        ('arange on the device', lambda: torch.arange(4, device='meta') / 3, 0),
+        ('to another dtype', lambda: x.to(torch.float64), 0),
+        ('within the device', lambda: torch.empty(3, 4).copy_(x), 0),
+    ],
+)
+def test_counts_host_to_device_copies_as_uploads(what, fn, uploads):
+    """Uploads (issue 48.2): what a GPU run copies from pageable host memory, with a stream sync."""
+    with HostSyncCounter() as counter:
+        fn()
+    assert (counter.uploads, counter.syncs) == (uploads, 0), counter.counts

@@ -6,7 +6,9 @@ evals whose shapes do (Edge-RecViT's token-adaptive execution, MoR-ViT's token c
 read once), in the recipes' settings: global attention, windows with relative positions, activation checkpointing
 and reViT's `*-elastic` step dropout (configs/det/*revit-*-elastic*: step_drop_rate=0.3). The non-finite guard
 ('raise', the default) reads nothing in the forward (tests/models/test_numerics.py: it still raises);
-nonfinite='warn' costs one sync per check, no more.
+nonfinite='warn' costs one sync per check, no more. Uploads (tensors made from Python data, copies of CPU tensors to
+the device: a stream sync on a GPU from pageable memory) are pinned apart: none, but for Edge-RecViT's compute knob,
+which uploads the settings it chose on the host after its one read.
 """
 
 import pytest
@@ -39,6 +41,7 @@ SETTINGS = {
 # The compute knob's evals (eval only; token choice takes none): as the plain evals (Edge-RecViT's knob reads its
 # candidates' counts, and the engine takes the chosen ones from that read)
 COMPUTE_EVAL = {}
+COMPUTE_EVAL_UPLOADS = {'EdgeRecViT': 1}  # `depths_within`: the chosen shift per image, `torch.tensor(chosen)`
 
 
 def images():
@@ -51,9 +54,12 @@ def train_step(model, x):
     loss.backward()
 
 
-def syncs(fn, *args, **kwargs):
+def syncs(fn, *args, uploads=0, **kwargs):
+    """Host syncs of `fn(...)` and what made them; the uploads must be `uploads` (reViT built its depth grid with
+    `torch.tensor` at every training forward and eval merge before issue 48.2)."""
     with HostSyncCounter() as counter:
         fn(*args, **kwargs)
+    assert counter.uploads == uploads, f'uploads: {dict(counter.counts)}'
     return counter.syncs, counter.summary()
 
 
@@ -72,7 +78,7 @@ def test_host_syncs_per_forward_and_backward(case, setting):
             n, what = syncs(model, x)
             assert n == evaluate, f'{case} {setting} eval forward: {what}'
         if name != 'MoRViT' or kwargs.get('routing') != 'token_choice':
-            n, what = syncs(model, x, compute=0.5)
+            n, what = syncs(model, x, compute=0.5, uploads=COMPUTE_EVAL_UPLOADS.get(case, 0))
             assert n == COMPUTE_EVAL.get(case, evaluate), f'{case} {setting} eval forward, compute=0.5: {what}'
     check_finite(model)  # the deferred checks: all finite
 

@@ -10,6 +10,7 @@ from backbone_cases import program_router, tiny_revit
 
 from mmrecvit.models import NaiveRecursiveViT, PlainViT, ReViT
 from mmrecvit.models.checkpoint import load_pretrained, load_state_dict_into
+from mmrecvit.models.experts import depth_coordinates, depth_grid
 from mmrecvit.models.revit_fold import fold_to_plainvit
 from mmrecvit.models.step_dropout import slots_per_step
 
@@ -59,6 +60,15 @@ def test_forward_is_the_merged_ffn_recursion(training):
     with torch.set_grad_enabled(training):
         final, _ = model.forward_intermediates(img, 1, output_fmt='NLC')  # after the final norm (the identity)
         torch.testing.assert_close(final, reference_final_state(model, img), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('K', range(1, 17))
+def test_depth_grid_is_made_on_the_device_with_pythons_values(K):
+    """The forwards' depth grid is made on the device (no upload, issue 48.2), bit for bit the float32 of Python's
+    t/(K-1) that `torch.tensor` gave before; K = 1 (one kept step under step dropout) is s = 0."""
+    python = depth_coordinates(K) if K > 1 else [0.0]
+    assert torch.equal(depth_grid(K), torch.tensor(python, dtype=torch.float32))
+    assert depth_grid(K, 'meta').device.type == 'meta'
 
 
 def test_router_runs_once_per_forward_not_per_token():
