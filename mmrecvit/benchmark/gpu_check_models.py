@@ -268,9 +268,11 @@ def cuda_syncs(fn: Callable[[], Any]) -> tuple[int, str]:
 
 
 def cpu_syncs(fn: Callable[[], Any]) -> tuple[int, str]:
+    """Syncs `fn` makes, counted by `HostSyncCounter`, its uploads among them (from pageable memory a GPU syncs)."""
     with HostSyncCounter() as counter:
         fn()
-    return counter.syncs, counter.summary()[len(str(counter.syncs)) :]
+    uploads = f', uploads x{counter.uploads}' if counter.uploads else ''
+    return counter.syncs + counter.uploads, counter.summary()[len(str(counter.syncs)) :] + uploads
 
 
 def sync(setup: Setup) -> Iterator[Result]:
