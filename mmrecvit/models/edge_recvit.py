@@ -258,8 +258,8 @@ class EdgeRecViT(ViTBackbone):
         counts = [[alive[i][b][s] for b, i in enumerate(chosen)] for s in range(L)]
         if min(chosen) == len(shifts) - 1:
             return depth, counts
-        rows = torch.tensor(chosen, device=depth.device), torch.arange(depth.shape[0], device=depth.device)
-        return candidates[rows], counts
+        # one view per image, indexed by host ints: no upload of `chosen` (a second stream sync on a GPU)
+        return torch.stack([candidates[i, b] for b, i in enumerate(chosen)]), counts
 
     # ---- forward ------------------------------------------------------------------------------
     def fx_untraceable(self) -> str:

@@ -41,7 +41,6 @@ SETTINGS = {
 # The compute knob's evals (eval only; token choice takes none): as the plain evals (Edge-RecViT's knob reads its
 # candidates' counts, and the engine takes the chosen ones from that read)
 COMPUTE_EVAL = {}
-COMPUTE_EVAL_UPLOADS = {'EdgeRecViT': 1}  # `depths_within`: the chosen shift per image, `torch.tensor(chosen)`
 
 
 def images():
@@ -54,12 +53,12 @@ def train_step(model, x):
     loss.backward()
 
 
-def syncs(fn, *args, uploads=0, **kwargs):
-    """Host syncs of `fn(...)` and what made them; the uploads must be `uploads` (reViT built its depth grid with
-    `torch.tensor` at every training forward and eval merge before issue 48.2)."""
+def syncs(fn, *args, **kwargs):
+    """Host syncs of `fn(...)` and what made them; no upload (reViT built its depth grid with `torch.tensor` at every
+    training forward and eval merge, Edge-RecViT's compute knob its chosen shifts, before issue 48.2)."""
     with HostSyncCounter() as counter:
         fn(*args, **kwargs)
-    assert counter.uploads == uploads, f'uploads: {dict(counter.counts)}'
+    assert counter.uploads == 0, f'uploads: {dict(counter.counts)}'
     return counter.syncs, counter.summary()
 
 
@@ -78,7 +77,7 @@ def test_host_syncs_per_forward_and_backward(case, setting):
             n, what = syncs(model, x)
             assert n == evaluate, f'{case} {setting} eval forward: {what}'
         if name != 'MoRViT' or kwargs.get('routing') != 'token_choice':
-            n, what = syncs(model, x, compute=0.5, uploads=COMPUTE_EVAL_UPLOADS.get(case, 0))
+            n, what = syncs(model, x, compute=0.5)
             assert n == COMPUTE_EVAL.get(case, evaluate), f'{case} {setting} eval forward, compute=0.5: {what}'
     check_finite(model)  # the deferred checks: all finite
 
