@@ -42,4 +42,30 @@ def distill_control(method, size, paper_start, first=None):
     return backbone, dict(paper_start=paper_start, differs=differs, intended=intended)
 
 
-starts = dict(made_by=made_by, distill_control=distill_control)
+__PAPER = 'its own ImageNet-1k classifier, where its paper starts'
+
+
+def trained(run, recipe, how, why=__PAPER, first=None, then=None, intended=None, paper_start=None, **args):
+    """A start trained here: checkpoints/<run>.pth, made by `recipe` (`how` it trains, `why` this start), with the
+    backbone's `args`. `first` / `then`: `differs` entries before / after the start's; `paper_start`: set if given."""
+    init_cfg = dict(type='Pretrained', checkpoint=f'checkpoints/{run}.pth', made_by=made_by(recipe, run))
+    differs = dict(first or {}, **{'start.checkpoint': (f'{run}.pth', why), 'start.made_by': (recipe, how)})
+    if intended is None:
+        intended = {
+            'model.backbone.init_cfg.*': 'its own ImageNet-1k checkpoint, where its paper starts (docs/pretraining.md)'
+        }
+    recipe_data = dict(differs=dict(differs, **(then or {})), intended=intended)
+    if paper_start is not None:
+        recipe_data = dict(paper_start=paper_start, **recipe_data)
+    return dict(args, init_cfg=init_cfg), recipe_data
+
+
+def ablation(run, recipe, first, **args):
+    """A paper's own ablation (the ablation family, docs/comparison.md): the backbone's `args` changed, started from
+    its own ImageNet-1k classifier trained the same way by `recipe` (as its paper runs the ablation)."""
+    why, how = 'its own ImageNet-1k classifier, trained as the ablation', 'the ablation trained as the method is'
+    intended = {f'model.backbone.{key}': 'the ablation (above)' for key in args}
+    return trained(run, recipe, how, why, first, intended=intended, paper_start=recipe, **args)
+
+
+starts = dict(made_by=made_by, distill_control=distill_control, trained=trained, ablation=ablation)
