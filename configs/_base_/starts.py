@@ -12,16 +12,23 @@ def made_by(recipe, run):
     )
 
 
-def distill_control(method, size, paper_start, first=None):
+def held_temperature(why):
+    """The `differs` entry of an Edge-RecViT start whose ranker's temperature is held at the 0.1 its start ended at
+    (its file sets `temperature_schedule = dict(start=0.1, end=0.1)`): `why`."""
+    hook = dict(type='TemperatureScheduleHook', start=0.1, end=0.1, schedule='cosine')
+    return {'custom_hooks.TemperatureScheduleHook': (hook, why)}
+
+
+def distill_control(method, size, paper_start, held=None):
     """A DeiT-imitation CONTROL start (docs/pretraining.md): `method` at `size` ('s', 'b') feature-distilled from the
     DeiT of that size at the layers its pyramid reads (configs/distill/), from its DeiT start. `paper_start`: the
-    recipe of its paper's start (None: no paper); `first`: `differs` entries that come before the start's."""
+    recipe of its paper's start (None: no paper); `held`: why its temperature is held (`held_temperature`)."""
     deit, width = f'DeiT-{size.upper()}', dict(s='small', b='base')[size]
     run = f'{method}-{width}_distill-deit-{size}'
     recipe = f'configs/distill/{method}-{size}_feature-distill-deit-{size}_4xb256-100e_in1k.py'
     teacher = 'DeiT' if size == 's' else deit  # how the S files name their teacher
     differs = {'paper_start': (recipe, 'a DeiT-imitation control (docs/pretraining.md)')} if paper_start else {}
-    differs.update(first or {})
+    differs.update(held_temperature(held) if held else {})
     differs.update(
         {
             'start.checkpoint': (f'{run}.pth', f'feature-distilled from {deit}: a DeiT-imitation control'),
@@ -43,29 +50,34 @@ def distill_control(method, size, paper_start, first=None):
 
 
 __PAPER = 'its own ImageNet-1k classifier, where its paper starts'
+__OWN = 'its own ImageNet-1k checkpoint, where its paper starts (docs/pretraining.md)'
 
 
-def trained(run, recipe, how, why=__PAPER, first=None, then=None, intended=None, paper_start=None, **args):
-    """A start trained here: checkpoints/<run>.pth, made by `recipe` (`how` it trains, `why` this start), with the
-    backbone's `args`. `first` / `then`: `differs` entries before / after the start's; `paper_start`: set if given."""
+def trained(classifier, how, why=__PAPER, first=None, then=None, paper=False, elsewhere=None, held=None, **args):
+    """A start trained here, made by the ImageNet-1k recipe configs/cls/<classifier>.py (`how` it trains, `why` this
+    start): checkpoints/<run>.pth, `run` the classifier's name without its `_4xb256` batch unless given in `args`, with
+    the backbone's other `args` (`intended` also: its `intended` entries). `differs`: `elsewhere` (why its paper starts
+    elsewhere: the `paper_start` entry), `held` (`held_temperature`), `first`, the start's own entries, then `then`.
+    `paper`: that recipe is its paper's start (`paper_start`)."""
+    run = args.pop('run', None) or classifier.replace('_4xb256', '')
+    intended = args.pop('intended', None) or {'model.backbone.init_cfg.*': __OWN}
+    recipe = f'configs/cls/{classifier}.py'
     init_cfg = dict(type='Pretrained', checkpoint=f'checkpoints/{run}.pth', made_by=made_by(recipe, run))
-    differs = dict(first or {}, **{'start.checkpoint': (f'{run}.pth', why), 'start.made_by': (recipe, how)})
-    if intended is None:
-        intended = {
-            'model.backbone.init_cfg.*': 'its own ImageNet-1k checkpoint, where its paper starts (docs/pretraining.md)'
-        }
-    recipe_data = dict(differs=dict(differs, **(then or {})), intended=intended)
-    if paper_start is not None:
-        recipe_data = dict(paper_start=paper_start, **recipe_data)
+    differs = {'paper_start': (recipe, elsewhere)} if elsewhere else {}
+    differs.update(held_temperature(held) if held else {}, **(first or {}))
+    differs.update({'start.checkpoint': (f'{run}.pth', why), 'start.made_by': (recipe, how)}, **(then or {}))
+    recipe_data = dict(differs=differs, intended=intended)
+    if paper:
+        recipe_data = dict(paper_start=recipe, **recipe_data)
     return dict(args, init_cfg=init_cfg), recipe_data
 
 
-def ablation(run, recipe, first, **args):
+def ablation(classifier, first, run=None, **args):
     """A paper's own ablation (the ablation family, docs/comparison.md): the backbone's `args` changed, started from
-    its own ImageNet-1k classifier trained the same way by `recipe` (as its paper runs the ablation)."""
+    its own ImageNet-1k classifier trained the same way by configs/cls/<classifier>.py (as its paper runs it)."""
     why, how = 'its own ImageNet-1k classifier, trained as the ablation', 'the ablation trained as the method is'
     intended = {f'model.backbone.{key}': 'the ablation (above)' for key in args}
-    return trained(run, recipe, how, why, first, intended=intended, paper_start=recipe, **args)
+    return trained(classifier, how, why, first, paper=True, run=run, intended=intended, **args)
 
 
 starts = dict(made_by=made_by, distill_control=distill_control, trained=trained, ablation=ablation)

@@ -2,11 +2,11 @@
 # ImageNet-1k checkpoint (its paper's recipe at ViT-B width, from DeiT-B: configs/cls/edgerecvit-base_deit-pre_8xb256-300e_in1k.py).
 _base_ = ['./edgerecvit-s_in1k.py', '../starts.py']
 backbone, backbone_recipe = _base_.pop('starts').trained(
-    'edgerecvit-base_in1k',
-    'configs/cls/edgerecvit-base_deit-pre_8xb256-300e_in1k.py',
+    'edgerecvit-base_deit-pre_8xb256-300e_in1k',
     'its paper: DeiT-B fine-tuned',
     'its own ImageNet-1k checkpoint, where its paper starts',
     then={'pretraining.from': ('DeiT-B', 'its paper fine-tunes the public DeiT')},
-    paper_start='configs/cls/edgerecvit-base_deit-pre_8xb256-300e_in1k.py',
+    paper=True,
     arch='base',
+    run='edgerecvit-base_in1k',
 )

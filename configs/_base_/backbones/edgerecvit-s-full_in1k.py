@@ -4,8 +4,7 @@
 # configs/cls/edgerecvit-small_deit-pre-full-depth_8xb256-300e_in1k.py): the ablation family (docs/comparison.md).
 _base_ = ['./edgerecvit-s_in1k.py', '../starts.py']
 backbone, backbone_recipe = _base_.pop('starts').ablation(
-    'edgerecvit-small_full-depth_in1k',
-    'configs/cls/edgerecvit-small_deit-pre-full-depth_8xb256-300e_in1k.py',
+    'edgerecvit-small_deit-pre-full-depth_8xb256-300e_in1k',
     {
         'model.backbone.stb_loss_weight': (0.0, 'the ablation: no ranker loss'),
         'model.backbone.du_loss_weight': (0.0, 'the ablation: no ranker loss'),
@@ -18,4 +17,5 @@ backbone, backbone_recipe = _base_.pop('starts').ablation(
     depth_shift=11,
     stb_loss_weight=0.0,
     du_loss_weight=0.0,
+    run='edgerecvit-small_full-depth_in1k',
 )

@@ -8,10 +8,5 @@ backbone, backbone_recipe = _base_.pop('starts').distill_control(
     'edgerecvit',
     's',
     'configs/cls/edgerecvit-small_deit-pre_8xb256-300e_in1k.py',
-    first={
-        'custom_hooks.TemperatureScheduleHook': (
-            dict(type='TemperatureScheduleHook', start=0.1, end=0.1, schedule='cosine'),
-            "its depth draw's temperature, held at its start's final 0.1",
-        )
-    },
+    held="its depth draw's temperature, held at its start's final 0.1",
 )

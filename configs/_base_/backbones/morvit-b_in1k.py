@@ -2,9 +2,5 @@
 # checkpoint (configs/cls/morvit-base_4xb256_in1k.py).
 _base_ = ['./morvit-s_in1k.py', '../starts.py']
 backbone, backbone_recipe = _base_.pop('starts').trained(
-    'morvit-base_in1k',
-    'configs/cls/morvit-base_4xb256_in1k.py',
-    "from scratch, DeiT's recipe at ViT-B width",
-    paper_start='configs/cls/morvit-base_4xb256_in1k.py',
-    arch='base',
+    'morvit-base_4xb256_in1k', "from scratch, DeiT's recipe at ViT-B width", paper=True, arch='base'
 )

@@ -3,8 +3,7 @@
 # the ablation family (docs/comparison.md).
 _base_ = ['./morvit-s_in1k.py', '../starts.py']
 backbone, backbone_recipe = _base_.pop('starts').ablation(
-    'morvit-small_full-capacity_in1k',
-    'configs/cls/morvit-small_full-capacity_4xb256_in1k.py',
+    'morvit-small_full-capacity_4xb256_in1k',
     {
         'eval_knobs': (
             'capacity_schedule 1, 1, 1, 1, 1, 1, 1, 1, 1, 1',

@@ -5,6 +5,4 @@
 # one: configs/distill/ (docs/pretraining.md). router_alpha: the class default 0.1, as the checkpoint was trained
 # (MoR's from-scratch gates), not the DeiT start's 1.0 (morvit-s_deit.py).
 _base_ = ['./morvit-s.py', '../starts.py']
-backbone, backbone_recipe = _base_.pop('starts').trained(
-    'morvit-small_in1k', 'configs/cls/morvit-small_4xb256_in1k.py', "from scratch, DeiT's recipe"
-)
+backbone, backbone_recipe = _base_.pop('starts').trained('morvit-small_4xb256_in1k', "from scratch, DeiT's recipe")

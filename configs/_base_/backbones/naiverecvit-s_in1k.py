@@ -5,8 +5,7 @@
 # cheaper fair start, a feature-distilled one: configs/distill/ (docs/pretraining.md).
 _base_ = ['./naiverecvit-s.py', '../starts.py']
 backbone, backbone_recipe = _base_.pop('starts').trained(
-    'naiverecvit-small_in1k',
-    'configs/cls/naiverecvit-small_4xb256_in1k.py',
+    'naiverecvit-small_4xb256_in1k',
     "from scratch, DeiT's recipe",
     'its own ImageNet-1k classifier (no paper: as the recursive papers train theirs)',
 )

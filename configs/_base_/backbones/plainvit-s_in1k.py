@@ -3,15 +3,9 @@
 # recipe, 300 epochs from scratch), rather than DeiT's released weights (its paper's start: plainvit-s_deit.py).
 _base_ = ['./plainvit-s.py', '../starts.py']
 backbone, backbone_recipe = _base_.pop('starts').trained(
-    'plainvit-small_in1k',
-    'configs/cls/plainvit-small_4xb256_in1k.py',
+    'plainvit-small_4xb256_in1k',
     "DeiT's recipe, run here",
     'its own ImageNet-1k classifier (the equal-budget family)',
-    first={
-        'paper_start': (
-            'configs/cls/plainvit-small_4xb256_in1k.py',
-            "the equal-budget family: DeiT's recipe run here, as for every method (docs/comparison.md)",
-        )
-    },
+    elsewhere="the equal-budget family: DeiT's recipe run here, as for every method (docs/comparison.md)",
     intended={'model.backbone.init_cfg.*': 'its own ImageNet-1k checkpoint (the equal-budget family)'},
 )

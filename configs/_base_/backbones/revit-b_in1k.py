@@ -2,9 +2,5 @@
 # checkpoint (configs/cls/revit-base_4xb256_in1k.py).
 _base_ = ['./revit-s_in1k.py', '../starts.py']
 backbone, backbone_recipe = _base_.pop('starts').trained(
-    'revit-base_in1k',
-    'configs/cls/revit-base_4xb256_in1k.py',
-    "from scratch, DeiT's recipe at ViT-B width",
-    paper_start='configs/cls/revit-base_4xb256_in1k.py',
-    arch='base',
+    'revit-base_4xb256_in1k', "from scratch, DeiT's recipe at ViT-B width", paper=True, arch='base'
 )

@@ -3,8 +3,7 @@
 # (docs/comparison.md).
 _base_ = ['./revit-s_in1k.py', '../starts.py']
 backbone, backbone_recipe = _base_.pop('starts').ablation(
-    'revit-small_one-expert_in1k',
-    'configs/cls/revit-small_one-expert_4xb256_in1k.py',
+    'revit-small_one-expert_4xb256_in1k',
     {
         'model.backbone.num_experts': (
             1,

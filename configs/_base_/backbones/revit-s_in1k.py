@@ -5,6 +5,4 @@
 # said if the file is missing. The cheaper fair start, a feature-distilled one: configs/distill/
 # (docs/pretraining.md).
 _base_ = ['./revit-s_deit.py', '../starts.py']
-backbone, backbone_recipe = _base_.pop('starts').trained(
-    'revit-small_in1k', 'configs/cls/revit-small_4xb256_in1k.py', "from scratch, DeiT's recipe"
-)
+backbone, backbone_recipe = _base_.pop('starts').trained('revit-small_4xb256_in1k', "from scratch, DeiT's recipe")

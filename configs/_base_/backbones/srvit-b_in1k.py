@@ -2,9 +2,5 @@
 # classifier (configs/cls/srvit-base_4xb256_in1k.py).
 _base_ = ['./srvit-s_in1k.py', '../starts.py']
 backbone, backbone_recipe = _base_.pop('starts').trained(
-    'srvit-base_in1k',
-    'configs/cls/srvit-base_4xb256_in1k.py',
-    'its paper trains SR-ViT at each T on IN-1k',
-    paper_start='configs/cls/srvit-base_4xb256_in1k.py',
-    arch='base',
+    'srvit-base_4xb256_in1k', 'its paper trains SR-ViT at each T on IN-1k', paper=True, arch='base'
 )

@@ -3,8 +3,7 @@
 # family (docs/comparison.md).
 _base_ = ['./srvit-s_in1k.py', '../starts.py']
 backbone, backbone_recipe = _base_.pop('starts').ablation(
-    'srvit-small_final-readout_in1k',
-    'configs/cls/srvit-small_final-readout_4xb256_in1k.py',
+    'srvit-small_final-readout_4xb256_in1k',
     {'model.backbone.readout': ('final', "the paper's ablation: the final recursion read out (no soft mixture)")},
     readout='final',
 )

@@ -5,8 +5,7 @@
 # (srvit-s_deit.py) is a control: its recursions start dormant.
 _base_ = ['./srvit-s.py', '../starts.py']
 backbone, backbone_recipe = _base_.pop('starts').trained(
-    'srvit-small_in1k',
-    'configs/cls/srvit-small_4xb256_in1k.py',
+    'srvit-small_4xb256_in1k',
     'its paper trains SR-ViT at each T on IN-1k',
     then={'pretraining.warmup_epochs': (20, "its paper's longer warm-up for larger T (docs/pretraining.md)")},
 )
