@@ -36,6 +36,17 @@ def pyramid(dim):
     return [dim // 4, dim // 2, dim, dim]
 
 
+def cls(size):
+    """The ImageNet-1k recipe at `size`: (embed_dim, model, recipe), the head's width restated from the width."""
+    s = __SIZES[size]
+    model = dict(backbone=dict(arch=s['arch']), head=dict(in_channels=s['dim']))
+    intended = {
+        'model.backbone.arch': f'{s["arch"]} = {s["name"]} ({s["dim"]} wide, {s["heads"]} heads, 12 layers)',
+        'model.head.in_channels': f'the {s["name"]} width',
+    }
+    return s['dim'], model, dict(intended=intended)
+
+
 def det(base_model, size):
     """ViTDet's COCO recipe at `size`, from its DeiT: (embed_dim, model, recipe). The neck's widths are restated from
     the width (mmengine computed `base_model`'s from the base's embed_dim, 384)."""
@@ -102,4 +113,4 @@ def reference(backbone_recipe, size, task, **measured):
     return dict(backbone_recipe, differs=differs, measured=measured)
 
 
-widths = dict(det=det, seg=seg, reference=reference)
+widths = dict(cls=cls, det=det, seg=seg, reference=reference)
