@@ -2,33 +2,25 @@
 # written once: helpers, not a config. A file names this file as one more _base_ and takes them out,
 # `_base_.pop('widths')` (what is left in `_base_` is merged into the config), then calls one.
 
-__SIZES = dict(
-    b=dict(
-        arch='base',
-        name='ViT-B',
-        adapter='ViT-B',
-        deit='DeiT-B',
-        dim=768,
-        heads=12,
-        drop_path=0.3,
-        anchor=True,
-        checkpoint='deit_base_patch16_224-b5f2ef4d.pth',
-        role="the iso-FLOP reference of SR-ViT-S (ViT-B's compute beside its 4 recursions: its paper compares S/T=4 "
-        'with DeiT-B)',
-    ),
-    ti=dict(
-        arch='tiny',
-        name='ViT-Ti',
-        adapter='ViT-T',
-        deit='DeiT-Ti',
-        dim=192,
-        heads=3,
-        drop_path=0.1,
-        anchor=False,
-        checkpoint='deit_tiny_patch16_224-a1311bcf.pth',
-        role="the iso-parameter reference of the shared-weight methods (DeiT-Ti's parameters beside their 5.7-6.0 M)",
+# each fact of a width, by size ('b': ViT-B, 'ti': ViT-Ti); `adapter`: ViT-Adapter's name of it; `anchor`: the anchor
+# recipes' own width (ViTDet-B's, ViT-Adapter-B's)
+__FACTS = dict(
+    arch=dict(b='base', ti='tiny'),
+    name=dict(b='ViT-B', ti='ViT-Ti'),
+    adapter=dict(b='ViT-B', ti='ViT-T'),
+    deit=dict(b='DeiT-B', ti='DeiT-Ti'),
+    dim=dict(b=768, ti=192),
+    heads=dict(b=12, ti=3),
+    drop_path=dict(b=0.3, ti=0.1),
+    anchor=dict(b=True, ti=False),
+    checkpoint=dict(b='deit_base_patch16_224-b5f2ef4d.pth', ti='deit_tiny_patch16_224-a1311bcf.pth'),
+    role=dict(
+        b="the iso-FLOP reference of SR-ViT-S (ViT-B's compute beside its 4 recursions: its paper compares S/T=4 with "
+        'DeiT-B)',
+        ti="the iso-parameter reference of the shared-weight methods (DeiT-Ti's parameters beside their 5.7-6.0 M)",
     ),
 )
+__SIZES = {size: {fact: values[size] for fact, values in __FACTS.items()} for size in ('b', 'ti')}
 
 
 def pyramid(dim):
