@@ -6,8 +6,8 @@ _base_ = ['./edgerecvit-s_in1k.py', '../starts.py']
 backbone, backbone_recipe = _base_.pop('starts').trained(
     'edgerecvit-small_4xb256_in1k',
     "DeiT's recipe without label mixing, CCE",
-    'its own ImageNet-1k classifier, from scratch',
-    elsewhere="the equal-budget family: 300 epochs from scratch as every method, not its paper's DeiT-S + 300",
     then={'pretraining.from': None, 'pretraining.batch': None},  # from scratch and DeiT's 1024, as the reference's
+    why='its own ImageNet-1k classifier, from scratch',
+    elsewhere="the equal-budget family: 300 epochs from scratch as every method, not its paper's DeiT-S + 300",
     run='edgerecvit-small_scratch-in1k',
 )

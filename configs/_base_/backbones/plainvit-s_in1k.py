@@ -5,7 +5,7 @@ _base_ = ['./plainvit-s.py', '../starts.py']
 backbone, backbone_recipe = _base_.pop('starts').trained(
     'plainvit-small_4xb256_in1k',
     "DeiT's recipe, run here",
-    'its own ImageNet-1k classifier (the equal-budget family)',
-    elsewhere="the equal-budget family: DeiT's recipe run here, as for every method (docs/comparison.md)",
     intended={'model.backbone.init_cfg.*': 'its own ImageNet-1k checkpoint (the equal-budget family)'},
+    why='its own ImageNet-1k classifier (the equal-budget family)',
+    elsewhere="the equal-budget family: DeiT's recipe run here, as for every method (docs/comparison.md)",
 )
