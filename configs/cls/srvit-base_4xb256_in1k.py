@@ -1,11 +1,4 @@
 # SR-ViT-B: srvit-small_4xb256_in1k.py at ViT-B width, the start of SR-ViT's ViT-B dense recipes
 # (configs/_base_/backbones/srvit-b_in1k.py).
-_base_ = './srvit-small_4xb256_in1k.py'
-embed_dim = 768
-model = dict(backbone=dict(arch='base'), head=dict(in_channels=embed_dim))
-recipe = dict(
-    intended={
-        'model.backbone.arch': 'base = ViT-B (768 wide, 12 heads, 12 layers)',
-        'model.head.in_channels': 'the ViT-B width',
-    }
-)
+_base_ = ['./srvit-small_4xb256_in1k.py', '../_base_/widths.py']
+embed_dim, model, recipe = _base_.pop('widths').cls('b')

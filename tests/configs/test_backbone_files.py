@@ -79,7 +79,8 @@ def type_of(method):
 def test_every_mm_recipe_takes_its_backbone_from_its_methods_file(path):
     text = open(path).read()
     assert not re.search(r"type='(" + '|'.join(BACKBONES) + ")'", text), f'{rel(path)} writes a backbone type'
-    bases = bases_of(path)
+    # the helpers in configs/_base_/ (widths.py: a width's facts) are not recipes
+    bases = [b for b in bases_of(path) if osp.dirname(b) != osp.join(REPO, 'configs', '_base_')]
     if len(bases) == 1 and '/_base_/' not in bases[0]:
         # a variant of another recipe of the method (reViT's elastic depth, a ViT-B width, a paper's ablation):
         # that recipe's backbone with the arguments the variant is about

@@ -22,7 +22,8 @@ import recipe_diff  # noqa: E402  (tools/analysis_tools/recipe_diff.py)
 from mmrecvit.mm.tooling import is_lazy_config  # noqa: E402
 
 D2 = osp.join(REPO, 'configs', 'd2')
-BACKBONE_FILES = osp.join(REPO, 'configs', '_base_', 'backbones')  # the d2 recipes' backbones (use_backbone)
+# the d2 recipes' backbones (use_backbone) and the helpers they call
+BACKBONE_FILES = osp.join(REPO, 'configs', '_base_')
 BASE = osp.join(D2, 'common', 'mask_rcnn_recvit_100ep.py')
 RECIPES = sorted(glob.glob(osp.join(D2, '*_100ep.py'))) + [BASE]
 VITDET = 'vendor::detectron2-02b5c4e2.tar.gz/projects/ViTDet/configs/COCO/{}_vitdet_b_100ep.py'
@@ -90,7 +91,7 @@ def test_the_cascade_recipes_have_vitdets_cascade_heads():
 def test_a_changed_value_is_an_unlisted_difference(tmp_path, name, change, key):
     tree = tmp_path / 'd2'  # a copy of configs/d2 and the backbone files, so the relative paths resolve
     shutil.copytree(D2, tree)
-    shutil.copytree(BACKBONE_FILES, tmp_path / '_base_' / 'backbones')
+    shutil.copytree(BACKBONE_FILES, tmp_path / '_base_')
     ours = tree / name
     ours.write_text(ours.read_text() + f'\n{change}\n')
     assert key in recipe_diff.compare(str(ours)).unlisted
@@ -101,7 +102,7 @@ def test_a_changed_value_is_an_unlisted_difference(tmp_path, name, change, key):
 def test_an_inserted_augmentation_is_one_difference(tmp_path):
     tree = tmp_path / 'd2'
     shutil.copytree(D2, tree)
-    shutil.copytree(BACKBONE_FILES, tmp_path / '_base_' / 'backbones')
+    shutil.copytree(BACKBONE_FILES, tmp_path / '_base_')
     ours = tree / 'mask_rcnn_plainvit_s_100ep.py'
     ours.write_text(
         ours.read_text() + '\nimport detectron2.data.transforms as T\n'

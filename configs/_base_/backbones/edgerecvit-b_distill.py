@@ -2,37 +2,7 @@
 # from DeiT-B at the layers its pyramid reads (configs/distill/edgerecvit-b_feature-distill-deit-b_4xb256-100e_in1k.py), from its DeiT start: it can
 # bring the method towards PlainViT's start and no further. Not its paper's start (edgerecvit-b_in1k.py): name this file
 # instead as a recipe's second _base_ for the control.
-_base_ = './edgerecvit-s_distill.py'
-backbone = dict(
-    arch='base',
-    init_cfg=dict(
-        type='Pretrained',
-        checkpoint='checkpoints/edgerecvit-base_distill-deit-b.pth',
-        made_by='python tools/train.py configs/distill/edgerecvit-b_feature-distill-deit-b_4xb256-100e_in1k.py'
-        ' --work-dir work_dirs/edgerecvit-base_distill-deit-b'
-        ' && cp $(cat work_dirs/edgerecvit-base_distill-deit-b/last_checkpoint) checkpoints/edgerecvit-base_distill-deit-b.pth',
-    ),
-)
-backbone_recipe = dict(
-    paper_start='configs/cls/edgerecvit-base_deit-pre_8xb256-300e_in1k.py',
-    differs={
-        'paper_start': (
-            'configs/distill/edgerecvit-b_feature-distill-deit-b_4xb256-100e_in1k.py',
-            'a DeiT-imitation control (docs/pretraining.md)',
-        ),
-        'start.checkpoint': (
-            'edgerecvit-base_distill-deit-b.pth',
-            'feature-distilled from DeiT-B: a DeiT-imitation control',
-        ),
-        'start.made_by': (
-            'configs/distill/edgerecvit-b_feature-distill-deit-b_4xb256-100e_in1k.py',
-            'the layers its pyramid reads',
-        ),
-        'pretraining.from': ('DeiT-B', "the method's DeiT-B start"),
-        'pretraining.loss': (
-            'feature MSE to deit_base_patch16_224.fb_in1k, layers pyramid',
-            "DeiT-B's layers that its pyramid reads",
-        ),
-    },
-    intended={'model.backbone.init_cfg.*': 'its DeiT start feature-distilled from DeiT-B (docs/pretraining.md)'},
+_base_ = ['./edgerecvit-s_distill.py', '../starts.py']
+backbone, backbone_recipe = _base_.pop('starts').distill_control(
+    'edgerecvit', 'b', 'configs/cls/edgerecvit-base_deit-pre_8xb256-300e_in1k.py'
 )

@@ -2,20 +2,10 @@
 # lifts every ranker depth to 12; the ranker is built but decides nothing), from its own ImageNet-1k classifier
 # trained the same way (its paper's recipe, no ranker losses, no CCE:
 # configs/cls/edgerecvit-small_deit-pre-full-depth_8xb256-300e_in1k.py): the ablation family (docs/comparison.md).
-_base_ = './edgerecvit-s_in1k.py'
-backbone = dict(
-    depth_shift=11,
-    stb_loss_weight=0.0,
-    du_loss_weight=0.0,
-    init_cfg=dict(
-        checkpoint='checkpoints/edgerecvit-small_full-depth_in1k.pth',
-        made_by='python tools/train.py configs/cls/edgerecvit-small_deit-pre-full-depth_8xb256-300e_in1k.py --work-dir work_dirs/edgerecvit-small_full-depth_in1k'
-        ' && cp $(cat work_dirs/edgerecvit-small_full-depth_in1k/last_checkpoint) checkpoints/edgerecvit-small_full-depth_in1k.pth',
-    ),
-)
-backbone_recipe = dict(
-    paper_start='configs/cls/edgerecvit-small_deit-pre-full-depth_8xb256-300e_in1k.py',  # as its paper runs the ablation: trained on ImageNet-1k the same way
-    differs={
+_base_ = ['./edgerecvit-s_in1k.py', '../starts.py']
+backbone, backbone_recipe = _base_.pop('starts').ablation(
+    'edgerecvit-small_deit-pre-full-depth_8xb256-300e_in1k',
+    {
         'model.backbone.stb_loss_weight': (0.0, 'the ablation: no ranker loss'),
         'model.backbone.du_loss_weight': (0.0, 'the ablation: no ranker loss'),
         'eval_knobs': (
@@ -23,18 +13,9 @@ backbone_recipe = dict(
             'the ablation: every token at the full depth, in training and test',
         ),
         'pretraining.loss': None,  # no CCE: the reference's cross-entropy
-        'start.checkpoint': (
-            'edgerecvit-small_full-depth_in1k.pth',
-            'its own ImageNet-1k classifier, trained as the ablation',
-        ),
-        'start.made_by': (
-            'configs/cls/edgerecvit-small_deit-pre-full-depth_8xb256-300e_in1k.py',
-            'the ablation trained as the method is',
-        ),
     },
-    intended={
-        'model.backbone.depth_shift': 'the ablation (above)',
-        'model.backbone.stb_loss_weight': 'the ablation (above)',
-        'model.backbone.du_loss_weight': 'the ablation (above)',
-    },
+    depth_shift=11,
+    stb_loss_weight=0.0,
+    du_loss_weight=0.0,
+    run='edgerecvit-small_full-depth_in1k',
 )

@@ -4,21 +4,5 @@
 # `made_by` is the command that makes it, said if the file is missing. The cheaper fair start, a feature-distilled
 # one: configs/distill/ (docs/pretraining.md). router_alpha: the class default 0.1, as the checkpoint was trained
 # (MoR's from-scratch gates), not the DeiT start's 1.0 (morvit-s_deit.py).
-_base_ = './morvit-s.py'
-backbone = dict(
-    init_cfg=dict(
-        type='Pretrained',
-        checkpoint='checkpoints/morvit-small_in1k.pth',
-        made_by='python tools/train.py configs/cls/morvit-small_4xb256_in1k.py --work-dir work_dirs/morvit-small_in1k'
-        ' && cp $(cat work_dirs/morvit-small_in1k/last_checkpoint) checkpoints/morvit-small_in1k.pth',
-    )
-)
-backbone_recipe = dict(
-    differs={
-        'start.checkpoint': ('morvit-small_in1k.pth', 'its own ImageNet-1k classifier, where its paper starts'),
-        'start.made_by': ('configs/cls/morvit-small_4xb256_in1k.py', "from scratch, DeiT's recipe"),
-    },
-    intended={
-        'model.backbone.init_cfg.*': 'its own ImageNet-1k checkpoint, where its paper starts (docs/pretraining.md)'
-    },
-)
+_base_ = ['./morvit-s.py', '../starts.py']
+backbone, backbone_recipe = _base_.pop('starts').trained('morvit-small_4xb256_in1k', "from scratch, DeiT's recipe")

@@ -4,21 +4,5 @@
 # as it is (the backbone loads its backbone.* strictly, the head is dropped); `made_by` is the command that makes it,
 # said if the file is missing. The cheaper fair start, a feature-distilled one: configs/distill/
 # (docs/pretraining.md).
-_base_ = './revit-s_deit.py'
-backbone = dict(
-    init_cfg=dict(
-        type='Pretrained',
-        checkpoint='checkpoints/revit-small_in1k.pth',
-        made_by='python tools/train.py configs/cls/revit-small_4xb256_in1k.py --work-dir work_dirs/revit-small_in1k'
-        ' && cp $(cat work_dirs/revit-small_in1k/last_checkpoint) checkpoints/revit-small_in1k.pth',
-    )
-)
-backbone_recipe = dict(
-    differs={
-        'start.checkpoint': ('revit-small_in1k.pth', 'its own ImageNet-1k classifier, where its paper starts'),
-        'start.made_by': ('configs/cls/revit-small_4xb256_in1k.py', "from scratch, DeiT's recipe"),
-    },
-    intended={
-        'model.backbone.init_cfg.*': 'its own ImageNet-1k checkpoint, where its paper starts (docs/pretraining.md)'
-    },
-)
+_base_ = ['./revit-s_deit.py', '../starts.py']
+backbone, backbone_recipe = _base_.pop('starts').trained('revit-small_4xb256_in1k', "from scratch, DeiT's recipe")

@@ -3,22 +3,9 @@
 # uses for larger T. The classifier's checkpoint is the start as it is (the backbone loads its backbone.* strictly, the
 # head is dropped); `made_by` is the command that makes it, said if the file is missing. The DeiT function start
 # (srvit-s_deit.py) is a control: its recursions start dormant.
-_base_ = './srvit-s.py'
-backbone = dict(
-    init_cfg=dict(
-        type='Pretrained',
-        checkpoint='checkpoints/srvit-small_in1k.pth',
-        made_by='python tools/train.py configs/cls/srvit-small_4xb256_in1k.py --work-dir work_dirs/srvit-small_in1k'
-        ' && cp $(cat work_dirs/srvit-small_in1k/last_checkpoint) checkpoints/srvit-small_in1k.pth',
-    )
-)
-backbone_recipe = dict(
-    differs={
-        'start.checkpoint': ('srvit-small_in1k.pth', 'its own ImageNet-1k classifier, where its paper starts'),
-        'start.made_by': ('configs/cls/srvit-small_4xb256_in1k.py', 'its paper trains SR-ViT at each T on IN-1k'),
-        'pretraining.warmup_epochs': (20, "its paper's longer warm-up for larger T (docs/pretraining.md)"),
-    },
-    intended={
-        'model.backbone.init_cfg.*': 'its own ImageNet-1k checkpoint, where its paper starts (docs/pretraining.md)'
-    },
+_base_ = ['./srvit-s.py', '../starts.py']
+backbone, backbone_recipe = _base_.pop('starts').trained(
+    'srvit-small_4xb256_in1k',
+    'its paper trains SR-ViT at each T on IN-1k',
+    then={'pretraining.warmup_epochs': (20, "its paper's longer warm-up for larger T (docs/pretraining.md)")},
 )

@@ -5,7 +5,7 @@
 # for a few hundred iterations from scratch it also drops the ImageNet regularisers (Mixup/CutMix,
 # RandAugment, random erasing, drop path). Per-method toy configs set only `model.backbone`,
 # from their method's toy file (configs/_base_/backbones/<method>-toy.py).
-_base_ = './recvit-small_4xb256_in1k.py'
+_base_ = ['./recvit-small_4xb256_in1k.py', '../../_base_/toy_schedule.py']
 
 data_root = 'data/toy_cls/'
 metainfo = dict(classes=('circle', 'ellipse', 'square', 'star', 'triangle'))  # sorted: mmpretrain's folder order
@@ -58,16 +58,7 @@ val_evaluator = dict(topk=(1,))  # top-5 of 5 classes is always 100 %
 test_evaluator = val_evaluator
 
 max_iters = 200
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters, val_interval=max_iters)
-optim_wrapper = dict(optimizer=dict(lr=1e-3))
-param_scheduler = [
-    dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=20),
-    dict(type='CosineAnnealingLR', T_max=max_iters - 20, eta_min=1e-5, by_epoch=False, begin=20, end=max_iters),
-]
-auto_scale_lr = dict(base_batch_size=32)
-default_hooks = dict(
-    logger=dict(type='LoggerHook', interval=10),
-    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1),
+train_cfg, optim_wrapper, param_scheduler, auto_scale_lr, default_hooks, log_processor = _base_.pop('toy').schedule(
+    max_iters, lr=1e-3, batch=32, eta_min=1e-5
 )
-log_processor = dict(by_epoch=False)
 randomness = dict(_delete_=True, seed=0, diff_rank_seed=False)  # one process: as the toy det/seg configs

@@ -5,7 +5,7 @@
 # (../mask-rcnn_<method>-ti_fpn_1xb2-800it_toy-coco.py) takes `model.backbone` from its method's toy file
 # (configs/_base_/backbones/<method>-toy.py: its real twin's backbone file at the toy size, trained from scratch):
 # tests/configs/test_det_seg.py checks the pairs.
-_base_ = './mask-rcnn_vit_fpn_1x_coco.py'
+_base_ = ['./mask-rcnn_vit_fpn_1x_coco.py', '../../_base_/toy_schedule.py']
 
 data_root = 'data/toy_coco/'
 metainfo = dict(
@@ -79,18 +79,9 @@ val_evaluator = dict(ann_file=data_root + 'annotations/instances_val2017.json')
 test_evaluator = val_evaluator
 
 max_iters = 800
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters, val_interval=max_iters)
-optim_wrapper = dict(optimizer=dict(lr=1e-3))
-param_scheduler = [
-    dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=20),
-    dict(type='CosineAnnealingLR', T_max=max_iters - 20, eta_min=1e-6, by_epoch=False, begin=20, end=max_iters),
-]
-auto_scale_lr = dict(base_batch_size=2)
-default_hooks = dict(
-    logger=dict(type='LoggerHook', interval=10),
-    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1),
+train_cfg, optim_wrapper, param_scheduler, auto_scale_lr, default_hooks, log_processor = _base_.pop('toy').schedule(
+    max_iters, lr=1e-3, batch=2
 )
-log_processor = dict(by_epoch=False)
 # Seeded alike on every rank (diff_rank_seed=False, unlike the real recipe). A toy runs in one process, where the
 # switch changes only where the data sampler's seed comes from: `seed` itself with False, a draw from the numpy
 # stream (broadcast from rank 0) with True. False keeps the toy's data order a function of `seed` alone. The

@@ -6,7 +6,7 @@
 # tools/analysis_tools/init_distance.py `timm:vit_small_patch16_224` measures against), and the student starts from
 # it through its method's DeiT start (init_from_teacher). docs/init_distance.md: how far each method starts from the
 # teacher's function before and after.
-_base_ = './feature-distill_4xb256-100e_in1k.py'
+_base_ = ['./feature-distill_4xb256-100e_in1k.py', '../../_base_/toy_schedule.py']
 
 model = dict(
     backbone=dict(drop_path_rate=0.0),
@@ -26,16 +26,7 @@ train_dataloader = dict(
     sampler=dict(_delete_=True, type='InfiniteSampler', shuffle=True),
 )
 max_iters = 60
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters)
-optim_wrapper = dict(optimizer=dict(lr=5e-4))
-param_scheduler = [
-    dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=10),
-    dict(type='CosineAnnealingLR', T_max=max_iters - 10, eta_min=1e-6, by_epoch=False, begin=10, end=max_iters),
-]
-auto_scale_lr = dict(base_batch_size=8)
-default_hooks = dict(
-    logger=dict(type='LoggerHook', interval=10),
-    checkpoint=dict(type='AtomicCheckpointHook', by_epoch=False, interval=max_iters, max_keep_ckpts=1),
+train_cfg, optim_wrapper, param_scheduler, auto_scale_lr, default_hooks, log_processor = _base_.pop('toy').schedule(
+    max_iters, lr=5e-4, batch=8, warmup=10, validate=False
 )
-log_processor = dict(by_epoch=False)
 randomness = dict(_delete_=True, seed=0, diff_rank_seed=False)
