@@ -58,11 +58,16 @@ bench mor morvit_capacities 'MoR-ViT capacities' \
   plainvit-s='PlainViT(arch="small")' \
   --batch 1 4 --size 512 --repeats "$REPEATS" --reference full
 
+# PlainViT-S and the recursive backbones at 12 block applications with their defaults: the first rows of both
+# equal-application tables (equal_applications, train_step).
+AT_12=(
+  plainvit-s='PlainViT(arch="small")'
+  naive-s='NaiveRecursiveViT(arch="small", num_blocks=3)'
+  srvit-s-T1='SRViT(arch="small", num_recursions=1)'
+)
 bench equal equal_applications 'Equal block applications (12) vs PlainViT-S' \
   'Every recursive backbone at 12 block applications (token-adaptive ones at full depth/capacity, so they do the same block work plus their routers): within 5 % of PlainViT-S.' \
-  plainvit-s='PlainViT(arch="small")' \
-  naive-s='NaiveRecursiveViT(arch="small", num_blocks=3)' \
-  srvit-s-T1='SRViT(arch="small", num_recursions=1)' \
+  "${AT_12[@]}" \
   revit-s='ReViT(arch="small")' \
   edge-s-full='EdgeRecViT(arch="small", forced_mean_depth=12)' \
   mor-s-full='MoRViT(arch="small", capacities=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])' \
@@ -83,9 +88,7 @@ bench cp checkpointing_memory 'Activation checkpointing in training (with_cp)' \
 
 bench train train_step 'Training step at equal block applications (12) vs PlainViT-S' \
   'A training step (train mode with its routers, noise and auxiliary losses; forward, backward, AdamW step) at 224x224: within 5 % of PlainViT-S at 12 applications; MoR-ViT and Edge-RecViT also at their default capacities / ranker depths, where training runs the block on the selected tokens only (MoR expert choice) or on every token with exited ones frozen (Edge-RecViT trains masked, as its paper), so its FLOP ratio is what to compare.' \
-  plainvit-s='PlainViT(arch="small")' \
-  naive-s='NaiveRecursiveViT(arch="small", num_blocks=3)' \
-  srvit-s-T1='SRViT(arch="small", num_recursions=1)' \
+  "${AT_12[@]}" \
   revit-s='ReViT(arch="small", step_drop_rate=0.0)' \
   edge-s='EdgeRecViT(arch="small")' \
   mor-s-full='MoRViT(arch="small", capacities=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])' \

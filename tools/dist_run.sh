@@ -8,10 +8,8 @@ NNODES=${NNODES:-1}
 NODE_RANK=${NODE_RANK:-0}
 PORT=${PORT:-29500}
 MASTER_ADDR=${MASTER_ADDR:-"127.0.0.1"}
-DIR=$(cd "$(dirname "$0")" && pwd)
-PYTHON=${PYTHON:-python}
+source "$(dirname "$0")/_run_env.sh"  # DIR, PYTHON, PYTHONPATH
 
-PYTHONPATH="$DIR/..":$PYTHONPATH \
 "$PYTHON" -m torch.distributed.run \
     --nnodes=$NNODES --node_rank=$NODE_RANK --master_addr=$MASTER_ADDR \
     --nproc_per_node=$GPUS --master_port=$PORT \

@@ -9,10 +9,8 @@ GPUS=${GPUS:-8}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 CPUS_PER_TASK=${CPUS_PER_TASK:-5}
 SRUN_ARGS=${SRUN_ARGS:-""}
-DIR=$(cd "$(dirname "$0")" && pwd)
-PYTHON=${PYTHON:-python}
+source "$(dirname "$0")/_run_env.sh"  # DIR, PYTHON, PYTHONPATH
 
-PYTHONPATH="$DIR/..":$PYTHONPATH \
 srun -p ${PARTITION} \
     --job-name=${JOB_NAME} \
     --gres=gpu:${GPUS_PER_NODE} \

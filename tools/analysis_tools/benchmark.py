@@ -183,20 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 models.append(build_model(spec, hw, whole=args.whole, whole_mode=args.whole_mode))
     except SpecError as e:
         parser.error(str(e))
+    same = ('device', 'threads', 'warmup', 'repeats', 'memory', 'peak_size', 'seed', 'progress', 'mode')  # as named
     config = BenchConfig(
-        batches=args.batch,
-        hw=hw,
-        device=args.device,
-        threads=args.threads,
-        dtype=dtype,
-        warmup=args.warmup,
-        repeats=args.repeats,
-        memory=args.memory,
-        statistic=args.stat,
-        peak_size=args.peak_size,
-        seed=args.seed,
-        progress=args.progress,
-        mode=args.mode,
+        batches=args.batch, hw=hw, dtype=dtype, statistic=args.stat, **{k: getattr(args, k) for k in same}
     )
     result = run_benchmark(models, config, reference=args.reference, checkout=REPO)
     result.command = ' '.join(['python', parser.prog] + [shlex.quote(a) for a in argv])

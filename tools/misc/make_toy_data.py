@@ -70,23 +70,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     toy = load_toy()
-    which = toy.KINDS if args.which == 'all' else (args.which,)
+    options = vars(args)  # the size and count options are named as make_toy_data's parameters
+    out, which, no_progress = options.pop('out'), options.pop('which'), options.pop('no_progress')
     start = time.perf_counter()
-    results = toy.make_toy_data(
-        args.out,
-        which=which,
-        seed=args.seed,
-        size=args.size,
-        coco_train=args.coco_train,
-        coco_val=args.coco_val,
-        ade_train=args.ade_train,
-        ade_val=args.ade_val,
-        cls_train=args.cls_train,
-        cls_val=args.cls_val,
-        cls_size=args.cls_size,
-        force=args.force,
-        progress=not args.no_progress,
-    )
+    which = toy.KINDS if which == 'all' else (which,)
+    results = toy.make_toy_data(out, which=which, progress=not no_progress, **options)
     names = {'coco': 'toy COCO  ', 'ade': 'toy ADE20K', 'cls': 'toy cls   '}
     classes = {
         'coco': ', '.join(toy.TOY_COCO_CLASSES),

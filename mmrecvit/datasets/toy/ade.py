@@ -14,13 +14,9 @@ its class ``v - 1`` and 0 to 255 (ignored).
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tqdm import tqdm
-
 from .ade_scene import TOY_ADE_LABELS, render_ade_image
 from .draw import encode_jpg, encode_png, rng_for
-from .manifest import PathLike, ToyDataResult, check_args, generate
+from .manifest import PathLike, ToyDataResult, check_args, generate_images
 
 TOY_ADE_DIR = 'toy_ade/ADEChallengeData2016'
 """Where `make_toy_data` puts this set under its root: the ``data_root`` of the toy seg configs."""
@@ -37,16 +33,10 @@ def _file_stem(split: str, index: int) -> str:
     return f'ADE_{split}_{index + 1:08d}'
 
 
-def _expected_paths(num_train: int, num_val: int) -> list[str]:
-    """The relative paths a complete toy ADE20K set has."""
-    paths = []
-    for split, n in (('train', num_train), ('val', num_val)):
-        for i in range(n):
-            paths += [
-                f'images/{_SPLITS[split]}/{_file_stem(split, i)}.jpg',
-                f'annotations/{_SPLITS[split]}/{_file_stem(split, i)}.png',
-            ]
-    return paths
+def _files(split: str, index: int) -> list[str]:
+    """Image ``index`` of ``split``: its JPEG and its label map, relative to the set's root."""
+    folder, stem = _SPLITS[split], _file_stem(split, index)
+    return [f'images/{folder}/{stem}.jpg', f'annotations/{folder}/{stem}.png']
 
 
 def make_toy_ade20k(
@@ -58,31 +48,19 @@ def make_toy_ade20k(
     force: bool = False,
     progress: bool = True,
 ) -> ToyDataResult:
-    """Write (or find complete) a toy ADE20K semantic-segmentation set under ``root``.
-
-    Args:
-        root: the ``ADEChallengeData2016`` folder itself (a config's ``data_root``); gets
-            ``images/{training,validation}/*.jpg``, ``annotations/{training,validation}/*.png``
-            and the manifest.
-        num_train, num_val: images per split.
-        size: square image side in pixels (>= 64).
-        seed: the seed every image's generator derives from.
-        force: as in `make_toy_coco`.
-        progress: show a tqdm progress bar.
+    """Write (or find complete) a toy ADE20K semantic-segmentation set under ``root``: the
+    ``ADEChallengeData2016`` folder itself (a config's ``data_root``), which gets
+    ``images/{training,validation}/*.jpg``, ``annotations/{training,validation}/*.png`` and the
+    manifest. The other arguments are `make_toy_coco`'s.
     """
     check_args(num_train, num_val, size, seed)
+
+    def draw(split: str, index: int) -> list[bytes]:
+        img, lab = render_ade_image(rng_for(seed, 'ade', split, index), size)
+        return [encode_jpg(img), encode_png(lab)]
+
+    folders = {s: [f'images/{d}', f'annotations/{d}'] for s, d in _SPLITS.items()}
     args = dict(num_train=num_train, num_val=num_val, size=size, seed=seed)
-
-    def write(r: Path) -> None:
-        for split, n in (('train', num_train), ('val', num_val)):
-            img_dir, ann_dir = r / 'images' / _SPLITS[split], r / 'annotations' / _SPLITS[split]
-            img_dir.mkdir(parents=True, exist_ok=True)
-            ann_dir.mkdir(parents=True, exist_ok=True)
-            for i in tqdm(range(n), desc=f'toy ADE20K {_SPLITS[split]}', unit='img', disable=not progress):
-                img, lab = render_ade_image(rng_for(seed, 'ade', split, i), size)
-                (img_dir / f'{_file_stem(split, i)}.jpg').write_bytes(encode_jpg(img))
-                (ann_dir / f'{_file_stem(split, i)}.png').write_bytes(encode_png(lab))
-
-    result = generate('ade', root, args, _expected_paths(num_train, num_val), _OWNED, force, write)
+    result = generate_images('ade', root, args, _OWNED, force, progress, folders, _files, draw)
     result.files = {f'{s}_{k}': result.root / k / d for s, d in _SPLITS.items() for k in ('images', 'annotations')}
     return result

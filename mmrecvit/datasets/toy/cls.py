@@ -21,14 +21,11 @@ so every class gets ``num // 5`` or one more images.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-from tqdm import tqdm
 
 from .coco import TOY_COCO_CLASSES, background, class_colour, paint_shape, shape_mask
 from .draw import encode_jpg, finish, rng_for
-from .manifest import PathLike, ToyDataResult, check_args, generate
+from .manifest import PathLike, ToyDataResult, check_args, generate_images
 
 TOY_CLS_DIR = 'toy_cls'
 """Where `make_toy_data` puts this set under its root: the ``data_root`` of the toy cls configs."""
@@ -65,13 +62,9 @@ def render_cls_image(rng: np.random.Generator, label: int, size: int = 64) -> tu
     return finish(img, rng, sigma=5.0), mask
 
 
-def _relative_path(split: str, index: int) -> str:
-    return f'{split}/{TOY_CLS_CLASSES[class_of(index)]}/{split}_{index:06d}.jpg'
-
-
-def _expected_paths(num_train: int, num_val: int) -> list[str]:
-    """The relative paths a complete toy classification set has."""
-    return [_relative_path(split, i) for split, n in zip(_SPLITS, (num_train, num_val)) for i in range(n)]
+def _files(split: str, index: int) -> list[str]:
+    """Image ``index`` of ``split``, relative to the set's root."""
+    return [f'{split}/{TOY_CLS_CLASSES[class_of(index)]}/{split}_{index:06d}.jpg']
 
 
 def make_toy_cls(
@@ -83,32 +76,23 @@ def make_toy_cls(
     force: bool = False,
     progress: bool = True,
 ) -> ToyDataResult:
-    """Write (or find complete) a toy image-classification set under ``root``.
+    """Write (or find complete) a toy image-classification set under ``root``: the dataset root (a
+    config's ``data_root``), which gets ``train/<class>/``, ``val/<class>/`` and the manifest.
 
-    Args:
-        root: the dataset root (a config's ``data_root``); gets ``train/<class>/``, ``val/<class>/``
-            and the manifest.
-        num_train, num_val: images per split (>= 5 each: every class needs an image, or mmpretrain
-            finds fewer class folders than classes).
-        size: square image side in pixels (>= 64).
-        seed: the seed every image's generator derives from.
-        force: as in `make_toy_coco`.
-        progress: show a tqdm progress bar.
+    ``num_train`` and ``num_val`` must be >= 5 (every class needs an image, or mmpretrain finds fewer
+    class folders than classes); the other arguments are `make_toy_coco`'s.
     """
     check_args(num_train, num_val, size, seed)
     for name, value in (('num_train', num_train), ('num_val', num_val)):
         if value < len(TOY_CLS_CLASSES):
             raise ValueError(f'{name} must be >= {len(TOY_CLS_CLASSES)} (one image per class), got {value}')
+
+    def draw(split: str, index: int) -> list[bytes]:
+        img, _ = render_cls_image(rng_for(seed, 'cls', split, index), class_of(index), size)
+        return [encode_jpg(img)]
+
+    folders = {split: [f'{split}/{name}' for name in TOY_CLS_CLASSES] for split in _SPLITS}
     args = dict(num_train=num_train, num_val=num_val, size=size, seed=seed)
-
-    def write(r: Path) -> None:
-        for split, n in zip(_SPLITS, (num_train, num_val)):
-            for name in TOY_CLS_CLASSES:
-                (r / split / name).mkdir(parents=True, exist_ok=True)
-            for i in tqdm(range(n), desc=f'toy cls {split}', unit='img', disable=not progress):
-                img, _ = render_cls_image(rng_for(seed, 'cls', split, i), class_of(i), size)
-                (r / _relative_path(split, i)).write_bytes(encode_jpg(img))
-
-    result = generate('cls', root, args, _expected_paths(num_train, num_val), _OWNED, force, write)
+    result = generate_images('cls', root, args, _OWNED, force, progress, folders, _files, draw)
     result.files = {split: result.root / split for split in _SPLITS}
     return result

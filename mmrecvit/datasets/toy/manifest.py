@@ -1,5 +1,8 @@
 """What makes a toy set's folder complete, and the skip / rewrite logic every set writer shares.
 
+`generate` skips or rewrites one set; `generate_images` is `generate` for the sets written one image
+at a time (toy ADE20K and the classification set), with the split / progress-bar loop they share.
+
 Each dataset root gets a small `MANIFEST_NAME` file that records the generator version and the
 arguments. A later call with the same arguments finds the set complete and skips it; any other
 call empties the folders the writer owns and writes them again. A non-empty folder without a
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
+from tqdm import tqdm
 
 PathLike = Union[str, Path]
 
@@ -114,3 +118,34 @@ def generate(
         seconds=time.perf_counter() - start,
         skipped=skipped,
     )
+
+
+def generate_images(
+    kind: str,
+    root: PathLike,
+    args: dict[str, Any],
+    owned: Sequence[str],
+    force: bool,
+    progress: bool,
+    folders: dict[str, list[str]],
+    files: Callable[[str, int], list[str]],
+    draw: Callable[[str, int], list[bytes]],
+) -> ToyDataResult:
+    """`generate` for a set written one image at a time: image ``i`` of ``split`` is the files
+    ``files(split, i)`` (relative to ``root``) holding ``draw(split, i)``.
+
+    ``folders`` maps each split (``'train'``, ``'val'``) to the folders it gets even when empty,
+    which hold all its files. ``args`` has the ``num_train`` and ``num_val`` images per split.
+    """
+    counts = {'train': args['num_train'], 'val': args['num_val']}
+    paths = [path for split, n in counts.items() for i in range(n) for path in files(split, i)]
+
+    def write(r: Path) -> None:
+        for split, n in counts.items():
+            for folder in folders[split]:
+                (r / folder).mkdir(parents=True, exist_ok=True)
+            for i in tqdm(range(n), desc=f'toy {kind} {split}', unit='img', disable=not progress):
+                for path, data in zip(files(split, i), draw(split, i)):
+                    (r / path).write_bytes(data)
+
+    return generate(kind, root, args, paths, owned, force, write)
