@@ -219,7 +219,8 @@ class MoRViT(ViTBackbone):
     # ---- settings and the forward ---------------------------------------------------------------
     static_schedule = True  # first, N_r x the unit, last at every setting; the routers decide the tokens
     # Token choice in training: the masked path (`token_adaptive.run_masked`: static shapes, no host read, the dense
-    # FLOPs); False: the subset path as in eval (the parity tests compare the two, tests/models/test_mor_vit.py).
+    # FLOPs); False: the subset path as in eval (the parity tests compare the two:
+    # tests/models/test_mor_token_choice_training.py).
     masked_training = True
     in_place_reads = True  # inference updates the chosen rows in place
 

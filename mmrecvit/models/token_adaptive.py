@@ -305,13 +305,9 @@ def run_subset(
             g = residual_gate.view(B, N, 1)
         else:
             g = x.new_zeros(B * N).index_copy(0, active.index, residual_gate).view(B, N, 1)
-        # Not torch.lerp: its vectorised kernel rounds differently from its scalar tail, which made
-        # results depend on the batch layout (1-process vs 2-process training drifted apart).
-        if update == 'additive':
-            return x + g * out
-        if torch.is_grad_enabled():
-            return x + g * (out - x)
-        return out.sub_(x).mul_(g).add_(x)  # the same ops in `out`'s memory (a fresh tensor)
+        if update == 'additive' or torch.is_grad_enabled():
+            return gated_update(x, out, g, update)
+        return out.sub_(x).mul_(g).add_(x)  # `gated_update`'s ops in `out`'s memory (a fresh tensor)
 
     if kv_cache is not None and kv_cache.owner is not block:
         raise RuntimeError(
@@ -321,11 +317,17 @@ def run_subset(
     h = rows.index_select(0, active.index)  # (T, D)
     out = block(h, drop_path_rate=drop_path_rate, layout=TokenRows(active, kv_cache, layout))
     if residual_gate is not None:
-        g = residual_gate.unsqueeze(-1)
-        out = h + g * out if update == 'additive' else h + g * (out - h)
+        out = gated_update(h, out, residual_gate.unsqueeze(-1), update)
     if inplace and torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
         raise RuntimeError('run_subset(inplace=True) is only for inference (no autograd graph)')
     return write_rows(rows, active.index, out, inplace).view(B, N, D)
+
+
+def gated_update(h: Tensor, out: Tensor, g: Tensor, update: str) -> Tensor:
+    """The gated residual update of the states `h` by the block's `out` (`UPDATES`): 'additive' `h + g out`, else
+    `h + g (out - h)`. Not torch.lerp: its vectorised kernel rounds differently from its scalar tail, which made
+    results depend on the batch layout (1-process vs 2-process training drifted apart)."""
+    return h + g * out if update == 'additive' else h + g * (out - h)
 
 
 def run_masked(
@@ -349,8 +351,7 @@ def run_masked(
         kw['attn_mask'] = (active | ~active.any(1, keepdim=True))[:, None, None, :]  # (B, 1, 1, N)
     out = block(x, drop_path_rate=drop_path_rate, layout=layout, **kw)
     if residual_gate is not None:
-        g = residual_gate.unsqueeze(-1)
-        out = x + g * out if update == 'additive' else x + g * (out - x)
+        out = gated_update(x, out, residual_gate.unsqueeze(-1), update)
     return out if active is None else torch.where(active.unsqueeze(-1), out, x)
 
 
