@@ -109,8 +109,28 @@ class ExpertMlp(nn.Module):
             return F.linear(self.act(F.linear(x, ffn.fc1_weight, ffn.fc1_bias)), ffn.fc2_weight, ffn.fc2_bias)
         # G FFNs (G, H, D) for G equal groups of the images (reViT's step dropout): one batched product each.
         h = x.reshape(ffn.fc1_weight.shape[0], -1, x.shape[-1])  # (G g, N, D) -> (G, g N, D)
-        h = self.act(torch.baddbmm(ffn.fc1_bias.unsqueeze(1), h, ffn.fc1_weight.transpose(1, 2)))
-        return torch.baddbmm(ffn.fc2_bias.unsqueeze(1), h, ffn.fc2_weight.transpose(1, 2)).reshape(x.shape)
+        h = self.act(GroupedLinear.apply(h, ffn.fc1_weight, ffn.fc1_bias))
+        return GroupedLinear.apply(h, ffn.fc2_weight, ffn.fc2_bias).reshape(x.shape)
+
+
+class GroupedLinear(torch.autograd.Function):
+    """`F.linear` of G groups of rows (G, R, in) with G weights (G, out, in) and biases (G, out), as one batched
+    product. By hand because `torch.baddbmm(b, x, w.mT)` returns the weights' gradient as a transposed view, which
+    the merge's backward then copies whole at every step; this returns it in the weights' layout, as `F.linear`'s
+    backward does for one weight (`dW = dY^T X`). Under autocast the product runs in the autocast dtype, as
+    `baddbmm` does, and so does its backward; the backward is made of differentiable ops (double backward works)."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+        out = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+        ctx.save_for_backward(x, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        x, weight = ctx.saved_tensors
+        x, weight = x.to(grad.dtype), weight.to(grad.dtype)  # autocast's dtype (a no-op without autocast)
+        return torch.bmm(grad, weight), torch.bmm(grad.transpose(1, 2), x), grad.sum(1)
 
 
 class ExpertBlock(Block):

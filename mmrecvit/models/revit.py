@@ -42,7 +42,7 @@ from .numerics import finite, full_precision, sanitize
 from .registry import register_backbone
 from .schedule import Step, step_work
 from .stats import ForwardStats
-from .step_dropout import logit_labels, num_groups, per_image, sample_steps
+from .step_dropout import gather_reads, logit_labels, num_groups, per_image, sample_steps
 
 PROGRAMMED_GATE = 0.97  # `router_init='programmed'`: each step's gate on the expert of its own depth
 DEFAULT_OUT_DEPTHS = (0.25, 0.5, 0.75, 1.0)  # the default outputs, as normalised depths: the stage ends
@@ -216,9 +216,10 @@ class ReViT(ViTBackbone):
 
     def _iter_dropped(self, x: Tensor, steps: tuple[Step, ...], stats: ForwardStats) -> Iterator[tuple[int, Tensor]]:
         """Training with step dropout (`step_dropout.py`): each step is one block call over the C groups of images it
-        runs, each with the FFN merged for its own depth coordinate (`ExpertMlp`'s grouped product); the others keep
-        their state. Image b reads layer i at its own kept step, so each layer the forward reads (`Step.read`) but the
-        last is gathered step by step and yielded at the end."""
+        runs, each with the FFN merged for its own depth coordinate (`ExpertMlp`'s grouped product), its results
+        written in place into the state (a discarded slot's into a spare row); the others keep theirs. Image b reads
+        layer i at its own kept step: each layer the forward reads (`Step.read`) but the last is gathered once, after
+        the last step, from the results of every step."""
         B, L = x.shape[0], self._depth
         G = num_groups(B, self.step_drop_groups)
         g, draw = B // G, sample_steps(G, L, self.step_drop_rate, x.device)
@@ -231,21 +232,24 @@ class ReViT(ViTBackbone):
         rows_gates = gates[L:].unflatten(0, (L, C))  # (L, C, E)
         run, schedule = self.block_runner(), self.steps(None, stats.grid)
         layers = [step.layer for step in steps if step.read]
-        reads = {i: (draw.reads(i, L), x) for i in layers if i != L - 1}  # the last layer is the final state
+        spare = torch.arange(G, G + C, device=x.device)
+        dest = torch.where(draw.slot_kept, draw.slots, spare)  # (L, C): where each slot's result goes
         groups = x.unflatten(0, (G, g))  # (B, N, D) -> (G, g, N, D)
+        state = torch.cat([groups, groups[:C]])  # the G groups, then C spare rows (never read)
+        others, results = [i for i in layers if i != L - 1], []  # the layers read before the last one
         for step in schedule:
-            t, slots = step.index, draw.slots[step.index]
-            rows = groups.index_select(0, slots).flatten(0, 1)  # (C g, N, D), the groups this step runs
+            t = step.index
+            rows = state.index_select(0, draw.slots[t]).flatten(0, 1)  # (C g, N, D), the groups this step runs
             out = run(
                 self.block, rows, drop_path_rate=step.drop_path_rate, layout=step.layout, expert_gates=rows_gates[t]
-            )
-            out = torch.where(per_image(draw.slot_kept[t], g)[:, None, None], out, rows)  # a slot not kept: as it was
-            groups = groups.index_copy(0, slots, out.unflatten(0, (C, g)))
-            x = groups.flatten(0, 1)
-            for i, (hit, state) in reads.items():
-                reads[i] = (hit, torch.where(per_image(hit[t], g)[:, None, None], x, state))
+            ).unflatten(0, (C, g))
+            state.index_copy_(0, dest[t], out)  # in place: index_select saved no state, only its indices
+            if others:
+                results.append(out)
+        x = state[:G].flatten(0, 1)
+        reads = dict(zip(others, gather_reads(draw, torch.cat([*results, groups]), others))) if others else {}
         for i in layers:
-            yield i, x if i == L - 1 else reads[i][1]
+            yield i, x if i == L - 1 else reads[i]
         stats.setting = (C / G,) * L  # the share of the images each step ran (the FLOP model's `work`)
         kept = per_image(draw.kept, g).T  # (B, L)
         stats.tables['kept_steps'] = kept

@@ -95,9 +95,18 @@ def sample_steps(groups: int, num_steps: int, drop_rate: float, device: torch.de
     return StepDrop(kept, slots, slot_kept, coords.gather(1, slots), rank, depth)
 
 
-def group_rows(slots: Tensor, group_size: int) -> Tensor:
-    """(C,) groups -> (C g,) their images' rows, in slot order."""
-    return (slots.unsqueeze(1) * group_size + torch.arange(group_size, device=slots.device)).flatten()
+def gather_reads(draw: StepDrop, results: Tensor, layers: list[int]) -> list[Tensor]:
+    """Layer i of each group, for each of `layers`: the result of its own kept step (`StepDrop.reads`), from `results`
+    (L C + G, g, N, D), every step's C slots then the input groups (a group that kept no step reads its input); one
+    gather for all the layers (its backward one buffer of `results`' size, not one per layer) -> R tensors (B, N, D)."""
+    L, C = draw.slots.shape
+    G = draw.kept.shape[1]
+    places = torch.arange(G, device=results.device)
+    slot_of = torch.zeros_like(draw.kept, dtype=torch.long).scatter_(1, draw.slots, places[:C].expand(L, C))
+    hits = torch.stack([draw.reads(i, L) for i in layers])  # (R, L, G): at most one step per group
+    t = hits.long().argmax(1)  # (R, G), the step where each group reads each layer
+    index = torch.where(hits.any(1), t * C + slot_of.gather(0, t), L * C + places)
+    return results.index_select(0, index.flatten()).unflatten(0, (len(layers), -1)).flatten(1, 2).unbind()
 
 
 def per_image(mask: Tensor, group_size: int) -> Tensor:
