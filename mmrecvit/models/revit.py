@@ -216,10 +216,9 @@ class ReViT(ViTBackbone):
 
     def _iter_dropped(self, x: Tensor, steps: tuple[Step, ...], stats: ForwardStats) -> Iterator[tuple[int, Tensor]]:
         """Training with step dropout (`step_dropout.py`): each step is one block call over the C groups of images it
-        runs, each with the FFN merged for its own depth coordinate (`ExpertMlp`'s grouped product), its results
-        written in place into the state (a discarded slot's into a spare row); the others keep theirs. Image b reads
-        layer i at its own kept step: each layer the forward reads (`Step.read`) but the last is gathered once, after
-        the last step, from the results of every step."""
+        runs, each with the FFN merged for its own depth coordinate (`ExpertMlp`), its results written in place into
+        the state (a discarded slot's into a spare row). Image b reads layer i at its own kept step: each layer read
+        (`Step.read`) but the last is gathered once after the last step, from the results of every step."""
         B, L = x.shape[0], self._depth
         G = num_groups(B, self.step_drop_groups)
         g, draw = B // G, sample_steps(G, L, self.step_drop_rate, x.device)
@@ -227,13 +226,11 @@ class ReViT(ViTBackbone):
         coords = torch.cat([depth_grid(L, x.device), draw.coords.flatten()])  # (L + L C,): the L-grid for the log
         logits = finite('router logits', logit_labels(L, C), full_precision(self.router, coords), self.router)
         gates = self.gates_of(logits)
-        # Each block call merges its C FFNs (`ExpertMlp`): one (L C)-row product would cost its stack of L C merged
-        # FFNs in backward, more than reading the experts once per step (docs/methods/revit.md).
+        # Each block call merges its C FFNs (`ExpertMlp`): cheaper than one (L C)-row product (docs/methods/revit.md).
         rows_gates = gates[L:].unflatten(0, (L, C))  # (L, C, E)
         run, schedule = self.block_runner(), self.steps(None, stats.grid)
         layers = [step.layer for step in steps if step.read]
-        spare = torch.arange(G, G + C, device=x.device)
-        dest = torch.where(draw.slot_kept, draw.slots, spare)  # (L, C): where each slot's result goes
+        dest = draw.destinations()
         groups = x.unflatten(0, (G, g))  # (B, N, D) -> (G, g, N, D)
         state = torch.cat([groups, groups[:C]])  # the G groups, then C spare rows (never read)
         others, results = [i for i in layers if i != L - 1], []  # the layers read before the last one

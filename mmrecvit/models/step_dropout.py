@@ -40,6 +40,12 @@ class StepDrop(NamedTuple):
     rank: Tensor
     depth: Tensor
 
+    def destinations(self) -> Tensor:
+        """(L, C) long: the row of the state (G groups, then C spare rows) each slot's result is written to: its
+        group's, or spare row G + j when the slot is not kept (a spare row is never read)."""
+        G, C = self.kept.shape[1], self.slots.shape[1]
+        return torch.where(self.slot_kept, self.slots, torch.arange(G, G + C, device=self.slots.device))
+
     def reads(self, layer: int, num_steps: int) -> Tensor:
         """(L, G) bool: where each group's state is layer `layer` of `num_steps` (its kept step number
         max(1, floor((layer+1) K / L)) - 1, docs/methods/revit.md "Outputs by relative depth")."""
