@@ -39,6 +39,14 @@ def resolve_arch(arch: str, table: dict[str, dict[str, Any]] = ARCH_SETTINGS, **
     return settings
 
 
+def resolve_sizes(arch: str, depth: int | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A method's sizes, resolved once for all six: `arch`'s row of the table (`resolve_arch`) with `depth` and the
+    `embed_dim` / `num_heads` of `kwargs` overriding it. Those two are `ViTBackbone`'s (its docstring); they are
+    taken out of `kwargs` here, so that the method hands the resolved sizes on with the rest."""
+    overrides = dict(embed_dim=kwargs.pop('embed_dim', None), depth=depth, num_heads=kwargs.pop('num_heads', None))
+    return resolve_arch(arch, **overrides)
+
+
 def stage_ends(depth: int, num_stages: int = 4) -> tuple[int, ...]:
     """0-based index of the last layer of each of `num_stages` equal stages (12 -> 2, 5, 8, 11)."""
     return tuple(max(0, depth * (i + 1) // num_stages - 1) for i in range(num_stages))

@@ -63,7 +63,8 @@ class ViTBackbone(TimmFeatures, Schedules, nn.Module, metaclass=abc.ABCMeta):
     layer positions).
 
     Args:
-        embed_dim, num_heads, mlp_ratio, qkv_bias, init_values: block sizes (see `layers.Block`).
+        embed_dim, num_heads, mlp_ratio, qkv_bias, init_values: block sizes (see `layers.Block`). A method takes
+            `embed_dim` and `num_heads` as overrides of its `arch`'s row (`arguments.resolve_sizes`).
         depth: L, the number of layers.
         out_indices: layers whose maps `forward` returns (default: the ends of 4 equal stages, (2, 5, 8, 11) for
             12 layers).

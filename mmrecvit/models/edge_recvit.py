@@ -26,7 +26,7 @@ from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
 from . import token_adaptive
-from .arguments import resolve_arch
+from .arguments import resolve_sizes
 from .backbone import ViTBackbone
 from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
 from .checks import check_bool, check_choice, check_float, check_int
@@ -109,9 +109,8 @@ class EdgeRecViT(ViTBackbone):
     def __init__(
         self,
         arch: str = 'small',
-        embed_dim: int | None = None,
+        *,
         depth: int | None = None,
-        num_heads: int | None = None,
         shared_init_block: int | None = None,
         stb_loss_weight: float = 1e-3,
         du_loss_weight: float = 0.1,
@@ -124,7 +123,7 @@ class EdgeRecViT(ViTBackbone):
         tail_on_all: bool = False,
         **kwargs: Any,
     ) -> None:
-        sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
+        sizes = resolve_sizes(arch, depth, kwargs)
         sizes['depth'] = check_int('depth (head + shared steps + tail, so at least 3)', sizes['depth'], 3)
         super().__init__(**sizes, final_norm=final_norm, **kwargs)
         if shared_init_block is not None:

@@ -26,7 +26,7 @@ from timm.layers import trunc_normal_
 from torch import Tensor, nn
 
 from . import token_adaptive
-from .arguments import renamed, resolve_arch
+from .arguments import renamed, resolve_sizes
 from .backbone import ViTBackbone
 from .checkpoint import fresh_parameters, pick_or_average_blocks, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_sequence
@@ -109,8 +109,7 @@ class MoRViT(ViTBackbone):
     def __init__(
         self,
         arch: str = 'small',
-        embed_dim: int | None = None,
-        num_heads: int | None = None,
+        *,
         depth: int | None = None,
         num_recursions: int | None = None,
         unit_size: int = 1,
@@ -126,7 +125,7 @@ class MoRViT(ViTBackbone):
         router_init: str = 'open',
         **kwargs: Any,
     ) -> None:
-        sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
+        sizes = resolve_sizes(arch, depth, kwargs)
         shared_init = renamed('MoRViT', kwargs, 'timm_init', 'shared_init', shared_init, 'average')
         router_init = renamed('MoRViT', kwargs, 'timm_gates', 'router_init', router_init, 'open')
         u = check_int('unit_size', unit_size, 1)

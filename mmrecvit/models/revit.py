@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from . import fx
-from .arguments import check_out_indices, deprecated, renamed, resolve_arch, stage_ends
+from .arguments import check_out_indices, deprecated, renamed, resolve_sizes, stage_ends
 from .backbone import ViTBackbone
 from .checkpoint import average_blocks, fresh_parameters, logger, split_timm_blocks
 from .checks import check_choice, check_float, check_int, check_sequence
@@ -96,9 +96,8 @@ class ReViT(ViTBackbone):
     def __init__(
         self,
         arch: str = 'small',
-        embed_dim: int | None = None,
+        *,
         depth: int | None = None,
-        num_heads: int | None = None,
         num_experts: int = 4,
         router_hidden_dim: int = 16,
         router_temperature: float = 1.0,
@@ -111,7 +110,7 @@ class ReViT(ViTBackbone):
         router_init: str = 'programmed',
         **kwargs: Any,
     ) -> None:
-        sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
+        sizes = resolve_sizes(arch, depth, kwargs)
         check_int('depth', sizes['depth'], 2)
         shared_init = renamed('ReViT', kwargs, 'timm_init', 'shared_init', shared_init, 'average')
         router_init = renamed('ReViT', kwargs, 'timm_gates', 'router_init', router_init, 'programmed')

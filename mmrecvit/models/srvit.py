@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .arguments import check_out_indices, deprecated, renamed, resolve_arch, stage_ends
+from .arguments import check_out_indices, deprecated, renamed, resolve_sizes, stage_ends
 from .backbone import ViTBackbone
 from .checkpoint import fresh_parameters, split_timm_blocks
 from .checks import check_choice, check_int, check_renamed, check_sequence
@@ -106,9 +106,8 @@ class SRViT(ViTBackbone):
     def __init__(
         self,
         arch: str = 'small',
-        embed_dim: int | None = None,
+        *,
         depth: int | None = None,
-        num_heads: int | None = None,
         unit_sizes: Sequence[int] | None = None,
         num_recursions: int | Sequence[int] = 4,
         eval_recursions: int | Sequence[int] | None = None,
@@ -125,9 +124,7 @@ class SRViT(ViTBackbone):
             check_int('num_blocks', num_blocks, 1)
         if num_blocks is not None and depth is not None and num_blocks != depth:
             raise ValueError(f'SRViT: num_blocks={num_blocks} (deprecated) and depth={depth} disagree; pass depth only')
-        sizes = resolve_arch(
-            arch, embed_dim=embed_dim, depth=depth if num_blocks is None else num_blocks, num_heads=num_heads
-        )
+        sizes = resolve_sizes(arch, depth if num_blocks is None else num_blocks, kwargs)
         units = self._check_unit_sizes(unit_sizes, check_int('depth (the number of layers)', sizes['depth'], 1))
         recursions = _per_unit('num_recursions', num_recursions, len(units), 1)
         out_units = deprecated('SRViT', kwargs, 'out_units', 'out_indices', ' (unit u is the layer ending it)')

@@ -12,7 +12,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from .arguments import renamed, resolve_arch
+from .arguments import renamed, resolve_sizes
 from .backbone import ViTBackbone
 from .checkpoint import pick_or_average_blocks, split_timm_blocks
 from .checks import check_choice, check_int, check_renamed
@@ -35,12 +35,11 @@ class PlainViT(ViTBackbone):
     def __init__(
         self,
         arch: str = 'small',
-        embed_dim: int | None = None,
+        *,
         depth: int | None = None,
-        num_heads: int | None = None,
         **kwargs: Any,
     ) -> None:
-        sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
+        sizes = resolve_sizes(arch, depth, kwargs)
         super().__init__(**sizes, **kwargs)
         self.blocks = nn.ModuleList(self.make_block() for _ in range(self.depth))
         self.layer_blocks = tuple(range(self.depth))  # block t at layer t
@@ -72,16 +71,15 @@ class NaiveRecursiveViT(ViTBackbone):
     def __init__(
         self,
         arch: str = 'small',
-        embed_dim: int | None = None,
+        *,
         depth: int | None = None,
-        num_heads: int | None = None,
         num_blocks: int = 3,
         shared_init: str = 'cycle',
         **kwargs: Any,
     ) -> None:
         check_renamed('NaiveRecursiveViT', kwargs, {'num_unique_blocks': 'num_blocks'})
         shared_init = renamed('NaiveRecursiveViT', kwargs, 'timm_init', 'shared_init', shared_init, 'cycle')
-        sizes = resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads)
+        sizes = resolve_sizes(arch, depth, kwargs)
         super().__init__(**sizes, **kwargs)
         k = check_int('num_blocks', num_blocks, 1, self.depth)
         self.shared_init = check_choice('shared_init', shared_init, ['cycle', 'pick', 'average'])

@@ -17,7 +17,7 @@ METHOD = '''
 from torch import nn
 
 from mmrecvit.models import ViTBackbone, register_backbone
-from mmrecvit.models.arguments import resolve_arch
+from mmrecvit.models.arguments import resolve_sizes
 from mmrecvit.models.checkpoint import pick_or_average_blocks, split_timm_blocks
 
 
@@ -25,8 +25,8 @@ from mmrecvit.models.checkpoint import pick_or_average_blocks, split_timm_blocks
 class HalvesViT(ViTBackbone):
     """Two unique blocks: block 0 runs the first half of the layers, block 1 the second half."""
 
-    def __init__(self, arch='small', embed_dim=None, depth=None, num_heads=None, **kwargs):
-        super().__init__(**resolve_arch(arch, embed_dim=embed_dim, depth=depth, num_heads=num_heads), **kwargs)
+    def __init__(self, arch='small', *, depth=None, **kwargs):
+        super().__init__(**resolve_sizes(arch, depth, kwargs), **kwargs)  # embed_dim, num_heads: taken out of kwargs
         self.blocks = nn.ModuleList(self.make_block() for _ in range(2))
         self.layer_blocks = tuple(2 * t // self.depth for t in range(self.depth))  # the block of each layer
 

@@ -552,3 +552,14 @@ def test_an_argument_with_no_effect_in_the_chosen_mode_is_refused_naming_the_mod
 )
 def test_the_same_arguments_where_they_act_or_at_their_default_build(name, kwargs):
     BACKBONES[name](**{**BACKBONE_CASES[name], **kwargs})
+
+
+@pytest.mark.parametrize('name', sorted(BACKBONES))
+def test_arch_alone_is_positional_and_the_sizes_override_it_by_name(name):
+    """The sizes are resolved in one place (`arguments.resolve_sizes`): `arch` may still come first by position;
+    `embed_dim` / `num_heads` / `depth` are names (a size by position would bind to another argument silently)."""
+    case = {k: v for k, v in BACKBONE_CASES[name].items() if k != 'arch'}
+    model = BACKBONES[name]('tiny', **case)
+    assert (model.embed_dim, model.num_heads) == (case['embed_dim'], case['num_heads'])
+    with pytest.raises(TypeError, match='positional'):
+        BACKBONES[name]('tiny', case['embed_dim'], **{k: v for k, v in case.items() if k != 'embed_dim'})

@@ -27,13 +27,7 @@ optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.05),
-    paramwise_cfg=dict(
-        custom_keys={
-            'pos_embed': dict(decay_mult=0.0),
-            'cls_token': dict(decay_mult=0.0),
-            'norm': dict(decay_mult=0.0),
-        }
-    ),
+    paramwise_cfg=dict(custom_keys={key: dict(decay_mult=0.0) for key in ('pos_embed', 'cls_token', 'norm')}),
     clip_grad=dict(max_norm=1.0, norm_type=2),
 )
 # Layer-wise lr decay that understands recursion (off here; on in the ViTDet recipe, mmrecvit/mm/optim.py): each

@@ -68,12 +68,7 @@ optim_wrapper = dict(
     optimizer=dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.05),
     paramwise_cfg=dict(
         layer_decay_rate=1.0,
-        custom_keys={
-            'pos_embed': dict(decay_mult=0.0),
-            'cls_token': dict(decay_mult=0.0),
-            'norm': dict(decay_mult=0.0),
-            'bias': dict(decay_mult=0.0),
-        },
+        custom_keys={key: dict(decay_mult=0.0) for key in ('pos_embed', 'cls_token', 'norm', 'bias')},
     ),
 )
 # The anchor, mmdet's own 3x file (the same schedule, mmdet's common/ms-poly_3x_coco-instance.py: ViT-Adapter's

@@ -77,10 +77,7 @@ optim_wrapper = dict(
         # and blocks have a plain ViT's mean lr scale at 0.7 (mmrecvit/models/layer_decay.py; docs/comparison.md)
         layer_decay_policy='matched',
         norm_decay_mult=0.0,
-        custom_keys={
-            'pos_embed': dict(decay_mult=0.0),
-            'cls_token': dict(decay_mult=0.0),
-        },
+        custom_keys={key: dict(decay_mult=0.0) for key in ('pos_embed', 'cls_token')},
     ),
 )
 param_scheduler = [

@@ -50,13 +50,7 @@ optim_wrapper = dict(
     _delete_=True,
     type='OptimWrapper',
     optimizer=dict(type='AdamW', lr=6e-5, betas=(0.9, 0.999), weight_decay=0.01),
-    paramwise_cfg=dict(
-        custom_keys={
-            'pos_embed': dict(decay_mult=0.0),
-            'cls_token': dict(decay_mult=0.0),
-            'norm': dict(decay_mult=0.0),
-        }
-    ),
+    paramwise_cfg=dict(custom_keys={key: dict(decay_mult=0.0) for key in ('pos_embed', 'cls_token', 'norm')}),
 )
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500),
