@@ -12,9 +12,10 @@ uninterrupted run, bit for bit.
   K draw from the training streams, each break the equality: ~3e-4.)
 * Killed: the same reViT UperNet, a checkpoint after each iteration and `max_keep_ckpts=1` (the toy configs'
   setting: the case where mmengine's own `CheckpointHook` loses everything, it deletes the old checkpoint
-  before writing the new one). Each killed run is a subprocess (tests/e2e/kill_train.py) that SIGKILLs itself
-  at the chosen point; `--resume` then picks `work_dir/last_checkpoint`, which `AtomicCheckpointHook` rewrites
-  only after the checkpoint is complete and renamed into place. The control: with mmengine's `CheckpointHook`,
+  before writing the new one). Each killed run is a process of its own that SIGKILLs itself at the chosen point,
+  forked by one `tests/e2e/kill_train.py --serve` (one interpreter start and import for all of them); `--resume`
+  then picks `work_dir/last_checkpoint`, which `AtomicCheckpointHook` rewrites only after the checkpoint is
+  complete and renamed into place. The control: with mmengine's `CheckpointHook`,
   a kill in the middle of writing checkpoint 3 leaves `last_checkpoint` naming the deleted iter_2.pth and a
   half-written iter_3.pth; the resume stops (with our one-line error naming the missing file).
 
@@ -22,10 +23,12 @@ The uninterrupted reViT run is the session's `revit_seg_reference`, the uninterr
 `two_rank_run` (tests/e2e/conftest.py).
 """
 
+import json
 import os
 import os.path as osp
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,6 +40,7 @@ from helpers import (
     REFERENCE_ITERS,
     REPO,
     REVIT_SEG,
+    SUBPROCESS_ENV,
     free_port,
     max_abs_diff,
     run,
@@ -113,20 +117,33 @@ def test_interrupted_and_resumed_seg_run_is_bit_identical(revit_seg_reference, t
 
 
 # ---- killed ----------------------------------------------------------------------------------------------
-def run_killed(fault, root, work, *args, config=REVIT_SEG):
-    """tools/train.py in a subprocess that SIGKILLs itself at `fault` (tests/e2e/kill_train.py)."""
-    return run(
-        [
-            sys.executable,
-            KILL,
-            fault,
-            '--',
-            config,
-            *args,
-            *toy_cfg_options('seg', root, work, iters=N),
-            *KILLED_OPTIONS,
-        ]
+@pytest.fixture(scope='module')
+def kill_server():
+    """tests/e2e/kill_train.py --serve: one interpreter (imports, the toy built once) that forks each killed run."""
+    server = subprocess.Popen(
+        [sys.executable, KILL, '--serve', REVIT_SEG],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=SUBPROCESS_ENV,
     )
+    assert server.stdout.readline() == 'ready\n', 'kill_train.py --serve did not start'
+    yield server
+    server.stdin.close()
+    assert server.wait(timeout=60) == 0
+
+
+def run_killed(server, fault, root, work, *args, config=REVIT_SEG):
+    """tools/train.py in a forked process of `server` that SIGKILLs itself at `fault`: its returncode and output."""
+    work.mkdir(parents=True, exist_ok=True)
+    log = work.parent / f'{work.name}.log'
+    argv = [config, *args, *toy_cfg_options('seg', root, work, iters=N), *KILLED_OPTIONS]
+    server.stdin.write(json.dumps([fault, str(log), argv]) + '\n')
+    server.stdin.flush()
+    status = server.stdout.readline()
+    assert status, f'kill_train.py --serve stopped: {log.read_text()[-3000:]}'
+    return int(status), log.read_text()
 
 
 def resume_in_process(root, work, config=REVIT_SEG):
@@ -136,10 +153,10 @@ def resume_in_process(root, work, config=REVIT_SEG):
 @pytest.mark.subprocess
 @pytest.mark.usefixtures('deterministic_torch')
 @pytest.mark.parametrize('fault', FAULTS)
-def test_killed_run_resumes_to_the_uninterrupted_weights(revit_seg_reference, toy_root, tmp_path, fault):
+def test_killed_run_resumes_to_the_uninterrupted_weights(kill_server, revit_seg_reference, toy_root, tmp_path, fault):
     work = tmp_path / 'work'
-    killed = run_killed(fault, toy_root, work)
-    assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr[-3000:])
+    status, output = run_killed(kill_server, fault, toy_root, work)
+    assert status == -signal.SIGKILL, (status, output[-3000:])
     last = (work / 'last_checkpoint').read_text() if (work / 'last_checkpoint').exists() else None
     print(f'{fault}: killed; files {sorted(os.listdir(work))}; last_checkpoint -> {last}')
     if last is not None:  # it names a complete checkpoint
@@ -153,12 +170,12 @@ def test_killed_run_resumes_to_the_uninterrupted_weights(revit_seg_reference, to
 
 @pytest.mark.subprocess
 @pytest.mark.usefixtures('deterministic_torch')
-def test_control_mmengine_checkpoint_hook_loses_the_run_when_killed_mid_save(toy_root, tmp_path, capsys):
+def test_control_mmengine_checkpoint_hook_loses_the_run_when_killed_mid_save(kill_server, toy_root, tmp_path, capsys):
     config = tmp_path / 'plain_hook.py'
     config.write_text(f"_base_ = '{REVIT_SEG}'\ndefault_hooks = dict(checkpoint=dict(type='CheckpointHook'))\n")
     work = tmp_path / 'work'
-    killed = run_killed('mid-write:3', toy_root, work, config=str(config))
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    status, output = run_killed(kill_server, 'mid-write:3', toy_root, work, config=str(config))
+    assert status == -signal.SIGKILL, output[-3000:]
     assert (work / 'last_checkpoint').read_text() == str(work / 'iter_2.pth')
     assert sorted(f for f in os.listdir(work) if f.endswith('.pth')) == ['iter_3.pth']  # the half-written one
     capsys.readouterr()
