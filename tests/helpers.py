@@ -194,6 +194,18 @@ REFERENCE_ITERS = 4  # the deterministic reference runs (resume, kill, distribut
 DETERMINISTIC = ['randomness.seed=0', 'randomness.deterministic=True', 'model.backbone.drop_path_rate=0.1']
 
 
+def revit_seg_options(root, work_dir, iters: int) -> list[str]:
+    """The reViT toy UperNet of the resume and kill tests (tests/e2e/test_kill_resume.py), `DETERMINISTIC`, at its
+    smallest: batch 1 and crops of the toy images' 128 px (the config's 2 x 256 px cost ~1.6 s more CPU per
+    iteration, and the random resize, crop and flip still draw)."""
+    small = [
+        'train_dataloader.dataset.pipeline.3.scale=(160,128)',  # RandomResize
+        'train_dataloader.dataset.pipeline.4.crop_size=(128,128)',  # RandomCrop
+        'model.data_preprocessor.size=(128,128)',
+    ]
+    return [*toy_cfg_options('seg', root, work_dir, iters=iters, batch=1), *small, *DETERMINISTIC]
+
+
 def deterministic_seg_config(folder):
     """The MoR-ViT toy UperNet with a deterministic pipeline and no dropout (tests/e2e/test_distributed.py
     says why one process and two can then agree)."""

@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 from helpers import (
     D2_TOY,
-    DETERMINISTIC,
     ITERS,
     REFERENCE_ITERS,
     REPO,
@@ -33,6 +32,7 @@ from helpers import (
     free_port,
     once,
     one_deterministic_thread,
+    revit_seg_options,
     run,
     toy_cfg_options,
     two_rank_options,
@@ -114,22 +114,22 @@ def cls_runs(tmp_path_factory, toy_root):
 
 @pytest.fixture(scope='session')
 def revit_seg_reference(tmp_path_factory, toy_root):
-    """The uninterrupted deterministic reViT toy UperNet: 4 iterations, validating after 2 and 4 (validation
-    must not shift the training streams), a checkpoint after each (kept: the last); its final checkpoint."""
+    """The uninterrupted deterministic reViT toy UperNet (`revit_seg_options`): 4 iterations, validating after 2 and
+    4 (validation must not shift the training streams), a checkpoint after each, all kept (a killed run is compared
+    one iteration after its last complete checkpoint); its work folder."""
 
     def make(work):
         with one_deterministic_thread():
             train_tool.main(
                 [
                     REVIT_SEG,
-                    *toy_cfg_options('seg', toy_root, work, iters=REFERENCE_ITERS),
-                    *DETERMINISTIC,
+                    *revit_seg_options(toy_root, work, REFERENCE_ITERS),
                     'train_cfg.val_interval=2',
                     'default_hooks.checkpoint.interval=1',
-                    'default_hooks.checkpoint.max_keep_ckpts=1',
+                    'default_hooks.checkpoint.max_keep_ckpts=-1',
                 ]
             )
-        return str(work / f'iter_{REFERENCE_ITERS}.pth')
+        return str(work)
 
     return Path(once(tmp_path_factory, 'revit_seg_reference', make))
 

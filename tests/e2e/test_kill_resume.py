@@ -17,7 +17,9 @@ uninterrupted run, bit for bit.
   then picks `work_dir/last_checkpoint`, which `AtomicCheckpointHook` rewrites only after the checkpoint is
   complete and renamed into place. The control: with mmengine's `CheckpointHook`,
   a kill in the middle of writing checkpoint 3 leaves `last_checkpoint` naming the deleted iter_2.pth and a
-  half-written iter_3.pth; the resume stops (with our one-line error naming the missing file).
+  half-written iter_3.pth; the resume stops (with our one-line error naming the missing file). A resumed run is
+  compared with the uninterrupted one an iteration after its last complete checkpoint (or at the last, N).
+The reViT runs are the toy at its smallest (`revit_seg_options` in tests/helpers.py: batch 1, 128 px crops).
 
 The uninterrupted reViT run is the session's `revit_seg_reference`, the uninterrupted 2-rank run its
 `two_rank_run` (tests/e2e/conftest.py).
@@ -43,6 +45,7 @@ from helpers import (
     SUBPROCESS_ENV,
     free_port,
     max_abs_diff,
+    revit_seg_options,
     run,
     toy_cfg_options,
     two_rank_options,
@@ -56,11 +59,15 @@ EDGE_DET = osp.join(REPO, 'configs/det/mask-rcnn_edgerecvit-ti_fpn_1xb2-800it_to
 K, N = 2, REFERENCE_ITERS
 KILL = osp.join(REPO, 'tests', 'e2e', 'kill_train.py')
 FAULTS = ['iter:2', 'mid-write:1', 'mid-write:3', 'before-rename:2', 'after-rename:2', 'before-delete:3']
-KILLED_OPTIONS = [*DETERMINISTIC, 'default_hooks.checkpoint.interval=1', 'default_hooks.checkpoint.max_keep_ckpts=1']
+KILLED_OPTIONS = ['default_hooks.checkpoint.interval=1', 'default_hooks.checkpoint.max_keep_ckpts=1']
 
 
 def train(config, task, root, work, iters, *args, options=()):
-    train_tool.main([config, *args, *toy_cfg_options(task, root, work, iters=iters), *DETERMINISTIC, *options])
+    if task == 'seg':
+        base = revit_seg_options(root, work, iters)
+    else:
+        base = [*toy_cfg_options(task, root, work, iters=iters), *DETERMINISTIC]
+    train_tool.main([config, *args, *base, *options])
     return torch.load(work / f'iter_{iters}.pth', map_location='cpu', weights_only=True)
 
 
@@ -111,7 +118,7 @@ def test_interrupted_and_resumed_seg_run_is_bit_identical(revit_seg_reference, t
     assert interrupted['rng_states']['world_size'] == 1
     resumed = train(REVIT_SEG, 'seg', toy_root, tmp_path, N, '--resume')
     assert resumed['meta']['iter'] == N
-    full = weights(revit_seg_reference)
+    full = weights(revit_seg_reference / f'iter_{N}.pth')
     for k, v in full.items():
         assert torch.equal(v, resumed['state_dict'][k]), k
 
@@ -138,7 +145,7 @@ def run_killed(server, fault, root, work, *args, config=REVIT_SEG):
     """tools/train.py in a forked process of `server` that SIGKILLs itself at `fault`: its returncode and output."""
     work.mkdir(parents=True, exist_ok=True)
     log = work.parent / f'{work.name}.log'
-    argv = [config, *args, *toy_cfg_options('seg', root, work, iters=N), *KILLED_OPTIONS]
+    argv = [config, *args, *revit_seg_options(root, work, N), *KILLED_OPTIONS]
     server.stdin.write(json.dumps([fault, str(log), argv]) + '\n')
     server.stdin.flush()
     status = server.stdout.readline()
@@ -146,8 +153,8 @@ def run_killed(server, fault, root, work, *args, config=REVIT_SEG):
     return int(status), log.read_text()
 
 
-def resume_in_process(root, work, config=REVIT_SEG):
-    train_tool.main([config, '--resume', *toy_cfg_options('seg', root, work, iters=N), *KILLED_OPTIONS])
+def resume_in_process(root, work, iters=N, config=REVIT_SEG):
+    return train_tool.main([config, '--resume', *revit_seg_options(root, work, iters), *KILLED_OPTIONS])
 
 
 @pytest.mark.subprocess
@@ -159,12 +166,17 @@ def test_killed_run_resumes_to_the_uninterrupted_weights(kill_server, revit_seg_
     assert status == -signal.SIGKILL, (status, output[-3000:])
     last = (work / 'last_checkpoint').read_text() if (work / 'last_checkpoint').exists() else None
     print(f'{fault}: killed; files {sorted(os.listdir(work))}; last_checkpoint -> {last}')
+    restored = 0
     if last is not None:  # it names a complete checkpoint
-        torch.load(last, map_location='cpu', weights_only=True)
-    resume_in_process(toy_root, work)  # the resume need not be a fresh process: the killed one was
+        restored = torch.load(last, map_location='cpu', weights_only=True)['meta']['iter']
+    # One iteration past the last complete checkpoint is compared (the last one, N, as it is): what resuming restores
+    # (weights, optimizer, schedulers, random streams, data position) shows in the next step.
+    stop = min(restored + 1, N)
+    # The resume need not be a fresh process: the killed one was.
+    assert resume_in_process(toy_root, work, iters=stop).iter == stop
     assert not [f for f in os.listdir(work) if f.endswith('.tmp')]  # a killed save's temporary file is gone
-    diff = max_abs_diff(weights(revit_seg_reference), weights(work / f'iter_{N}.pth'))
-    print(f'{fault}: max |w_full - w_resumed| = {diff}')
+    diff = max_abs_diff(weights(revit_seg_reference / f'iter_{stop}.pth'), weights(work / f'iter_{stop}.pth'))
+    print(f'{fault}: resumed from iteration {restored} to {stop}: max |w_full - w_resumed| = {diff}')
     assert diff == 0.0
 
 
