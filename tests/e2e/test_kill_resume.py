@@ -59,7 +59,8 @@ EDGE_DET = osp.join(REPO, 'configs/det/mask-rcnn_edgerecvit-ti_fpn_1xb2-800it_to
 K, N = 2, REFERENCE_ITERS
 KILL = osp.join(REPO, 'tests', 'e2e', 'kill_train.py')
 FAULTS = ['iter:2', 'mid-write:1', 'mid-write:3', 'before-rename:2', 'after-rename:2', 'before-delete:3']
-KILLED_OPTIONS = ['default_hooks.checkpoint.interval=1', 'default_hooks.checkpoint.max_keep_ckpts=1']
+NO_VALIDATION = [f'train_cfg.val_begin={N + 1}']  # a run compared only by its weights (the reference validates)
+KILLED_OPTIONS = ['default_hooks.checkpoint.interval=1', 'default_hooks.checkpoint.max_keep_ckpts=1', *NO_VALIDATION]
 
 
 def train(config, task, root, work, iters, *args, options=()):
@@ -84,8 +85,10 @@ def tau_over(config, iters):
 
 
 def write_config_without_rng_hook(config, tmp_path):
+    """`config` with every custom hook but `RNGStateHook` (the temperature schedule stays: only the streams differ)."""
+    hooks = [dict(hook) for hook in Config.fromfile(config).custom_hooks if hook['type'] != 'RNGStateHook']
     path = tmp_path / 'no_rng_hook.py'
-    path.write_text(f"_base_ = '{config}'\ncustom_hooks = [dict(type='RecursionHook')]\n")
+    path.write_text(f"_base_ = '{config}'\ncustom_hooks = {hooks!r}\n")
     return str(path)
 
 
@@ -95,17 +98,24 @@ def test_interrupted_and_resumed_det_run_is_bit_identical_and_not_without_the_rn
     # The uninterrupted run also validates at K: validation must not shift the training random streams.
     tau = tau_over(EDGE_DET, N)
     full = train(EDGE_DET, 'det', toy_root, tmp_path / 'full', N, options=[f'train_cfg.val_interval={K}', *tau])
-    interrupted = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', K, options=tau)
+    interrupted = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', K, options=[*tau, *NO_VALIDATION])
     assert interrupted['rng_states']['world_size'] == 1
     shutil.copytree(tmp_path / 'resumed', tmp_path / 'control')
     (tmp_path / 'control' / 'last_checkpoint').write_text(str(tmp_path / 'control' / f'iter_{K}.pth'))
-    resumed = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', N, '--resume', options=tau)
+    resumed = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', N, '--resume', options=[*tau, *NO_VALIDATION])
     assert resumed['meta']['iter'] == N
     for k, v in full['state_dict'].items():
         assert torch.equal(v, resumed['state_dict'][k]), k
     # the control: the same resume without the hook is not exact
+    no_hook_config = write_config_without_rng_hook(EDGE_DET, tmp_path)
     no_hook = train(
-        write_config_without_rng_hook(EDGE_DET, tmp_path), 'det', toy_root, tmp_path / 'control', N, '--resume'
+        no_hook_config,
+        'det',
+        toy_root,
+        tmp_path / 'control',
+        N,
+        '--resume',
+        options=[*tau_over(no_hook_config, N), *NO_VALIDATION],
     )
     control_diff = max_abs_diff(full['state_dict'], no_hook['state_dict'])
     print(f'det without RNGStateHook: max |w_full - w_resumed| = {control_diff}')
