@@ -137,6 +137,11 @@ def serve(warm_config: str) -> None:
 
     import train  # noqa: F401, E402  (tools/train.py: torch, mmengine, mmrecvit.mm)
     from mmengine.config import Config
+
+    sys.path.insert(0, osp.join(REPO, 'tests'))
+    from helpers import memoize_config_formatting
+
+    memoize_config_formatting()  # as in the tests' own process (tests/conftest.py)
     from mmengine.registry import MODELS, init_default_scope
 
     cfg = Config.fromfile(warm_config)
