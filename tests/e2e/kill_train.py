@@ -3,8 +3,8 @@
     python tests/e2e/kill_train.py FAULT:K -- CONFIG [train.py arguments]
     python tests/e2e/kill_train.py --serve CONFIG
 
-`--serve` imports tools/train.py (torch, mmengine, mmrecvit) and builds CONFIG's model once (every module a run
-of it needs: mmseg's models, datasets, metrics), then for each
+`--serve` imports tools/train.py (torch, mmengine, mmrecvit) and builds CONFIG's model once (mmseg's models and
+what they import), then for each
 JSON line `[FAULT, LOG, ARGV]` on stdin forks a child that writes its output to LOG, has FAULT and runs
 `train.main(ARGV)`, and answers a line with the child's status (`subprocess`'s returncode: -9 when SIGKILLed). Each
 killed run is still a process of its own killed mid-write; only the interpreter start and imports are shared.
