@@ -27,7 +27,9 @@ import mmrecvit.mm  # noqa: F401  (before any test module imports mmdet/mmpretra
 
 sys.path.insert(0, os.path.dirname(__file__))  # helpers.py, backbone_cases.py
 
-from helpers import once, one_deterministic_thread  # noqa: E402
+from helpers import memoize_config_formatting, once, one_deterministic_thread  # noqa: E402
+
+memoize_config_formatting()  # mmengine's yapf pass over the config: once per run, not once per checkpoint
 
 
 def pytest_collection_modifyitems(config, items):

@@ -68,6 +68,30 @@ def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
     )
 
 
+def memoize_config_formatting() -> None:
+    """Keep what yapf makes of each config text (mmengine's `Config.pretty_text`), in this process.
+
+    mmengine formats the whole config with yapf (~1 s of CPU for a toy config) on every `pretty_text`: twice at a
+    runner's start (the log, the dumped file) and again in every checkpoint it saves, and the tests' trainings save
+    after every iteration or two. A run's config does not change, and formatting is a function of the text and the
+    style: the same text is returned, formatted once per run instead of once per save. Failures are not kept.
+    """
+    import mmengine.config.config as config_module
+
+    if getattr(config_module.FormatCode, 'memoized', False):
+        return
+    format_code, formatted = config_module.FormatCode, {}
+
+    def memoized(text, style_config=None, **kwargs):
+        key = (text, repr(style_config), repr(sorted(kwargs.items())))
+        if key not in formatted:
+            formatted[key] = format_code(text, style_config=style_config, **kwargs)
+        return formatted[key]
+
+    memoized.memoized = True
+    config_module.FormatCode = memoized
+
+
 class one_deterministic_thread:
     """In-process trainings: one thread, and torch's deterministic flag (mmengine's
     `randomness.deterministic=True` switches it on) put back afterwards."""
@@ -192,6 +216,18 @@ MORVIT_SEG = osp.join(REPO, 'configs/seg/upernet_morvit-ti_1xb4-150it_toy-ade20k
 REFERENCE_ITERS = 4  # the deterministic reference runs (resume, kill, distributed)
 # Randomness on in the backbone (the toy configs leave drop path at 0); deterministic kernels.
 DETERMINISTIC = ['randomness.seed=0', 'randomness.deterministic=True', 'model.backbone.drop_path_rate=0.1']
+
+
+def revit_seg_options(root, work_dir, iters: int) -> list[str]:
+    """The reViT toy UperNet of the resume and kill tests (tests/e2e/test_kill_resume.py), `DETERMINISTIC`, at its
+    smallest: batch 1 and crops of the toy images' 128 px (the config's 2 x 256 px cost ~1.6 s more CPU per
+    iteration, and the random resize, crop and flip still draw)."""
+    small = [
+        'train_dataloader.dataset.pipeline.3.scale=(160,128)',  # RandomResize
+        'train_dataloader.dataset.pipeline.4.crop_size=(128,128)',  # RandomCrop
+        'model.data_preprocessor.size=(128,128)',
+    ]
+    return [*toy_cfg_options('seg', root, work_dir, iters=iters, batch=1), *small, *DETERMINISTIC]
 
 
 def deterministic_seg_config(folder):

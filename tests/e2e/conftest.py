@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 from helpers import (
     D2_TOY,
-    DETERMINISTIC,
     ITERS,
     REFERENCE_ITERS,
     REPO,
@@ -33,6 +32,7 @@ from helpers import (
     free_port,
     once,
     one_deterministic_thread,
+    revit_seg_options,
     run,
     toy_cfg_options,
     two_rank_options,
@@ -43,14 +43,30 @@ sys.path.insert(0, osp.dirname(__file__))  # ddp_workers.py: torch.multiprocessi
 import demo as demo_tool  # noqa: E402  (tools/demo.py)
 import train as train_tool  # noqa: E402  (tools/train.py)
 
+# `python SCRIPT ARGS` as a fresh interpreter runs it (the script as __main__, its folder first on sys.path), after
+# what the test processes install: mmrecvit.mm (what tools/ import first) and mmengine's config formatting kept per
+# text (helpers.memoize_config_formatting: the demo's six runners format their configs 26 times, ~1 s each).
+AS_SCRIPT = f"""import os, runpy, sys
+sys.path[0] = {osp.dirname(osp.dirname(__file__))!r}
+import mmrecvit.mm
+from helpers import memoize_config_formatting
+memoize_config_formatting()
+script, sys.argv = sys.argv[1], sys.argv[1:]
+sys.path[0] = os.path.dirname(os.path.abspath(script))
+runpy.run_path(script, run_name='__main__')
+"""
+
 
 @pytest.fixture(scope='session')
 def plainvit_toys(tmp_path_factory, toy_root):
-    """`python tools/demo.py --task both` with the tests' toy sets, shortened: its printed output and run folders."""
+    """`python tools/demo.py --task both` with the tests' toy sets, shortened (`AS_SCRIPT`): its printed output and
+    run folders."""
 
     def make(out):
         command = [
             sys.executable,
+            '-c',
+            AS_SCRIPT,
             'tools/demo.py',
             '--task',
             'both',
@@ -114,22 +130,22 @@ def cls_runs(tmp_path_factory, toy_root):
 
 @pytest.fixture(scope='session')
 def revit_seg_reference(tmp_path_factory, toy_root):
-    """The uninterrupted deterministic reViT toy UperNet: 4 iterations, validating after 2 and 4 (validation
-    must not shift the training streams), a checkpoint after each (kept: the last); its final checkpoint."""
+    """The uninterrupted deterministic reViT toy UperNet (`revit_seg_options`): 4 iterations, validating after 2 and
+    4 (validation must not shift the training streams), a checkpoint after each, all kept (a killed run is compared
+    one iteration after its last complete checkpoint); its work folder."""
 
     def make(work):
         with one_deterministic_thread():
             train_tool.main(
                 [
                     REVIT_SEG,
-                    *toy_cfg_options('seg', toy_root, work, iters=REFERENCE_ITERS),
-                    *DETERMINISTIC,
+                    *revit_seg_options(toy_root, work, REFERENCE_ITERS),
                     'train_cfg.val_interval=2',
                     'default_hooks.checkpoint.interval=1',
-                    'default_hooks.checkpoint.max_keep_ckpts=1',
+                    'default_hooks.checkpoint.max_keep_ckpts=-1',
                 ]
             )
-        return str(work / f'iter_{REFERENCE_ITERS}.pth')
+        return str(work)
 
     return Path(once(tmp_path_factory, 'revit_seg_reference', make))
 

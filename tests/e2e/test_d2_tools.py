@@ -57,61 +57,45 @@ def d2_tools(tmp_path_factory) -> Path:
     return tools
 
 
-def test_lazyconfig_train_net_trains_the_srvit_toy_writes_tensorboard_and_evaluates_its_checkpoint(
-    d2_tools, toy_root, tmp_path
-):
-    """The issue's command, each tool a fresh `python FILE`."""
-    out = tmp_path / 'train'
+def issue_command(d2_tools: Path, root, out: Path) -> list[list[str]]:
+    """The issue's command: lazyconfig_train_net.py on the SR-ViT toy as it is (2 iterations), then --eval-only on
+    its checkpoint."""
     config = ['--config-file', D2_TOY.format('srvit')]
-    res = run(
-        [
-            sys.executable,
-            str(d2_tools / 'lazyconfig_train_net.py'),
-            *config,
-            'train.max_iter=2',
-            f'dataloader.train.dataset.names.root={toy_root}/toy_coco',
-            f'train.output_dir={out}',
-            f'dataloader.test.dataset.names.root={toy_root}/toy_coco',
-            'dataloader.train.num_workers=0',
-            'dataloader.test.num_workers=0',
-        ]
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert [
-        json.loads(line)['iteration']
-        for line in (out / 'metrics.json').read_text().splitlines()
-        if 'total_loss' in line
-    ] == [1]  # log_period 20: the last iteration
-    assert list(out.glob('events.out.tfevents.*')), 'no tensorboard events: default_writers did not write'
-    res = run(
-        [
-            sys.executable,
-            str(d2_tools / 'lazyconfig_train_net.py'),
-            *config,
-            '--eval-only',
-            f'train.init_checkpoint={out}/model_final.pth',
-            *d2_toy_overrides(toy_root, tmp_path / 'eval'),
-        ]
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "('bbox', {'AP'" in res.stdout and "('segm', {'AP'" in res.stdout, res.stdout[-3000:]
+    train = [
+        str(d2_tools / 'lazyconfig_train_net.py'),
+        *config,
+        'train.max_iter=2',
+        f'dataloader.train.dataset.names.root={root}/toy_coco',
+        f'train.output_dir={out / "train"}',
+        f'dataloader.test.dataset.names.root={root}/toy_coco',
+        'dataloader.train.num_workers=0',
+        'dataloader.test.num_workers=0',
+    ]
+    evaluate = [
+        str(d2_tools / 'lazyconfig_train_net.py'),
+        *config,
+        '--eval-only',
+        f'train.init_checkpoint={out / "train"}/model_final.pth',
+        *d2_toy_overrides(root, out / 'eval'),
+    ]
+    return [train, evaluate]
 
 
-def test_every_toy_trains_evaluates_and_is_analyzed_by_detectron2s_tools(d2_tools, toy_root, tmp_path):
+def every_toy(d2_tools: Path, root, out: Path) -> list[list[str]]:
     """Every configs/d2/toy config: 2 iterations by lazyconfig_train_net.py, --eval-only on the checkpoint, and
     analyze_model.py's FLOP and parameter tables of the trained model (one input)."""
     runs = []
     for config in TOYS:
-        out = tmp_path / config.stem
+        folder = out / config.stem
         common = ['--config-file', str(config)]
         runs += [
-            [str(d2_tools / 'lazyconfig_train_net.py'), *common, *d2_toy_overrides(toy_root, out)],
+            [str(d2_tools / 'lazyconfig_train_net.py'), *common, *d2_toy_overrides(root, folder)],
             [
                 str(d2_tools / 'lazyconfig_train_net.py'),
                 *common,
                 '--eval-only',
-                f'train.init_checkpoint={out}/model_final.pth',
-                *d2_toy_overrides(toy_root, out / 'eval'),
+                f'train.init_checkpoint={folder}/model_final.pth',
+                *d2_toy_overrides(root, folder / 'eval'),
             ],
             [
                 str(d2_tools / 'analyze_model.py'),
@@ -121,16 +105,45 @@ def test_every_toy_trains_evaluates_and_is_analyzed_by_detectron2s_tools(d2_tool
                 'parameter',
                 '-n',
                 '1',
-                f'train.init_checkpoint={out}/model_final.pth',
-                *d2_toy_overrides(toy_root, out / 'analyze'),
+                f'train.init_checkpoint={folder}/model_final.pth',
+                *d2_toy_overrides(root, folder / 'analyze'),
             ],
         ]
+    return runs
+
+
+@pytest.fixture(scope='module')
+def d2_tool_runs(d2_tools, toy_root, tmp_path_factory) -> tuple[Path, list[str]]:
+    """The issue's command, then `every_toy`, one after another in one fresh interpreter (`DRIVER`: the first run
+    starts as `python FILE` would, the later ones share its imports): the output folder and each run's output."""
+    out = tmp_path_factory.mktemp('d2_tools')
+    runs = [*issue_command(d2_tools, toy_root, out / 'issue'), *every_toy(d2_tools, toy_root, out)]
     res = run([sys.executable, '-c', DRIVER, json.dumps(runs)])
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     outputs = [part.split('@@ end')[0] for part in res.stdout.split('@@ start')[1:]]
     assert len(outputs) == len(runs) and res.stdout.count('@@ end') == len(runs)
-    for config, train, test, analyze in zip(TOYS, outputs[0::3], outputs[1::3], outputs[2::3]):
-        out = tmp_path / config.stem
+    return out, outputs
+
+
+def test_lazyconfig_train_net_trains_the_srvit_toy_writes_tensorboard_and_evaluates_its_checkpoint(d2_tool_runs):
+    """The issue's command (the first runs of `d2_tool_runs`)."""
+    folder, outputs = d2_tool_runs
+    out = folder / 'issue' / 'train'
+    assert [
+        json.loads(line)['iteration']
+        for line in (out / 'metrics.json').read_text().splitlines()
+        if 'total_loss' in line
+    ] == [1]  # log_period 20: the last iteration
+    assert list(out.glob('events.out.tfevents.*')), 'no tensorboard events: default_writers did not write'
+    assert "('bbox', {'AP'" in outputs[1] and "('segm', {'AP'" in outputs[1], outputs[1][-3000:]
+
+
+def test_every_toy_trains_evaluates_and_is_analyzed_by_detectron2s_tools(d2_tool_runs):
+    """Every configs/d2/toy config (`every_toy`, after the issue's command in `d2_tool_runs`)."""
+    folder, outputs = d2_tool_runs
+    outputs = outputs[2:]
+    for config, train, test, analyze in zip(TOYS, outputs[0::3], outputs[1::3], outputs[2::3], strict=True):
+        out = folder / config.stem
         assert (out / 'model_final.pth').is_file() and list(out.glob('events.out.tfevents.*')), config.name
         assert 'copypaste: Task: segm' in train, (config.name, train[-2000:])  # EvalHook's evaluation at the end
         assert "('bbox', {'AP'" in test and "('segm', {'AP'" in test, (config.name, test[-2000:])

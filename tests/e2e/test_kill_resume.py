@@ -12,20 +12,25 @@ uninterrupted run, bit for bit.
   K draw from the training streams, each break the equality: ~3e-4.)
 * Killed: the same reViT UperNet, a checkpoint after each iteration and `max_keep_ckpts=1` (the toy configs'
   setting: the case where mmengine's own `CheckpointHook` loses everything, it deletes the old checkpoint
-  before writing the new one). Each killed run is a subprocess (tests/e2e/kill_train.py) that SIGKILLs itself
-  at the chosen point; `--resume` then picks `work_dir/last_checkpoint`, which `AtomicCheckpointHook` rewrites
-  only after the checkpoint is complete and renamed into place. The control: with mmengine's `CheckpointHook`,
+  before writing the new one). Each killed run is a process of its own that SIGKILLs itself at the chosen point,
+  forked by one `tests/e2e/kill_train.py --serve` (one interpreter start and import for all of them); `--resume`
+  then picks `work_dir/last_checkpoint`, which `AtomicCheckpointHook` rewrites only after the checkpoint is
+  complete and renamed into place. The control: with mmengine's `CheckpointHook`,
   a kill in the middle of writing checkpoint 3 leaves `last_checkpoint` naming the deleted iter_2.pth and a
-  half-written iter_3.pth; the resume stops (with our one-line error naming the missing file).
+  half-written iter_3.pth; the resume stops (with our one-line error naming the missing file). A resumed run is
+  compared with the uninterrupted one an iteration after its last complete checkpoint (or at the last, N).
+The reViT runs are the toy at its smallest (`revit_seg_options` in tests/helpers.py: batch 1, 128 px crops).
 
 The uninterrupted reViT run is the session's `revit_seg_reference`, the uninterrupted 2-rank run its
 `two_rank_run` (tests/e2e/conftest.py).
 """
 
+import json
 import os
 import os.path as osp
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,8 +42,10 @@ from helpers import (
     REFERENCE_ITERS,
     REPO,
     REVIT_SEG,
+    SUBPROCESS_ENV,
     free_port,
     max_abs_diff,
+    revit_seg_options,
     run,
     toy_cfg_options,
     two_rank_options,
@@ -52,11 +59,16 @@ EDGE_DET = osp.join(REPO, 'configs/det/mask-rcnn_edgerecvit-ti_fpn_1xb2-800it_to
 K, N = 2, REFERENCE_ITERS
 KILL = osp.join(REPO, 'tests', 'e2e', 'kill_train.py')
 FAULTS = ['iter:2', 'mid-write:1', 'mid-write:3', 'before-rename:2', 'after-rename:2', 'before-delete:3']
-KILLED_OPTIONS = [*DETERMINISTIC, 'default_hooks.checkpoint.interval=1', 'default_hooks.checkpoint.max_keep_ckpts=1']
+NO_VALIDATION = [f'train_cfg.val_begin={N + 1}']  # a run compared only by its weights (the reference validates)
+KILLED_OPTIONS = ['default_hooks.checkpoint.interval=1', 'default_hooks.checkpoint.max_keep_ckpts=1', *NO_VALIDATION]
 
 
 def train(config, task, root, work, iters, *args, options=()):
-    train_tool.main([config, *args, *toy_cfg_options(task, root, work, iters=iters), *DETERMINISTIC, *options])
+    if task == 'seg':
+        base = revit_seg_options(root, work, iters)
+    else:
+        base = [*toy_cfg_options(task, root, work, iters=iters), *DETERMINISTIC]
+    train_tool.main([config, *args, *base, *options])
     return torch.load(work / f'iter_{iters}.pth', map_location='cpu', weights_only=True)
 
 
@@ -73,8 +85,10 @@ def tau_over(config, iters):
 
 
 def write_config_without_rng_hook(config, tmp_path):
+    """`config` with every custom hook but `RNGStateHook` (the temperature schedule stays: only the streams differ)."""
+    hooks = [dict(hook) for hook in Config.fromfile(config).custom_hooks if hook['type'] != 'RNGStateHook']
     path = tmp_path / 'no_rng_hook.py'
-    path.write_text(f"_base_ = '{config}'\ncustom_hooks = [dict(type='RecursionHook')]\n")
+    path.write_text(f"_base_ = '{config}'\ncustom_hooks = {hooks!r}\n")
     return str(path)
 
 
@@ -84,17 +98,24 @@ def test_interrupted_and_resumed_det_run_is_bit_identical_and_not_without_the_rn
     # The uninterrupted run also validates at K: validation must not shift the training random streams.
     tau = tau_over(EDGE_DET, N)
     full = train(EDGE_DET, 'det', toy_root, tmp_path / 'full', N, options=[f'train_cfg.val_interval={K}', *tau])
-    interrupted = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', K, options=tau)
+    interrupted = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', K, options=[*tau, *NO_VALIDATION])
     assert interrupted['rng_states']['world_size'] == 1
     shutil.copytree(tmp_path / 'resumed', tmp_path / 'control')
     (tmp_path / 'control' / 'last_checkpoint').write_text(str(tmp_path / 'control' / f'iter_{K}.pth'))
-    resumed = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', N, '--resume', options=tau)
+    resumed = train(EDGE_DET, 'det', toy_root, tmp_path / 'resumed', N, '--resume', options=[*tau, *NO_VALIDATION])
     assert resumed['meta']['iter'] == N
     for k, v in full['state_dict'].items():
         assert torch.equal(v, resumed['state_dict'][k]), k
     # the control: the same resume without the hook is not exact
+    no_hook_config = write_config_without_rng_hook(EDGE_DET, tmp_path)
     no_hook = train(
-        write_config_without_rng_hook(EDGE_DET, tmp_path), 'det', toy_root, tmp_path / 'control', N, '--resume'
+        no_hook_config,
+        'det',
+        toy_root,
+        tmp_path / 'control',
+        N,
+        '--resume',
+        options=[*tau_over(no_hook_config, N), *NO_VALIDATION],
     )
     control_diff = max_abs_diff(full['state_dict'], no_hook['state_dict'])
     print(f'det without RNGStateHook: max |w_full - w_resumed| = {control_diff}')
@@ -107,58 +128,76 @@ def test_interrupted_and_resumed_seg_run_is_bit_identical(revit_seg_reference, t
     assert interrupted['rng_states']['world_size'] == 1
     resumed = train(REVIT_SEG, 'seg', toy_root, tmp_path, N, '--resume')
     assert resumed['meta']['iter'] == N
-    full = weights(revit_seg_reference)
+    full = weights(revit_seg_reference / f'iter_{N}.pth')
     for k, v in full.items():
         assert torch.equal(v, resumed['state_dict'][k]), k
 
 
 # ---- killed ----------------------------------------------------------------------------------------------
-def run_killed(fault, root, work, *args, config=REVIT_SEG):
-    """tools/train.py in a subprocess that SIGKILLs itself at `fault` (tests/e2e/kill_train.py)."""
-    return run(
-        [
-            sys.executable,
-            KILL,
-            fault,
-            '--',
-            config,
-            *args,
-            *toy_cfg_options('seg', root, work, iters=N),
-            *KILLED_OPTIONS,
-        ]
+@pytest.fixture(scope='module')
+def kill_server():
+    """tests/e2e/kill_train.py --serve: one interpreter (imports, the toy built once) that forks each killed run."""
+    server = subprocess.Popen(
+        [sys.executable, KILL, '--serve', REVIT_SEG],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=SUBPROCESS_ENV,
     )
+    assert server.stdout.readline() == 'ready\n', 'kill_train.py --serve did not start'
+    yield server
+    server.stdin.close()
+    assert server.wait(timeout=60) == 0
 
 
-def resume_in_process(root, work, config=REVIT_SEG):
-    train_tool.main([config, '--resume', *toy_cfg_options('seg', root, work, iters=N), *KILLED_OPTIONS])
+def run_killed(server, fault, root, work, *args, config=REVIT_SEG):
+    """tools/train.py in a forked process of `server` that SIGKILLs itself at `fault`: its returncode and output."""
+    work.mkdir(parents=True, exist_ok=True)
+    log = work.parent / f'{work.name}.log'
+    argv = [config, *args, *revit_seg_options(root, work, N), *KILLED_OPTIONS]
+    server.stdin.write(json.dumps([fault, str(log), argv]) + '\n')
+    server.stdin.flush()
+    status = server.stdout.readline()
+    assert status, f'kill_train.py --serve stopped: {log.read_text()[-3000:]}'
+    return int(status), log.read_text()
+
+
+def resume_in_process(root, work, iters=N, config=REVIT_SEG):
+    return train_tool.main([config, '--resume', *revit_seg_options(root, work, iters), *KILLED_OPTIONS])
 
 
 @pytest.mark.subprocess
 @pytest.mark.usefixtures('deterministic_torch')
 @pytest.mark.parametrize('fault', FAULTS)
-def test_killed_run_resumes_to_the_uninterrupted_weights(revit_seg_reference, toy_root, tmp_path, fault):
+def test_killed_run_resumes_to_the_uninterrupted_weights(kill_server, revit_seg_reference, toy_root, tmp_path, fault):
     work = tmp_path / 'work'
-    killed = run_killed(fault, toy_root, work)
-    assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr[-3000:])
+    status, output = run_killed(kill_server, fault, toy_root, work)
+    assert status == -signal.SIGKILL, (status, output[-3000:])
     last = (work / 'last_checkpoint').read_text() if (work / 'last_checkpoint').exists() else None
     print(f'{fault}: killed; files {sorted(os.listdir(work))}; last_checkpoint -> {last}')
+    restored = 0
     if last is not None:  # it names a complete checkpoint
-        torch.load(last, map_location='cpu', weights_only=True)
-    resume_in_process(toy_root, work)  # the resume need not be a fresh process: the killed one was
+        restored = torch.load(last, map_location='cpu', weights_only=True)['meta']['iter']
+    # One iteration past the last complete checkpoint is compared (the last one, N, as it is): what resuming restores
+    # (weights, optimizer, schedulers, random streams, data position) shows in the next step.
+    stop = min(restored + 1, N)
+    # The resume need not be a fresh process: the killed one was.
+    assert resume_in_process(toy_root, work, iters=stop).iter == stop
     assert not [f for f in os.listdir(work) if f.endswith('.tmp')]  # a killed save's temporary file is gone
-    diff = max_abs_diff(weights(revit_seg_reference), weights(work / f'iter_{N}.pth'))
-    print(f'{fault}: max |w_full - w_resumed| = {diff}')
+    diff = max_abs_diff(weights(revit_seg_reference / f'iter_{stop}.pth'), weights(work / f'iter_{stop}.pth'))
+    print(f'{fault}: resumed from iteration {restored} to {stop}: max |w_full - w_resumed| = {diff}')
     assert diff == 0.0
 
 
 @pytest.mark.subprocess
 @pytest.mark.usefixtures('deterministic_torch')
-def test_control_mmengine_checkpoint_hook_loses_the_run_when_killed_mid_save(toy_root, tmp_path, capsys):
+def test_control_mmengine_checkpoint_hook_loses_the_run_when_killed_mid_save(kill_server, toy_root, tmp_path, capsys):
     config = tmp_path / 'plain_hook.py'
     config.write_text(f"_base_ = '{REVIT_SEG}'\ndefault_hooks = dict(checkpoint=dict(type='CheckpointHook'))\n")
     work = tmp_path / 'work'
-    killed = run_killed('mid-write:3', toy_root, work, config=str(config))
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    status, output = run_killed(kill_server, 'mid-write:3', toy_root, work, config=str(config))
+    assert status == -signal.SIGKILL, output[-3000:]
     assert (work / 'last_checkpoint').read_text() == str(work / 'iter_2.pth')
     assert sorted(f for f in os.listdir(work) if f.endswith('.pth')) == ['iter_3.pth']  # the half-written one
     capsys.readouterr()
