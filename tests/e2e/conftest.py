@@ -43,30 +43,14 @@ sys.path.insert(0, osp.dirname(__file__))  # ddp_workers.py: torch.multiprocessi
 import demo as demo_tool  # noqa: E402  (tools/demo.py)
 import train as train_tool  # noqa: E402  (tools/train.py)
 
-# `python SCRIPT ARGS` as a fresh interpreter runs it (the script as __main__, its folder first on sys.path), after
-# what the test processes install: mmrecvit.mm (what tools/ import first) and mmengine's config formatting kept per
-# text (helpers.memoize_config_formatting: the demo's six runners format their configs 26 times, ~1 s each).
-AS_SCRIPT = f"""import os, runpy, sys
-sys.path[0] = {osp.dirname(osp.dirname(__file__))!r}
-import mmrecvit.mm
-from helpers import memoize_config_formatting
-memoize_config_formatting()
-script, sys.argv = sys.argv[1], sys.argv[1:]
-sys.path[0] = os.path.dirname(os.path.abspath(script))
-runpy.run_path(script, run_name='__main__')
-"""
-
 
 @pytest.fixture(scope='session')
 def plainvit_toys(tmp_path_factory, toy_root):
-    """`python tools/demo.py --task both` with the tests' toy sets, shortened (`AS_SCRIPT`): its printed output and
-    run folders."""
+    """`python tools/demo.py --task both` with the tests' toy sets, shortened: its printed output and run folders."""
 
     def make(out):
         command = [
             sys.executable,
-            '-c',
-            AS_SCRIPT,
             'tools/demo.py',
             '--task',
             'both',
