@@ -380,6 +380,7 @@ def test_the_report_names_the_callers_checkout_not_one_guessed_from_the_package(
 def test_cli_end_to_end_on_tiny_models(tmp_path, capsys):
     tool = load_tool()
     threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # not the --threads below, so that "restored" can fail whatever the worker runs with
     out, table = tmp_path / 'b.md', tmp_path / 'b.csv'
     argv = [
         "ours=PlainViT(arch='tiny', depth=1)",
@@ -405,8 +406,11 @@ def test_cli_end_to_end_on_tiny_models(tmp_path, capsys):
         '--csv',
         str(table),
     ]
-    assert tool.main(argv) == 0
-    assert torch.get_num_threads() == threads  # restored
+    try:
+        assert tool.main(argv) == 0
+        assert torch.get_num_threads() == 2  # restored
+    finally:
+        torch.set_num_threads(threads)
     printed = capsys.readouterr().out
     assert printed == out.read_text()
     assert 'ours=PlainViT(arch=' in printed and '- threads: 1' in printed
