@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from timm.models.vision_transformer_sam import window_partition, window_unpartition
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -29,8 +29,8 @@ class Windows:
 
     @property
     def num_windows(self) -> int:
-        h, w = self.grid
-        return -(-h // self.size) * -(-w // self.size)
+        rows, cols = windows_per_axis(self.grid, self.size)
+        return rows * cols
 
     def pairs(self) -> float:
         """Query-key pairs computed per image (padded window positions included, as they are computed)."""
@@ -66,13 +66,23 @@ class Global:
 
 
 def partition(x: Tensor, grid: tuple[int, int], size: int) -> Tensor:
-    """(B, h*w, C) patch rows -> (B * nW, size*size, C) windows of the zero-padded grid (timm's ViTDet/SAM
-    `window_partition`)."""
-    windows, _ = window_partition(x.reshape(x.shape[0], *grid, x.shape[-1]), size)  # (B*nW, s, s, C)
-    return windows.flatten(1, 2)
+    """(B, h*w, C) patch rows -> (B * nW, size*size, C) windows of the zero-padded grid: timm's ViTDet/SAM
+    `window_partition`, written by hand with the padding from the window counts (ceil) instead of timm's
+    ``(size - h % size) % size``, over which torch.export's symbolic shapes reason 2.5x longer (docs/deployment.md)."""
+    B, C = x.shape[0], x.shape[-1]
+    rows, cols = windows_per_axis(grid, size)
+    x = F.pad(x.reshape(B, *grid, C), (0, 0, 0, cols * size - grid[1], 0, rows * size - grid[0]))
+    return x.reshape(B, rows, size, cols, size, C).transpose(2, 3).reshape(B * rows * cols, size * size, C)
 
 
 def unpartition(x: Tensor, grid: tuple[int, int], size: int) -> Tensor:
-    """Inverse of `partition`: (B * nW, size*size, C) -> (B, h*w, C), padding cropped (`window_unpartition`)."""
-    padded = (grid[0] + -grid[0] % size, grid[1] + -grid[1] % size)
-    return window_unpartition(x.unflatten(1, (size, size)), size, grid, padded).flatten(1, 2)
+    """Inverse of `partition`: (B * nW, size*size, C) -> (B, h*w, C), padding cropped (timm's `window_unpartition`)."""
+    rows, cols = windows_per_axis(grid, size)
+    C = x.shape[-1]
+    x = x.reshape(-1, rows, cols, size, size, C).transpose(2, 3).reshape(-1, rows * size, cols * size, C)
+    return x[:, : grid[0], : grid[1]].flatten(1, 2)
+
+
+def windows_per_axis(grid: tuple[int, int], size: int) -> tuple[int, int]:
+    """Windows along the grid's height and width, the last one padded (ceil)."""
+    return (grid[0] + size - 1) // size, (grid[1] + size - 1) // size

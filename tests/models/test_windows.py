@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from backbone_cases import BACKBONE_CASES, traced_with_stats
 
 from mmrecvit.benchmark import force_mean_depth
-from mmrecvit.models import BACKBONES, attention
+from mmrecvit.models import BACKBONES, attention, windows
 
 pytestmark = pytest.mark.usefixtures('one_thread')
 
@@ -103,3 +103,22 @@ def test_padding_does_not_change_the_result():
     q, k, v = (torch.randn(1, 1 + 15, 8) for _ in range(3))
     out = attention.window_attention(q, k, v, (5, 3), 2, 1, 2)
     torch.testing.assert_close(out, reference_window_attention(q, k, v, (5, 3), 2, 1, 2), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize('grid, size', [((4, 4), 3), ((6, 8), 3), ((5, 7), 2), ((3, 3), 3), ((2, 5), 4), ((1, 1), 2)])
+def test_partition_is_timms_window_partition_bit_for_bit(grid, size):
+    """`windows.partition`/`unpartition` (written from the window counts, for torch.export) compute what timm's
+    `window_partition`/`window_unpartition` compute, padded or not, and their gradients."""
+    from timm.models.vision_transformer_sam import window_partition, window_unpartition
+
+    x = torch.randn(2, grid[0] * grid[1], 5, requires_grad=True)
+    ours = windows.partition(x, grid, size)
+    theirs, padded = window_partition(x.reshape(2, *grid, 5), size)
+    assert torch.equal(ours, theirs.flatten(1, 2))
+    g = torch.randn_like(ours)
+    (ours_grad,) = torch.autograd.grad(ours, x, g)
+    (theirs_grad,) = torch.autograd.grad(theirs.flatten(1, 2), x, g)
+    assert torch.equal(ours_grad, theirs_grad)
+    back = windows.unpartition(g, grid, size)
+    assert torch.equal(back, window_unpartition(g.unflatten(1, (size, size)), size, grid, padded).flatten(1, 2))
+    assert windows.Windows(grid, size, 0).num_windows == ours.shape[0] // 2
