@@ -24,6 +24,7 @@ import pytest
 import torch
 
 import mmrecvit.mm  # noqa: F401  (before any test module imports mmdet/mmpretrain: compat fix 5)
+from mmrecvit.benchmark.machine import physical_cores
 
 sys.path.insert(0, os.path.dirname(__file__))  # helpers.py, backbone_cases.py
 
@@ -33,12 +34,12 @@ memoize_config_formatting()  # mmengine's yapf pass over the config: once per ru
 
 
 def _share_the_cores() -> None:
-    """Under pytest-xdist, each worker's torch (and the processes it starts) gets its share of the cores: torch's
-    default, a thread per core in every worker, oversubscribes them (two workers of two threads on two cores ran a
-    conv/linear/attention loop 1.55x slower than of one thread each). Set OMP_NUM_THREADS yourself to override."""
+    """Under pytest-xdist, each worker's torch (and the processes it starts) gets its share of the physical cores:
+    torch's default, a thread per core in every worker, oversubscribes them (the suite's time before and after:
+    docs/development.md). Set OMP_NUM_THREADS yourself to override."""
     workers = int(os.environ.get('PYTEST_XDIST_WORKER_COUNT', '1'))
     if workers > 1 and 'OMP_NUM_THREADS' not in os.environ:
-        threads = max(1, len(os.sched_getaffinity(0)) // workers)
+        threads = max(1, physical_cores() // workers)
         os.environ['OMP_NUM_THREADS'] = str(threads)
         torch.set_num_threads(threads)
 

@@ -68,7 +68,8 @@ class Global:
 def partition(x: Tensor, grid: tuple[int, int], size: int) -> Tensor:
     """(B, h*w, C) patch rows -> (B * nW, size*size, C) windows of the zero-padded grid: timm's ViTDet/SAM
     `window_partition`, written by hand with the padding from the window counts (ceil) instead of timm's
-    ``(size - h % size) % size``, over which torch.export's symbolic shapes reason 2.5x longer (docs/deployment.md)."""
+    ``(size - h % size) % size``, over which torch.export's symbolic shape reasoning spent most of a windowed
+    export (docs/deployment.md)."""
     B, C = x.shape[0], x.shape[-1]
     rows, cols = windows_per_axis(grid, size)
     x = F.pad(x.reshape(B, *grid, C), (0, 0, 0, cols * size - grid[1], 0, rows * size - grid[0]))
