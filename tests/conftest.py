@@ -28,9 +28,7 @@ from mmrecvit.benchmark.machine import physical_cores
 
 sys.path.insert(0, os.path.dirname(__file__))  # helpers.py, backbone_cases.py
 
-from helpers import memoize_config_formatting, once, one_deterministic_thread  # noqa: E402
-
-memoize_config_formatting()  # mmengine's yapf pass over the config: once per run, not once per checkpoint
+from helpers import once, one_deterministic_thread  # noqa: E402
 
 
 def _share_the_cores() -> None:

@@ -68,30 +68,6 @@ def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
     )
 
 
-def memoize_config_formatting() -> None:
-    """Keep what yapf makes of each config text (mmengine's `Config.pretty_text`), in this process.
-
-    mmengine formats the whole config with yapf (~1 s of CPU for a toy config) on every `pretty_text`: twice at a
-    runner's start (the log, the dumped file) and again in every checkpoint it saves, and the tests' trainings save
-    after every iteration or two. A run's config does not change, and formatting is a function of the text and the
-    style: the same text is returned, formatted once per run instead of once per save. Failures are not kept.
-    """
-    import mmengine.config.config as config_module
-
-    if getattr(config_module.FormatCode, 'memoized', False):
-        return
-    format_code, formatted = config_module.FormatCode, {}
-
-    def memoized(text, style_config=None, **kwargs):
-        key = (text, repr(style_config), repr(sorted(kwargs.items())))
-        if key not in formatted:
-            formatted[key] = format_code(text, style_config=style_config, **kwargs)
-        return formatted[key]
-
-    memoized.memoized = True
-    config_module.FormatCode = memoized
-
-
 class one_deterministic_thread:
     """In-process trainings: one thread, and torch's deterministic flag (mmengine's
     `randomness.deterministic=True` switches it on) put back afterwards."""

@@ -64,6 +64,10 @@ on `sys.meta_path` at interpreter start by a `.pth` file the wheel and scripts/s
 8. mmengine resolves `<scope>::<file>` in `_base_` only for the OpenMMLab packages it lists, and gives the base's
    dicts that scope. `mmrecvit::<folder>/<file>.py` names one of our installed configs (`mmrecvit.configs`): it
    resolves to that file and inherits like a local `_base_` file (its dicts keep the scopes the file sets).
+9. mmengine formats the whole config with yapf on every `Config.pretty_text`: three times as a Runner starts (the
+   log, the dumped file, the visualizer), once more in its runtime-info hook and again in every checkpoint it
+   saves, 1-3 s of CPU each (`tools/demo.py`'s two toy trainings formatted 26 times). Formatting is a function of
+   the text and the style: each text is formatted once per process (`_format_once`), the same text returned.
 
 numpy 2: no incompatibility was found on the det/seg paths we use (see `tests/mm/test_compat.py`).
 
@@ -178,6 +182,21 @@ def is_installed(package: str) -> bool:
         return spec is not None and spec.origin is not None
 
 
+def _format_once(format_code):
+    """Fix 9: yapf's `FormatCode` as mmengine's config module calls it, each (text, style, options) formatted once
+    per process (a failure is raised each time, not kept)."""
+    formatted = {}
+
+    @functools.wraps(format_code)
+    def format_once(text, style_config=None, **kwargs):
+        key = (text, repr(style_config), repr(sorted(kwargs.items())))
+        if key not in formatted:
+            formatted[key] = format_code(text, style_config=style_config, **kwargs)
+        return formatted[key]
+
+    return format_once
+
+
 def quiet_warnings() -> None:
     """Fix 6: a filter per `QUIET_WARNINGS` entry, ahead of the filters already there."""
     for module, category, message in QUIET_WARNINGS:
@@ -240,4 +259,5 @@ def apply() -> None:
         config_utils._get_cfg_metainfo = cfg_metainfo  # looked up by name in `_get_external_cfg_path`
         config_module.is_installed = is_installed  # `Config._get_cfg_path`'s own import of it
         config_module.Config._get_cfg_path = _get_cfg_path(config_module.Config._get_cfg_path)
+        config_module.FormatCode = _format_once(config_module.FormatCode)
     _applied = True

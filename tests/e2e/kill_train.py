@@ -29,9 +29,7 @@ import signal
 import sys
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path[:0] = [REPO, osp.join(REPO, 'tools'), osp.join(REPO, 'tests')]
-
-from helpers import memoize_config_formatting  # noqa: E402  (tests/helpers.py: imports torch only)
+sys.path[:0] = [REPO, osp.join(REPO, 'tools')]
 
 
 def die() -> None:
@@ -139,8 +137,6 @@ def serve(warm_config: str) -> None:
 
     import train  # noqa: F401, E402  (tools/train.py: torch, mmengine, mmrecvit.mm)
     from mmengine.config import Config
-
-    memoize_config_formatting()  # as in the tests' own process (tests/conftest.py)
     from mmengine.registry import MODELS, init_default_scope
 
     cfg = Config.fromfile(warm_config)
@@ -167,8 +163,6 @@ if __name__ == '__main__':
     import train  # noqa: E402  (tools/train.py)
 
     from mmrecvit.mm.dist import exit_distributed_process
-
-    memoize_config_formatting()  # as in the tests' own process (tests/conftest.py)
 
     train.main(argv)
     exit_distributed_process()  # as tools/train.py does after a torchrun launch; else nothing

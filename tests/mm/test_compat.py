@@ -106,6 +106,26 @@ def test_package_configs_resolve_from_one_metafile_index_per_package(monkeypatch
     assert compat.is_installed('mmdet') and not compat.is_installed('no_such_package_mmrecvit')
 
 
+def test_each_config_text_is_formatted_by_yapf_once_per_process(monkeypatch, tmp_path):
+    """Fix 9: mmengine's `pretty_text` (a Runner's log, dumped file and every checkpoint) formats each config text
+    with yapf once per process, and returns what yapf makes of it; another text is formatted again."""
+    import uuid
+
+    from mmengine.config import Config
+    from yapf.yapflib import yapf_api
+
+    formats = []
+    format_tree = yapf_api.FormatTree
+    monkeypatch.setattr(yapf_api, 'FormatTree', lambda *a, **k: formats.append(1) or format_tree(*a, **k))
+    cfg = Config(dict(model=dict(type='PlainViT', run=uuid.uuid4().hex, widths=[1, 2, 3])))
+    texts = {cfg.pretty_text for _ in range(3)}
+    cfg.dump(str(tmp_path / 'cfg.py'))
+    assert len(formats) == 1 and texts == {(tmp_path / 'cfg.py').read_text()}
+    assert Config.fromfile(str(tmp_path / 'cfg.py')).model == cfg.model  # the dumped file reads back
+    cfg.model.widths = [4]
+    assert cfg.pretty_text != texts.pop() and len(formats) == 2
+
+
 @pytest.mark.subprocess
 def test_mmdet_and_mmpretrain_models_import_beside_transformers_5():
     """Fix 5: with transformers >= 5 installed (the `[hf]` extra), `import mmdet.models` (which imports
