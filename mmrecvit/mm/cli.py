@@ -87,3 +87,17 @@ def build_runner(cfg: Config, launcher: str, tool: str, strict_load: bool = Fals
         check_checkpoint_matches_model(runner.model, path, strict=resume or strict_load)
     readable_logger(runner.logger)
     return runner
+
+
+def release_workers(runner: Runner) -> None:
+    """Stop the worker processes of the runner's data loaders now, for a process that goes on to other Runners
+    (tools/demo.py, compute_curve.py). With `persistent_workers` (the recipes' default) they live until the loader
+    is garbage-collected, and torch's shutdown run from inside `gc.collect()` waits out its 5 s join timeout per
+    worker (pytorch#81794). torch has no public close for a loader (pytorch#64766): its iterator's own shutdown, as
+    Lightning's teardown calls it."""
+    for loop in (runner._train_loop, runner._val_loop, runner._test_loop):  # built loops; a dict if never built
+        loader = getattr(loop, 'dataloader', None)
+        iterator = getattr(loader, '_iterator', None)
+        if iterator is not None and hasattr(iterator, '_shutdown_workers'):
+            iterator._shutdown_workers()
+            loader._iterator = None

@@ -28,3 +28,20 @@ def test_each_runner_draws_with_its_own_visualizer(toy_root, tmp_path):
         runner = cli.build_runner(cli.load_config(args), 'none', tool='test')
         assert Visualizer.get_current_instance() is runner.visualizer
     assert isinstance(runner.visualizer, DetLocalVisualizer)
+
+
+def test_release_workers_stops_a_finished_runners_persistent_workers(toy_root, tmp_path):
+    """`cli.release_workers`: the test loader's persistent worker (alive after `test()`, until the loader is
+    garbage-collected) stops on its own, now (exit status 0, not terminated), and the loader forgets it."""
+    from mmrecvit.mm import cli
+
+    options = [*toy_cfg_options('det', toy_root, tmp_path)]
+    options += ['test_dataloader.num_workers=1', 'test_dataloader.persistent_workers=True']
+    runner = cli.build_runner(cli.load_config(train_tool.parse_args([DET, *options])), 'none', tool='test')
+    runner.test()
+    loader = runner.test_loop.dataloader
+    workers = loader._iterator._workers
+    assert workers and all(w.is_alive() for w in workers)
+    cli.release_workers(runner)
+    assert loader._iterator is None and [w.exitcode for w in workers] == [0] * len(workers)
+    cli.release_workers(runner)  # nothing left to stop

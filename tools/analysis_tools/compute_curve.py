@@ -117,6 +117,7 @@ def evaluate(config: str, checkpoint: str, fraction: float, args: argparse.Names
     runner = cli.build_runner(cfg, 'none', tool='compute_curve.py')
     metrics = runner.test()
     gflops, latency = measure_backbone(runner, args.flops_images, args.latency_runs)
+    cli.release_workers(runner)  # one Runner per model and setting: not 5 s per worker when garbage-collected
     name = args.metric or next((m for m in MAIN_METRICS if m in metrics), next(iter(metrics)))
     if name not in metrics:
         raise SystemExit(f'--metric {name!r} is not among the metrics of {config}: {sorted(metrics)}')
