@@ -30,6 +30,9 @@ sys.path.insert(0, os.path.dirname(__file__))  # helpers.py, backbone_cases.py
 
 from helpers import once, one_deterministic_thread  # noqa: E402
 
+if os.environ.get('MMRECVIT_CPU_TIMES'):  # each test's wall and CPU time, to a folder (tests/cpu_times.py)
+    from cpu_times import pytest_runtest_protocol  # noqa: E402, F401
+
 
 def _share_the_cores() -> None:
     """Under pytest-xdist, each worker's torch (and the processes it starts) gets its share of the physical cores:
