@@ -1,11 +1,10 @@
 """tests/cpu_times.py: the opt-in record of each test's wall and CPU time, and its summary."""
 
 import json
-import subprocess
 import sys
 
 from cpu_times import summary
-from helpers import REPO, SUBPROCESS_ENV
+from helpers import REPO, SUBPROCESS_ENV, run
 
 
 def test_each_test_gets_a_line_with_its_wall_and_cpu_time_and_the_summary_adds_them_up(tmp_path):
@@ -15,7 +14,7 @@ def test_each_test_gets_a_line_with_its_wall_and_cpu_time_and_the_summary_adds_t
     )
     env = {k: v for k, v in SUBPROCESS_ENV.items() if not k.startswith('PYTEST_')}  # not an xdist worker: one file
     env |= {'MMRECVIT_CPU_TIMES': str(tmp_path / 'times'), 'PYTHONPATH': f'{REPO}/tests'}
-    res = subprocess.run(
+    res = run(
         [
             sys.executable,
             '-m',
@@ -29,9 +28,6 @@ def test_each_test_gets_a_line_with_its_wall_and_cpu_time_and_the_summary_adds_t
         ],
         cwd=tmp_path,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     busy, sleeps = [json.loads(line) for line in (tmp_path / 'times' / 'main.jsonl').read_text().splitlines()]
