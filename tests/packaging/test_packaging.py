@@ -7,6 +7,7 @@ mmcv-lite, nothing compiled) trains the toy detector two iterations from a confi
 import glob
 import os
 import os.path as osp
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -93,7 +94,8 @@ def fresh_venv(tmp_path_factory, wheel):
     python = str(venv / 'bin' / 'python')
     pins = [f'{m.__name__}=={m.__version__.split("+")[0]}' for m in (torch, torchvision)]
     ok(run([python, '-m', 'pip', 'install', '-q', '--no-compile', '--progress-bar', 'off', *pins, wheel]))
-    return python
+    yield python
+    shutil.rmtree(venv)  # ~6 GB (torch with its CUDA libraries): gone once this module's tests are done
 
 
 def installed(python) -> set[str]:
