@@ -10,6 +10,7 @@ import json
 import os
 import os.path as osp
 import sys
+import tempfile
 
 import matplotlib.image as mpimg
 import numpy as np
@@ -22,11 +23,13 @@ from helpers import REPO, bad_input_line, cached_config
 sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
 sys.path.insert(0, osp.join(REPO, 'tools', 'model_converters'))
 sys.path.insert(0, osp.join(REPO, 'tools', 'misc'))
+import compile_graphs  # noqa: E402  (tools/analysis_tools/compile_graphs.py)
 import gen_metafile  # noqa: E402  (tools/misc/gen_metafile.py)
 import get_flops  # noqa: E402  (tools/analysis_tools/get_flops.py)
 import padding_effect  # noqa: E402  (tools/analysis_tools/padding_effect.py)
 import visualize_depth  # noqa: E402  (tools/analysis_tools/visualize_depth.py)
 
+from mmrecvit.benchmark.gpu_check_results import Result  # noqa: E402
 from mmrecvit.mm.complexity import flop_analyzer  # noqa: E402
 from mmrecvit.mm.tooling import build_model, load_config, prepare_inputs  # noqa: E402
 from mmrecvit.models import BACKBONES  # noqa: E402
@@ -271,3 +274,25 @@ def test_compute_curve_runs_end_to_end_on_a_toy_config(tmp_path, toy_root):
     assert float(rows[0]['backbone_gflops']) < float(rows[1]['backbone_gflops'])
     assert all(r['metric'] == 'mIoU' and r['value'] != '' for r in rows)
     assert (out / 'compute_curve.png').stat().st_size > 0
+
+
+def test_compile_graphs_tables_each_mode_of_the_chosen_cases_and_removes_its_scratch_folder(
+    tmp_path, monkeypatch, capsys
+):
+    """The table and the scratch folder; the measure itself (`compiled_case`) is gpu_check's, tested there."""
+    calls = []
+
+    def case(case, setup, mode):
+        calls.append((case.name, mode, setup.work.is_dir()))
+        return Result('compile', case.name, '1 graph', '1', True)
+
+    monkeypatch.setattr(compile_graphs, 'compiled_case', case)
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))
+    table = compile_graphs.main(['--cases', 'MoRViT', 'PlainViT'])
+    modes = [('train', True), ('eval', True)]
+    assert calls == [('PlainViT', *m) for m in modes] + [('MoRViT', *m) for m in modes]  # CASES' order
+    assert table.splitlines()[-1] == '| MoRViT | eval | 1 graph | 1 | True |'
+    assert list(tmp_path.iterdir()) == []  # the scratch folder went with the run
+    with pytest.raises(SystemExit):
+        compile_graphs.main(['--cases', 'PlainVit'])
+    assert "--cases ['PlainVit']: allowed ['PlainViT'," in capsys.readouterr().err

@@ -31,16 +31,17 @@ def main(argv: list[str] | None = None) -> str:
     if unknown:
         parser.error(f'--cases {unknown}: allowed {[c.name for c in CASES]}')
     device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
-    setup = Setup(device, not args.full, Path(tempfile.mkdtemp(prefix='compile_graphs_')))
     lines = [f'torch {torch.__version__}, {device}, {"full" if args.full else "quick"} sizes', '']
     lines += ['| case | mode | measured | threshold | pass |', '|---|---|---|---|---|']
-    for case in CASES:
-        if args.cases and case.name not in args.cases:
-            continue
-        for mode in ('train', 'eval'):
-            r = compiled_case(case, setup, mode)
-            lines.append(f'| {case.name} | {mode} | {r.measured} | {r.threshold} | {r.passed} |')
-            print(lines[-1], file=sys.stderr, flush=True)  # progress: a case takes seconds to minutes
+    with tempfile.TemporaryDirectory(prefix='compile_graphs_') as work:  # scratch space, removed after
+        setup = Setup(device, not args.full, Path(work))
+        for case in CASES:
+            if args.cases and case.name not in args.cases:
+                continue
+            for mode in ('train', 'eval'):
+                r = compiled_case(case, setup, mode)
+                lines.append(f'| {case.name} | {mode} | {r.measured} | {r.threshold} | {r.passed} |')
+                print(lines[-1], file=sys.stderr, flush=True)  # progress: a case takes seconds to minutes
     return '\n'.join(lines)
 
 
