@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import os.path as osp
+from collections import Counter
 from collections.abc import Sequence
 
 from mmengine.config import Config, DictAction
@@ -25,6 +26,7 @@ from .dist import setup_cpu_distributed
 from .logs import readable_config, readable_logger
 
 LAUNCHERS = ('none', 'pytorch', 'slurm', 'mpi')
+_RUNS = Counter()  # the Runners `build_runner` built in this process, per experiment name
 
 
 def tool_parser(description: str, files: dict[str, str], work_dir_help: str) -> argparse.ArgumentParser:
@@ -78,6 +80,7 @@ def build_runner(cfg: Config, launcher: str, tool: str, strict_load: bool = Fals
         # the existing instance without making it the current one, so the visualization hook of a second run in
         # one process (tests, `demo.py --task transfer`) would draw with another task's visualizer.
         cfg.visualizer.pop('name', None)
+    own_experiment_name(cfg)
     readable_config(cfg)  # log intervals that suit the run, the IoU table of the classes in use (logs.py)
     path, resume = checkpoint_to_load(cfg)
     with bad_input(tool):  # a bad checkpoint, argument name or value, or `type`: one line, not torch's traceback
@@ -87,6 +90,17 @@ def build_runner(cfg: Config, launcher: str, tool: str, strict_load: bool = Fals
         check_checkpoint_matches_model(runner.model, path, strict=resume or strict_load)
     readable_logger(runner.logger)
     return runner
+
+
+def own_experiment_name(cfg: Config) -> None:
+    """mmengine names a run's logger, message hub and visualizer `<experiment name>_<timestamp in seconds>`, and
+    for a name already taken returns the existing instance: a second Runner of one config built within the same
+    second of one process (tests, `demo.py`, `compute_curve.py`) logged and drew into the first one's files. The
+    second and later Runners of an experiment name in a process get `_run<n>` on it; the first keeps mmengine's."""
+    base = cfg.get('experiment_name') or (osp.splitext(osp.basename(cfg.filename))[0] if cfg.filename else 'run')
+    _RUNS[base] += 1
+    if _RUNS[base] > 1:
+        cfg.experiment_name = f'{base}_run{_RUNS[base]}'
 
 
 def release_workers(runner: Runner) -> None:

@@ -30,6 +30,33 @@ def test_each_runner_draws_with_its_own_visualizer(toy_root, tmp_path):
     assert isinstance(runner.visualizer, DetLocalVisualizer)
 
 
+def test_two_runners_of_one_config_within_one_second_log_and_draw_into_their_own_folders(
+    toy_root, tmp_path, monkeypatch
+):
+    """mmengine's names (experiment name + timestamp in seconds) are taken per process: a second Runner of the same
+    config in the same second got the first one's logger and visualizer and wrote into its work dir."""
+    import time
+
+    from mmrecvit.mm import cli
+
+    strftime = time.strftime  # both Runners in one second, whatever the machine's speed
+    monkeypatch.setattr(time, 'strftime', lambda f, *t: '20261206_120000' if f == '%Y%m%d_%H%M%S' else strftime(f, *t))
+    first, second = (
+        cli.build_runner(
+            cli.load_config(train_tool.parse_args([DET, *toy_cfg_options('det', toy_root, tmp_path / str(i))])),
+            'none',
+            tool='test',
+        )
+        for i in range(2)
+    )
+    assert first.timestamp == second.timestamp and first.experiment_name != second.experiment_name
+    assert second.logger is not first.logger and second.visualizer is not first.visualizer
+    for i, runner in enumerate((first, second)):
+        (log,) = [h.baseFilename for h in runner.logger.handlers if hasattr(h, 'baseFilename')]
+        assert log.startswith(str(tmp_path / str(i))), log
+        assert runner.visualizer.get_backend('LocalVisBackend')._save_dir.startswith(str(tmp_path / str(i)))
+
+
 def test_release_workers_stops_a_finished_runners_persistent_workers(toy_root, tmp_path):
     """`cli.release_workers`: the test loader's persistent worker (alive after `test()`, until the loader is
     garbage-collected) stops on its own, now (exit status 0, not terminated), and the loader forgets it."""
