@@ -113,7 +113,7 @@ def evaluate(config: str, checkpoint: str, fraction: float, args: argparse.Names
     cfg.model.backbone.compute = fraction
     cfg.load_from = None if checkpoint.lower() == 'none' else checkpoint
     cfg.log_level = 'WARNING'  # the progress bar, not the Runner's log
-    cfg.experiment_name = f'{Path(config).stem}_compute{fraction:g}_{time.strftime("%Y%m%d_%H%M%S")}'
+    cfg.experiment_name = f'{Path(config).stem}_compute{fraction:g}'  # mmengine adds the time, build_runner _run<n>
     runner = cli.build_runner(cfg, 'none', tool='compute_curve.py')
     metrics = runner.test()
     gflops, latency = measure_backbone(runner, args.flops_images, args.latency_runs)
