@@ -39,7 +39,7 @@ from helpers import (
 )
 
 sys.path.insert(0, osp.join(REPO, 'tools'))
-sys.path.insert(0, osp.dirname(__file__))  # ddp_workers.py: torch.multiprocessing imports its targets by name
+sys.path.insert(0, osp.dirname(__file__))  # ddp_workers.py: the ranks' code, imported by name
 import demo as demo_tool  # noqa: E402  (tools/demo.py)
 import train as train_tool  # noqa: E402  (tools/train.py)
 

@@ -1,5 +1,5 @@
 """The processes of tests/e2e/test_distributed.py: every backbone variant trained under DDP (gloo) by
-`torch.multiprocessing.spawn`, which imports its target by module name (test modules are not importable).
+`torch.multiprocessing` (forked by the tests' `start_ranks`), and `train_backbone`, the one-process reference.
 """
 
 import copy

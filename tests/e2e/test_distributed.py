@@ -54,10 +54,17 @@ pytestmark = pytest.mark.dist
 TOLERANCE = 1e-5
 
 
+def start_ranks(worker, *args, join=True):
+    """Two gloo ranks of `worker(rank, 2, port, *args)`, forked from this process: they start from its imports (a
+    spawned rank imports torch, timm and mmrecvit again, ~10 s of CPU each); on the CPU nothing they use is
+    fork-unsafe (no CUDA context; torch's thread pools are reset in a forked child)."""
+    return mp.start_processes(worker, args=(2, free_port(), *args), nprocs=2, join=join, start_method='fork')
+
+
 @pytest.fixture(scope='module')
 def ddp_results(tmp_path_factory):
     out = tmp_path_factory.mktemp('ddp')
-    mp.spawn(_ddp_worker, args=(2, free_port(), str(out)), nprocs=2)
+    start_ranks(_ddp_worker, str(out))
     return [torch.load(out / f'rank{r}.pth', weights_only=True) for r in range(2)]
 
 
@@ -79,7 +86,7 @@ def test_every_backbone_trains_under_ddp(ddp_results, variant, name, kwargs, com
 @pytest.fixture(scope='module')
 def fsdp_results(tmp_path_factory):
     out = tmp_path_factory.mktemp('fsdp')
-    mp.spawn(_fsdp_worker, args=(2, free_port(), str(out)), nprocs=2)
+    start_ranks(_fsdp_worker, str(out))
     return [torch.load(out / f'fsdp{r}.pth', weights_only=True) for r in range(2)]
 
 
@@ -109,7 +116,7 @@ def test_shared_blocks_kept_gathered_through_the_forward_gather_no_more_in_backw
 def test_warn_mode_on_one_rank_keeps_ddp_in_step(tmp_path):
     """A rank whose router output is skipped (nonfinite='warn') still gives DDP a gradient for every
     router parameter (a zero), so neither rank fails nor hangs; bounded by a timeout."""
-    context = mp.spawn(_warn_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=False)
+    context = start_ranks(_warn_worker, str(tmp_path), join=False)
     deadline = time.monotonic() + 120
     while not context.join(timeout=5):
         if time.monotonic() > deadline:
