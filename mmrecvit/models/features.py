@@ -27,6 +27,8 @@ def take_indices(indices: int | Sequence[int] | None, depth: int, owner: str) ->
     end; None: all), sorted and unique, with one error naming `indices` and the layers allowed (cached: a forward
     asks for the same indices again and again)."""
     listed = isinstance(indices, Sequence) and not isinstance(indices, (str, bytes))
+    if torch.compiler.is_compiling():  # traced once per graph: no cache (dynamo warns at a cached function)
+        return _check_indices(indices, depth, owner)
     try:
         return _take_indices(tuple(indices) if listed else indices, depth, owner)
     except TypeError:  # an unhashable entry: checked without the cache (the error names it)

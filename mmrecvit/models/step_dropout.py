@@ -120,11 +120,17 @@ def per_image(mask: Tensor, group_size: int) -> Tensor:
     return mask.unsqueeze(-1).expand(*mask.shape, group_size).flatten(-2)
 
 
-@functools.cache  # the same rows every forward of K steps: built once (a forward makes no Python call for them)
 def logit_labels(K: int, slots: int = 0) -> tuple[str, ...]:
     """The rows of a router-logits table for the finiteness check: the K steps of the grid (s = t/(K-1)), then under
     step dropout each step's `slots` groups (at their own coordinates, drawn on the device: not printed, as a
     coordinate read from the draw is a symbolic float under torch.compile, which a format spec cannot print)."""
+    if torch.compiler.is_compiling():  # traced once per graph: no cache (dynamo warns at a cached function)
+        return _logit_labels.__wrapped__(K, slots)
+    return _logit_labels(K, slots)
+
+
+@functools.cache  # the same rows every forward of K steps: built once (a forward makes no Python call for them)
+def _logit_labels(K: int, slots: int) -> tuple[str, ...]:
     grid = [f'step {t} (s={t / (K - 1):.3g})' for t in range(K)]  # Python ints: constants while compiling
     slot_rows = [f'step {t}, group slot {j} (its own kept-step coordinate)' for t in range(K) for j in range(slots)]
     return tuple(grid + slot_rows)

@@ -4,6 +4,8 @@ warm merged-FFN cache. The backend is a counting eager one (dynamo's graphs, no 
 docs/deploy.md lists the graphs per method. The GPU check runs the same at the recipes' settings
 (`benchmark/gpu_check_compile.py`)."""
 
+import warnings
+
 import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
@@ -69,6 +71,19 @@ def compiled_graphs(model, train, iterations=ITERATIONS, every=False):
 def test_one_graph_and_no_recompile(name, extra, train):
     graphs, recompiles = compiled_graphs(build(name, **extra), train)
     assert (graphs, recompiles) == (1, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('train', [True, False], ids=['train', 'eval'])
+@pytest.mark.parametrize('name', list(BACKBONE_CASES))
+def test_compiling_warns_nothing(name, train):
+    """dynamo warned at every compile of every backbone ("a call to a `functools.lru_cache`-wrapped function ...
+    silent incorrectness is only a potential risk"): the layer indices' cache, and reViT's router-logit labels'.
+    Traced, both are computed without their caches."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        compiled_graphs(build(name), train, iterations=1)
+    assert not [f'{w.filename}:{w.lineno}: {w.message}' for w in caught]
 
 
 @pytest.mark.slow
