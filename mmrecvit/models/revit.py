@@ -275,8 +275,8 @@ class ReViT(ViTBackbone):
 
     def router_logits(self, coords: Tensor | Sequence[float]) -> Tensor:
         """Coordinates (U,) -> logits (U, E) in fp32: a tensor on the router's device (the forwards: `depth_grid`, made
-        there) or Python floats (uploaded: a stream sync on a GPU, so never in a forward)."""
-        if not isinstance(coords, Tensor):
+        there; an fx proxy while traced) or Python floats (uploaded: a stream sync on a GPU, so never in a forward)."""
+        if isinstance(coords, Sequence):
             coords = torch.tensor(coords, dtype=torch.float32, device=self.router.fc1.weight.device)
         return full_precision(self.router, coords)
 
