@@ -1,6 +1,8 @@
 """detectron2 adapter (mmrecvit/d2/rcnn.py, the recipes): aux losses reach the loss dict and statistics the
 EventStorage; the COCO recipes' models (ViTDet heads, Cascade's stages) train a step at a tiny size."""
 
+import warnings
+
 import pytest
 import torch
 from backbone_cases import BACKBONE_CASES
@@ -40,10 +42,20 @@ def toy_batch(size=128):
     return batch
 
 
+def built_without_deprecations(model_cfg):
+    """`instantiate(model_cfg)`, the shipped configs' classes and arguments by their current names (the common model
+    used the deprecated `StepFeaturePyramid`: a DeprecationWarning for every detectron2 user)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always', DeprecationWarning)
+        model = instantiate(model_cfg)
+    assert not [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+    return model
+
+
 @pytest.mark.parametrize('method', list(METHODS.values()))
 def test_aux_losses_reach_the_loss_dict_and_statistics_the_event_storage(method, tmp_path):
     cfg = d2_toy_cfg(method, tmp_path, tmp_path)
-    model = instantiate(cfg.model).train()
+    model = built_without_deprecations(cfg.model).train()
     seen = []  # the backbone forward's statistics, read from its result
     recvit_backbone(model).register_forward_hook(lambda module, args, out: seen.append(out.stats))
     with EventStorage() as storage:
@@ -75,7 +87,7 @@ def test_recipe_builds_and_trains_a_step_at_tiny_size(path):
     cfg.model.backbone.square_pad = 128
     cfg.model.proposal_generator.post_nms_topk = (64, 64)
     cfg.model.roi_heads.batch_size_per_image = 16
-    model = instantiate(cfg.model).train()
+    model = built_without_deprecations(cfg.model).train()
     with EventStorage():
         losses = model(toy_batch())
     stages = ('_stage0', '_stage1', '_stage2') if 'cascade' in path else ('',)

@@ -1,8 +1,8 @@
 # detectron2's ViTDet Mask R-CNN (model zoo `common/models/mask_rcnn_vitdet.py`: SimpleFeaturePyramid with LN,
 # 2-conv RPN, 4conv1fc box head and mask head with LN, square padding to 1024) with an mmrecvit backbone:
 # * `RecViTRCNN` adds the backbone's auxiliary losses to the loss dict and its statistics to the EventStorage;
-# * `StepFeaturePyramid` is detectron2's SimpleFeaturePyramid with level i (strides 4, 8, 16, 32) built from the
-#   i-th recursion step's map (the stage ends), as the mm recipes' SimplePyramid; ViTDet's builds all from the last;
+# * `LayerFeaturePyramid` is detectron2's SimpleFeaturePyramid with level i (strides 4, 8, 16, 32) built from the
+#   i-th layer map (the stage ends), as the mm recipes' SimplePyramid; ViTDet's builds all from the last;
 # * the backbone (here PlainViT-S; per-method configs set `model.backbone.net` from configs/_base_/backbones/ with
 #   `use_backbone`) as the mm ViTDet recipe's:
 #   DeiT-S weights loaded strictly at construction, drop path 0.1, 14x14 windows with global attention at the
@@ -11,11 +11,11 @@ from detectron2 import model_zoo
 from detectron2.config import LazyCall as L
 from detectron2.modeling.backbone.fpn import LastLevelMaxPool
 
-from mmrecvit.d2 import PlainViT, RecViTRCNN, StepFeaturePyramid
+from mmrecvit.d2 import LayerFeaturePyramid, PlainViT, RecViTRCNN
 
 model = model_zoo.get_config('common/models/mask_rcnn_vitdet.py').model
 model._target_ = RecViTRCNN
-model.backbone = L(StepFeaturePyramid)(
+model.backbone = L(LayerFeaturePyramid)(
     # use_rel_pos: ViTDet's decomposed relative position biases, zero at the DeiT start (mmrecvit/models/rel_pos.py)
     net=L(PlainViT)(
         arch='small',

@@ -47,9 +47,9 @@ recipe = dict(
     intended={
         # model
         'model._target_': "RecViTRCNN: GeneralizedRCNN with the backbone's auxiliary losses and statistics",
-        'model.backbone._target_': "StepFeaturePyramid: level i from the i-th recursion step's map (the anchor's "
+        'model.backbone._target_': "LayerFeaturePyramid: level i from the i-th layer map (the anchor's "
         'SimpleFeaturePyramid builds all from the last)',
-        'model.backbone.in_feature': "ours: in_features, the step maps (default: all of the backbone's, finest first)",
+        'model.backbone.in_feature': "ours: in_features, the layer maps (default: all of the backbone's, finest first)",
         'model.backbone.net._target_': 'an mmrecvit backbone (PlainViT here; the per-method files set theirs)',
         'model.backbone.net.arch': 'ViT-S (384 wide, 6 heads, 12 layers); the anchor is ViT-B (the _b_ recipe)',
         'model.backbone.net.embed_dim': 'from arch',
