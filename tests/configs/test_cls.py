@@ -213,7 +213,7 @@ def test_the_imagenet_recipes_data_path_and_loss_run_on_this_stack(toy_root):
     model_cfg['backbone'] = dict(
         type='SRViT',
         arch='tiny',
-        num_blocks=2,
+        depth=2,
         unit_sizes=(1, 1),
         num_recursions=2,
         out_type='cls_token',
