@@ -56,8 +56,8 @@ TOLERANCE = 1e-5
 
 def start_ranks(worker, *args, join=True):
     """Two gloo ranks of `worker(rank, 2, port, *args)`, forked from this process: they start from its imports (a
-    spawned rank imports torch, timm and mmrecvit again, ~10 s of CPU each); on the CPU nothing they use is
-    fork-unsafe (no CUDA context; torch's thread pools are reset in a forked child)."""
+    spawned rank imports torch, timm and mmrecvit again, ~10 s of CPU each). Nothing they use needs a fresh process
+    on the CPU (no CUDA context); the launch tools' own ranks are tested through tools/dist_train.sh below."""
     return mp.start_processes(worker, args=(2, free_port(), *args), nprocs=2, join=join, start_method='fork')
 
 
