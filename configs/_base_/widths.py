@@ -81,10 +81,10 @@ def seg(size):
     return dim, model, dict(intended=intended)
 
 
-def reference(bases, size, task, **measured):
+def reference(bases, size, task):
     """The recipe of PlainViT at `size` for `task` ('det', 'seg'), its backbone file's `backbone_recipe` (in the
     recipe's `bases`) with its differences from PlainViT-S's recipe, for the references family (docs/comparison.md;
-    in its width's family it is the reference itself), and what it `measured`."""
+    in its width's family it is the reference itself); their values measured: configs/measured.yml."""
     s = __SIZES[size]
     dim, name = s['dim'], s['name']
     differs = {'model.backbone.arch': (s['arch'], s['role'])}
@@ -103,7 +103,7 @@ def reference(bases, size, task, **measured):
     differs['params'] = f'{name}: {dim} wide, {s["heads"]} heads'
     differs.update({key: f'{name} width' for key in ('gflops', 'gflops_paper', 'train_gflops')})
     differs['lr_scale'] = f"the embeddings' share of the parameters at {name} (the same rate)"
-    return dict(bases.backbone_recipe, differs=differs, measured=measured)
+    return dict(bases.backbone_recipe, differs=differs)
 
 
 widths = dict(cls=cls, det=det, seg=seg, reference=reference)

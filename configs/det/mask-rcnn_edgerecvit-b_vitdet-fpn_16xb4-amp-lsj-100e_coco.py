@@ -4,4 +4,4 @@
 _base_ = ['./_base_/mask-rcnn_vit-b_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/edgerecvit-b_in1k.py']
 custom_hooks = [*_base_.custom_hooks, _base_.temperature_schedule]  # Edge-RecViT's tau annealed
 model = dict(backbone=_base_.backbone)
-recipe = dict(_base_.backbone_recipe, measured=dict(gflops=945.6, lr_scale=0.232, params=23.22, train_gflops=3530.9))
+recipe = _base_.backbone_recipe

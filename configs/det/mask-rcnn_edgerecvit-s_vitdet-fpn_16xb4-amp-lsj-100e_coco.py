@@ -4,4 +4,4 @@
 _base_ = ['./_base_/mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/edgerecvit-s_in1k.py']
 custom_hooks = [*_base_.custom_hooks, _base_.temperature_schedule]  # Edge-RecViT's tau annealed
 model = dict(backbone=_base_.backbone)
-recipe = dict(_base_.backbone_recipe, measured=dict(gflops=296.4, lr_scale=0.23, params=6.01, train_gflops=1120.2))
+recipe = _base_.backbone_recipe

@@ -3,6 +3,4 @@
 # its start and its knobs), as in every recipe of it.
 _base_ = ['./_base_/mask-rcnn_vit-b_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/morvit-b_in1k.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(
-    _base_.backbone_recipe, measured=dict(gflops=584.3, gflops_paper=584.3, params=22.02, train_gflops=2182.5)
-)
+recipe = _base_.backbone_recipe

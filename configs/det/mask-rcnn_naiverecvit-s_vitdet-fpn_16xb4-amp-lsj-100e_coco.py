@@ -3,4 +3,4 @@
 # its start and its knobs), as in every recipe of it.
 _base_ = ['./_base_/mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/naiverecvit-s_in1k.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(_base_.backbone_recipe, measured=dict(params=5.71))
+recipe = _base_.backbone_recipe

@@ -1,14 +1,12 @@
 # PlainViT-B, ViTDet's COCO recipe (LSJ 1024, 100 epochs) at ViT-B width: the first _base_.
 # The backbone, from DeiT-B, is the second (configs/_base_/backbones/plainvit-b_deit.py: the method,
 # its start and its knobs), as in every recipe of it.
-# `recipe`: its differences from PlainViT-S's recipe for the references family (docs/comparison.md; in its width's
-# family it is the reference itself) and what it measures (widths.reference).
+# `recipe`: its differences from PlainViT-S's recipe for the references family (widths.reference; docs/comparison.md:
+# in its width's family it is the reference itself); what the card measures of it: configs/measured.yml.
 _base_ = [
     './_base_/mask-rcnn_vit-b_vitdet-fpn_16xb4-amp-lsj-100e_coco.py',
     '../_base_/backbones/plainvit-b_deit.py',
     '../_base_/widths.py',
 ]
 model = dict(backbone=_base_.backbone)
-recipe = _base_.pop('widths').reference(
-    _base_, 'b', 'det', gflops=935.8, gflops_paper=935.8, lr_scale=0.19, params=85.84, train_gflops=3501.5
-)
+recipe = _base_.pop('widths').reference(_base_, 'b', 'det')

@@ -2,4 +2,4 @@
 # ViTDet's COCO recipe (LSJ 1024, 100 epochs): the first _base_; the backbone: configs/_base_/backbones/revit-s-e1_in1k.py.
 _base_ = ['./_base_/mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/revit-s-e1_in1k.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(_base_.backbone_recipe, measured=dict(params=2.15, train_gflops=1112.9))
+recipe = _base_.backbone_recipe

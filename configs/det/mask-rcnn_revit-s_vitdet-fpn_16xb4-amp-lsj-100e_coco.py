@@ -3,4 +3,4 @@
 # its start and its knobs), as in every recipe of it.
 _base_ = ['./_base_/mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/revit-s_in1k.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(_base_.backbone_recipe, measured=dict(gflops=294.0, params=5.69, train_gflops=1113.2))
+recipe = _base_.backbone_recipe

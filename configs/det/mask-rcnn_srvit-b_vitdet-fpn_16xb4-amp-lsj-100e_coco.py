@@ -3,9 +3,4 @@
 # its start and its knobs), as in every recipe of it.
 _base_ = ['./_base_/mask-rcnn_vit-b_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/srvit-b_in1k.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(
-    _base_.backbone_recipe,
-    measured=dict(
-        gflops=3786.7, gflops_paper=3728.6, global_steps='16 of 48', lr_scale=0.252, params=92.94, train_gflops=14151.1
-    ),
-)
+recipe = _base_.backbone_recipe

@@ -3,9 +3,4 @@
 # its start and its knobs), as in every recipe of it.
 _base_ = ['./_base_/mask-rcnn_vit_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/srvit-s_in1k.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(
-    _base_.backbone_recipe,
-    measured=dict(
-        gflops=1182.9, gflops_paper=1168.4, global_steps='16 of 48', lr_scale=0.25, params=23.49, train_gflops=4480.2
-    ),
-)
+recipe = _base_.backbone_recipe

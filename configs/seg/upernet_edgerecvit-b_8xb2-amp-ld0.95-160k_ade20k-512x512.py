@@ -4,4 +4,4 @@
 _base_ = ['./_base_/upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py', '../_base_/backbones/edgerecvit-b_in1k.py']
 custom_hooks = [*_base_.custom_hooks, _base_.temperature_schedule]  # Edge-RecViT's tau annealed
 model = dict(backbone=_base_.backbone)
-recipe = dict(_base_.backbone_recipe, measured=dict(gflops=216.5, lr_scale=0.74, params=23.21, train_gflops=648.3))
+recipe = _base_.backbone_recipe

@@ -4,4 +4,4 @@
 _base_ = ['./_base_/upernet_vit_8xb2-amp-ld0.95-160k_ade20k-512x512.py', '../_base_/backbones/edgerecvit-s_in1k.py']
 custom_hooks = [*_base_.custom_hooks, _base_.temperature_schedule]  # Edge-RecViT's tau annealed
 model = dict(backbone=_base_.backbone)
-recipe = dict(_base_.backbone_recipe, measured=dict(gflops=64.1, lr_scale=0.738, params=6.0, train_gflops=191.8))
+recipe = _base_.backbone_recipe

@@ -3,4 +3,4 @@
 # its start and its knobs), as in every recipe of it.
 _base_ = ['./_base_/upernet_vit_8xb2-160k_ade20k-512x512.py', '../_base_/backbones/morvit-s_in1k.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(_base_.backbone_recipe, measured=dict(gflops=37.3, gflops_paper=37.3, params=5.7, train_gflops=111.3))
+recipe = _base_.backbone_recipe

@@ -3,4 +3,4 @@
 # its start and its knobs), as in every recipe of it.
 _base_ = ['./_base_/upernet_vit_8xb2-amp-ld0.95-160k_ade20k-512x512.py', '../_base_/backbones/naiverecvit-s_in1k.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(_base_.backbone_recipe, measured=dict(params=5.69))
+recipe = _base_.backbone_recipe

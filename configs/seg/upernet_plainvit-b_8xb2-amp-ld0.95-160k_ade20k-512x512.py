@@ -1,14 +1,12 @@
 # PlainViT-B, ViT-Adapter's ADE20K UperNet recipe at ViT-B width: the first _base_.
 # The backbone, from DeiT-B, is the second (configs/_base_/backbones/plainvit-b_deit.py: the method,
 # its start and its knobs), as in every recipe of it.
-# `recipe`: its differences from PlainViT-S's recipe for the references family (docs/comparison.md; in its width's
-# family it is the reference itself) and what it measures (widths.reference).
+# `recipe`: its differences from PlainViT-S's recipe for the references family (widths.reference; docs/comparison.md:
+# in its width's family it is the reference itself); what the card measures of it: configs/measured.yml.
 _base_ = [
     './_base_/upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py',
     '../_base_/backbones/plainvit-b_deit.py',
     '../_base_/widths.py',
 ]
 model = dict(backbone=_base_.backbone)
-recipe = _base_.pop('widths').reference(
-    _base_, 'b', 'seg', gflops=214.1, gflops_paper=214.1, lr_scale=0.726, params=85.8, train_gflops=641.0
-)
+recipe = _base_.pop('widths').reference(_base_, 'b', 'seg')

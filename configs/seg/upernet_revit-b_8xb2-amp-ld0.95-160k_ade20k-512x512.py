@@ -3,4 +3,4 @@
 # its start and its knobs), as in every recipe of it.
 _base_ = ['./_base_/upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py', '../_base_/backbones/revit-b_in1k.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(_base_.backbone_recipe, measured=dict(gflops=214.5, params=22.0, train_gflops=642.3))
+recipe = _base_.backbone_recipe

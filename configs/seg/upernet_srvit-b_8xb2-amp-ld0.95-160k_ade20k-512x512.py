@@ -3,9 +3,4 @@
 # its start and its knobs), as in every recipe of it.
 _base_ = ['./_base_/upernet_vit-b_8xb2-amp-ld0.95-160k_ade20k-512x512.py', '../_base_/backbones/srvit-b_in1k.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(
-    _base_.backbone_recipe,
-    measured=dict(
-        gflops=867.1, gflops_paper=852.6, global_steps='all 48', lr_scale=0.747, params=92.9, train_gflops=2600.2
-    ),
-)
+recipe = _base_.backbone_recipe

@@ -3,9 +3,4 @@
 # its start and its knobs), as in every recipe of it.
 _base_ = ['./_base_/upernet_vit_8xb2-amp-ld0.95-160k_ade20k-512x512.py', '../_base_/backbones/srvit-s_in1k.py']
 model = dict(backbone=_base_.backbone)
-recipe = dict(
-    _base_.backbone_recipe,
-    measured=dict(
-        gflops=255.8, gflops_paper=252.2, global_steps='all 48', lr_scale=0.745, params=23.45, train_gflops=766.9
-    ),
-)
+recipe = _base_.backbone_recipe

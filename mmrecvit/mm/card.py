@@ -13,23 +13,27 @@ pipelines keyed by step type, the hooks by type), and what the built backbone an
   decay and policy: `mm/optim.py`);
 * the start: `start.*` and `pretraining.*` (`mm/card_start.py`).
 
-`MEASURED` facts depend on the task's sizes and optimizer, so a backbone file states only why they differ and each
-recipe their values (`recipe.measured`). The work is the forward's own record (`stats.work`: the plan it ran); a
-ranker's depths need its trained weights: with them, the mean over the images given, else the full depth (said).
+`MEASURED` facts depend on the task's sizes and optimizer, so a backbone file states only why they differ, and their
+values are declared in one table, `configs/measured.yml` (`MEASURED_TABLE`), under each recipe's file name. The work
+is the forward's own record (`stats.work`: the plan it ran); a ranker's depths need its trained weights: with them,
+the mean over the images given, else the full depth (said).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from mmengine.config import Config
 from torch import Tensor, nn
 
 from ..adapters import backbone_rates, layer_depth_table
+from ..inputs import InputError
 from ..models import BACKBONES
 from ..models.flops import BlockWork
 from ..models.layer_decay import lr_scale
@@ -54,6 +58,7 @@ COVERED += tuple(
     f'model.backbone.{k}' for k in ('eval_recursions', 'capacities', 'max_depth', 'depth_shift', 'compute')
 )
 MEASURED = ('params', 'gflops', 'gflops_paper', 'train_gflops', 'global_steps', 'lr_scale')
+MEASURED_TABLE = 'configs/measured.yml'  # the MEASURED values of the repository's recipes, by file name
 NOT_ARGUMENTS = ('_delete_', 'init_cfg', 'pretrained')
 
 
@@ -67,6 +72,24 @@ class Row:
     cells: dict[str, str]
     recipe: dict[str, Any]
     notes: list[str]
+
+
+def measured_table(path: str | Path) -> dict[str, dict[str, Any]]:
+    """{recipe file name: {MEASURED fact: value}}, the table at `path` read as data (`yaml.safe_load`); an entry that
+    is not a mapping of `MEASURED` facts is refused in one line naming it."""
+    table = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(table, dict):
+        raise InputError(f'{path}: a mapping of recipe file names to their measured facts, not {type(table).__name__}')
+    for name, entry in table.items():
+        wrong = sorted(set(entry) - set(MEASURED)) if isinstance(entry, dict) else entry
+        if wrong or not isinstance(entry, dict):
+            raise InputError(f'{path}: {name}: {wrong!r} is not a mapping of measured facts ({", ".join(MEASURED)})')
+    return table
+
+
+def table_line(name: str, measured: Mapping[str, Any]) -> str:
+    """The line of `name` in a measured table (`MEASURED_TABLE`'s own form)."""
+    return f'{name}: ' + yaml.safe_dump(dict(measured), default_flow_style=True, width=1000).strip()
 
 
 def gflops(value: float) -> float:
@@ -209,10 +232,22 @@ def config_facts(cfg: Config) -> dict[str, Any]:
     return {k: v for k, v in flat.items() if not k.startswith(COVERED)}
 
 
-def recipe_row(path: str, repo: Path, images: Tensor | None = None, measure: bool = True) -> Row:
+def recipe_row(
+    path: str,
+    repo: str | Path,
+    images: Tensor | None = None,
+    measure: bool = True,
+    measured: Mapping[str, dict[str, Any]] | None = None,
+) -> Row:
     """Every fact of the recipe at `path` (module docstring); `images`: (N, 3, H, W) at the test size for a ranker.
-    `measure=False`: without the `MEASURED` facts (no forward: the config's and the method's facts only)."""
+    `measure=False`: without the `MEASURED` facts (no forward: the config's and the method's facts only). Its
+    declared `MEASURED` values, `recipe['measured']`, are its entry in `measured` (default: `repo`'s table)."""
     cfg = Config.fromfile(path)
+    recipe = (cfg.get('recipe') or {}).to_dict() if cfg.get('recipe') else {}
+    if 'measured' in recipe:
+        raise InputError(f'{path}: recipe.measured: the measured values of a recipe are in {MEASURED_TABLE}')
+    table = measured_table(Path(repo) / MEASURED_TABLE) if measured is None else measured
+    recipe['measured'] = dict(table.get(Path(path).stem) or {})
     args = cfg.model.backbone.to_dict()
     model = build_backbone(args)
     init = args.get('init_cfg') or {}
@@ -228,5 +263,4 @@ def recipe_row(path: str, repo: Path, images: Tensor | None = None, measure: boo
     cells.update(
         start_cells, test_size='x'.join(map(str, test_size(cfg))), train_size='x'.join(map(str, train_size(cfg)))
     )
-    recipe = (cfg.get('recipe') or {}).to_dict() if cfg.get('recipe') else {}
     return Row(path, Path(path).stem, {**config_facts(cfg), **facts, **start}, cells, recipe, notes)

@@ -6,14 +6,15 @@ file's `backbone_recipe`, configs/_base_/backbones/):
     differs = {key: (value, why)}       a fact (`mm/card.py`) that differs from the reference's, and its value here;
                                         a dict value declares a subtree (a hook: every key under `key`)
     differs = {key: why}                for a `MEASURED` fact (GFLOPs, lr scale, ...: they depend on the task's
-    measured = {key: value}             sizes), the why with the method, the value in the task's recipe
+                                        sizes), the why with the method; the value under the recipe's file name
+                                        in configs/measured.yml (`card.MEASURED_TABLE`), `row.recipe['measured']`
     differs = {'paper_start': (made_by, why)}   a start other than `paper_start` (the backbone file's: the recipe
                                         that makes the start its paper uses, or 'DeiT release'), and which it is
     differs = {key: None}               withdraws an entry of a base (mmengine merges the dicts)
 
 `check` finds what a card must not hide: a difference not declared, declared with another value (a changed value
 fails), a `MEASURED` difference whose value the recipe does not give, a declaration of a key that does not differ
-(stale: a `measured` value; a `MEASURED` why alone is the method's reason where a task shows it), a start that is not
+(stale: a measured value; a `MEASURED` why alone is the method's reason where a task shows it), a start that is not
 its paper's undeclared; `Finding.kind` says which.
 """
 
@@ -23,7 +24,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from .card import MEASURED, Row
+from .card import MEASURED, MEASURED_TABLE, Row
 from .config_diff import ABSENT, flatten
 
 PAPER_START = 'paper_start'
@@ -54,7 +55,7 @@ def declarations(row: Row) -> tuple[dict[str, tuple[Any, str]], list[Finding]]:
     measured = row.recipe.get('measured') or {}
     out: dict[str, tuple[Any, str]] = {}
     bad = [
-        Finding('BAD ENTRY', row.name, k, v, f'recipe.measured[{k!r}] has no why in recipe.differs')
+        Finding('BAD ENTRY', row.name, k, v, f'its {k!r} in {MEASURED_TABLE} has no why in recipe.differs')
         for k, v in measured.items()
         if k not in differs
     ]
@@ -66,7 +67,7 @@ def declarations(row: Row) -> tuple[dict[str, tuple[Any, str]], list[Finding]]:
             leaves = flatten(norm(value), key) if isinstance(value, dict) else {key: value}
             out.update({k: (v, why) for k, v in leaves.items()})
         else:
-            want = 'a why (its value in recipe.measured)' if key in MEASURED else '(value, why)'
+            want = f'a why (its value in {MEASURED_TABLE})' if key in MEASURED else '(value, why)'
             bad.append(Finding('BAD ENTRY', row.name, key, entry, f'recipe.differs[{key!r}] must be {want}'))
     return out, bad
 
@@ -92,7 +93,7 @@ def check(rows: Sequence[Row], measured: bool = True) -> list[Finding]:
                 continue
             value, why = declared.pop(key)
             if value is ABSENT:
-                found.append(Finding('NO VALUE', row.name, key, ours, f'recipe.measured has no {key!r} ({why})'))
+                found.append(Finding('NO VALUE', row.name, key, ours, f'no {key!r} of it in {MEASURED_TABLE} ({why})'))
             elif norm(value) != norm(ours):
                 found.append(Finding('WRONG VALUE', row.name, key, ours, f'declared {value!r} ({why})'))
             else:

@@ -2,11 +2,13 @@
 in the whole resolved config and the built backbone, is declared with its value; a changed value fails `--check`.
 
 The toy family (PlainViT, SR-ViT, Edge-RecViT toy detectors) is measured once per module; its declarations are
-written from those rows (a recipe that declares what it is), then one value at a time is changed in a config."""
+written from those rows (a recipe that declares what it is, its measured values in a table of the family), then one
+value at a time is changed in a config."""
 
 import os.path as osp
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +22,7 @@ sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
 import compare  # noqa: E402  (tools/analysis_tools/compare.py)
 
 pytestmark = pytest.mark.usefixtures('one_thread')
+REPO_PATH = Path(REPO)
 TOY = osp.join(REPO, 'configs', 'det', 'mask-rcnn_{}-ti_fpn_1xb2-800it_toy-coco.py')
 
 
@@ -30,7 +33,7 @@ def write(tmp_path, name, *lines, base):
 
 
 def declared(row, ref):
-    """The `recipe` lines that declare every difference of `row` from `ref` with its value."""
+    """(the `recipe` line that declares every difference of `row` from `ref`, its measured values)."""
     differs, measured = {}, {}
     for f in card_check.check([ref, row]):
         if f.kind == 'NOT DECLARED':
@@ -38,31 +41,40 @@ def declared(row, ref):
                 differs[f.key], measured[f.key] = 'why', f.value
             else:
                 differs[f.key] = (f.value, 'why')
-    return f'recipe = dict(_delete_=True, differs={differs!r}, measured={measured!r})'
+    return f'recipe = dict(_delete_=True, differs={differs!r})', measured
+
+
+# the recipes the tests derive from the family's SR-ViT: their measured values are its own
+VARIANTS = ('variant', 'right', 'wrong', 'stale', 'paper', 'toy', 'started')
 
 
 @pytest.fixture(scope='module')
 def family(tmp_path_factory):
-    """(paths, rows): the toy PlainViT (reference), SR-ViT and Edge-RecViT detectors, each declaring its differences."""
+    """(paths, rows, table): the toy PlainViT (reference), SR-ViT and Edge-RecViT detectors, each declaring its
+    differences, and the measured table of the family (SR-ViT's values also under the names of `VARIANTS`)."""
     tmp = tmp_path_factory.mktemp('family')
     ref = card.recipe_row(TOY.format('plainvit'), REPO)
-    paths, rows = [TOY.format('plainvit')], [ref]
+    paths, rows, measured = [TOY.format('plainvit')], [ref], {}
     for method in ('srvit', 'edgerecvit'):
         row = card.recipe_row(TOY.format(method), REPO)
-        paths.append(write(tmp, f'{method}.py', declared(row, ref), base=TOY.format(method)))
-        rows.append(card.recipe_row(paths[-1], REPO))
-    return paths, rows
+        line, measured[method] = declared(row, ref)
+        paths.append(write(tmp, f'{method}.py', line, base=TOY.format(method)))
+    measured.update({name: measured['srvit'] for name in VARIANTS})
+    table = tmp / 'measured.yml'
+    table.write_text('\n'.join(card.table_line(name, values) for name, values in measured.items()) + '\n')
+    rows += [card.recipe_row(path, REPO, measured=measured) for path in paths[1:]]
+    return paths, rows, str(table)
 
 
 def test_a_family_declared_with_its_values_passes(family, capsys):
-    paths, rows = family
+    paths, rows, table = family
     findings = card_check.check(rows)
     assert {f.kind for f in findings} == {'declared'}
     keys = {f.key for f in findings if f.recipe.startswith('srvit')}
     # what differs, found without a list of columns: the config's keys and the built backbone's facts
     assert {'model.backbone.type', 'model.backbone.num_recursions', 'feature_layers', 'gflops', 'params'} <= keys
     assert 'final_norm' in {f.key for f in findings if f.recipe.startswith('edgerecvit')}
-    assert compare.main([*paths, '--check']) == 0
+    assert compare.main([*paths, '--check', '--measured', table]) == 0
     out = capsys.readouterr().out
     assert '| feature layers ≠' in out and '**1, 3, 4, 5**' in out  # SR-ViT's units' last layers, bold
     assert '`model.backbone.num_recursions` = 4: why' in out
@@ -87,15 +99,15 @@ def test_a_family_declared_with_its_values_passes(family, capsys):
 def test_one_changed_value_in_a_config_fails_check(family, tmp_path, change, key, kind):
     """Issue 45.1: a value changed in the config (not in its file name) is a difference the recipe does not declare
     with that value."""
-    paths, rows = family
+    paths, rows, table = family
     changed = write(tmp_path, 'variant.py', change, base=paths[1])
-    findings = card_check.check([rows[0], card.recipe_row(changed, REPO)])
+    findings = card_check.check([rows[0], card.recipe_row(changed, REPO, measured=card.measured_table(table))])
     assert (kind, key) in {(f.kind, f.key) for f in findings}
-    assert compare.main([paths[0], changed, '--check']) == 1
+    assert compare.main([paths[0], changed, '--check', '--measured', table]) == 1
 
 
 def test_a_declaration_must_hold_its_value_and_name_a_difference(family, tmp_path, capsys):
-    paths, rows = family
+    paths, rows, table = family
     lr = 'optim_wrapper = dict(optimizer=dict(lr=2e-3))'
     right = write(
         tmp_path, 'right.py', lr, "recipe = dict(differs={'optim_wrapper.optimizer.lr': (2e-3, 'why')})", base=paths[1]
@@ -106,23 +118,54 @@ def test_a_declaration_must_hold_its_value_and_name_a_difference(family, tmp_pat
     stale = write(
         tmp_path, 'stale.py', "recipe = dict(differs={'optim_wrapper.optimizer.lr': (1e-3, 'why')})", base=paths[1]
     )
-    assert compare.main([paths[0], right, '--check']) == 0
-    assert compare.main([paths[0], wrong, '--check']) == 1
+    assert compare.main([paths[0], right, '--check', '--measured', table]) == 0
+    assert compare.main([paths[0], wrong, '--check', '--measured', table]) == 1
     assert 'WRONG VALUE: wrong: `optim_wrapper.optimizer.lr` = 0.002: declared 0.003' in capsys.readouterr().out
-    assert compare.main([paths[0], stale, '--check']) == 1
+    assert compare.main([paths[0], stale, '--check', '--measured', table]) == 1
     assert 'STALE: stale: `optim_wrapper.optimizer.lr`' in capsys.readouterr().out
     assert compare.main([paths[0], stale]) == 0  # without --check: the card only
 
 
+def test_a_measured_value_is_declared_in_the_table_under_the_recipes_name(family, tmp_path, capsys):
+    """A recipe without its line in the measured table lacks its values (--suggest prints the line); a config that
+    still writes `recipe.measured`, or a table entry that is not a mapping of measured facts, is refused in one line."""
+    paths, rows, table = family
+    unlisted = write(tmp_path, 'unlisted.py', base=paths[1])
+    assert compare.main([paths[0], unlisted, '--check', '--measured', table]) == 1
+    assert 'NO VALUE: unlisted: `gflops` = ' in capsys.readouterr().out
+    assert compare.main([paths[0], unlisted, '--suggest', '--measured', table]) == 0
+    line = capsys.readouterr().out.split('configs/measured.yml:\n')[1].splitlines()[0]
+    assert line == card.table_line('unlisted', rows[1].recipe['measured'])
+    inline = write(tmp_path, 'inline.py', 'recipe = dict(measured=dict(params=1.0))', base=paths[1])
+    with pytest.raises(SystemExit):
+        compare.main([paths[0], inline, '--measured', table])
+    assert 'inline.py: recipe.measured: the measured values of a recipe are in configs/measured.yml' in (
+        capsys.readouterr().err
+    )
+    bad = tmp_path / 'bad.yml'
+    bad.write_text('srvit: {gflop: 1.0}\n')
+    with pytest.raises(SystemExit):
+        compare.main([*paths[:2], '--measured', str(bad)])
+    assert "srvit: ['gflop'] is not a mapping of measured facts (params, gflops," in capsys.readouterr().err
+
+
+def test_every_line_of_the_measured_table_names_a_recipe_of_the_repository():
+    """A renamed recipe leaves no line behind: every name in configs/measured.yml is a config's file name."""
+    names = {path.stem for path in (REPO_PATH / 'configs').rglob('*.py')}
+    assert set(card.measured_table(REPO_PATH / card.MEASURED_TABLE)) - names == set()
+
+
 def test_a_start_other_than_the_papers_is_declared_with_which(family, tmp_path, capsys):
-    paths, _ = family
+    paths, _, table = family
     base = write(
         tmp_path, 'paper.py', "recipe = dict(paper_start='configs/cls/srvit-small_4xb256_in1k.py')", base=paths[1]
     )
-    assert compare.main([paths[0], base, '--check']) == 1  # its toy starts from scratch, not its paper's start
+    assert (
+        compare.main([paths[0], base, '--check', '--measured', table]) == 1
+    )  # its toy starts from scratch, not its paper's start
     assert 'NOT ITS PAPER START' in capsys.readouterr().out
     why = "recipe = dict(differs={'paper_start': ('random init', 'a toy: from scratch')})"
-    assert compare.main([paths[0], write(tmp_path, 'toy.py', why, base=base), '--check']) == 0
+    assert compare.main([paths[0], write(tmp_path, 'toy.py', why, base=base), '--check', '--measured', table]) == 0
 
 
 def test_a_start_says_what_made_it_from_its_recipe_and_its_measured_top1_from_its_meta(tmp_path):
@@ -156,14 +199,17 @@ def test_a_start_says_what_made_it_from_its_recipe_and_its_measured_top1_from_it
 
 
 def test_a_start_file_without_meta_is_one_line_naming_it(family, tmp_path, capsys):
-    paths, _ = family
+    paths, _, table = family
     start = tmp_path / 'srvit-tiny_in1k.pth'
     backbone = Config.fromfile(paths[1]).model.backbone
     torch.save({'state_dict': card.build_backbone(backbone.to_dict()).state_dict()}, start)
     made_by = 'python tools/train.py configs/cls/srvit-ti_1xb32-200it_toy-cls.py'
     init = dict(type='Pretrained', checkpoint=str(start), made_by=made_by)
     init = f'model = dict(backbone=dict(_delete_=True, **{dict(backbone.to_dict(), init_cfg=init)!r}))'
-    assert compare.main([paths[0], write(tmp_path, 'started.py', init, base=paths[1]), '--check']) == 1
+    assert (
+        compare.main([paths[0], write(tmp_path, 'started.py', init, base=paths[1]), '--check', '--measured', table])
+        == 1
+    )
     out = capsys.readouterr().out
     assert f"NO MEASURED TOP-1: started: start checkpoint {str(start)!r} has no meta['mmrecvit_start']" in out
     assert 'not measured (no meta)' in out
@@ -200,7 +246,7 @@ def test_training_gflops_are_what_a_training_step_executes(method, with_cp):
 
 
 def test_bad_input_is_one_clear_line_and_the_card_is_written_only_where_asked(family, tmp_path, capsys):
-    paths, _ = family
+    paths, _, table = family
     with pytest.raises(SystemExit):
         compare.main([paths[0]])
     assert 'two recipes or more' in capsys.readouterr().err

@@ -10,9 +10,10 @@ data and pipelines, optimizer and schedulers, hooks, AMP, seeds; params, GFLOPs 
 convention), training GFLOPs per image (forward + backward + with_cp's recomputation), global steps, feature layers,
 final norm, eval knobs, the mean lr scale under the layer decay; the start, what made it and how. Every fact where a
 recipe differs from the reference must be declared in its `recipe` data with the value it has
-(`mmrecvit/mm/card_check.py`: `differs = {key: (value, why)}`, a task-dependent value in `measured`), so a changed
-value fails; `--check` exits 1 on anything undeclared, declared with another value, declared but not differing
-(stale), a start that is not its paper's undeclared, or a start file that cannot say its top-1.
+(`mmrecvit/mm/card_check.py`: `differs = {key: (value, why)}`; a task-dependent value, one of `MEASURED`, in the table
+configs/measured.yml under the recipe's file name, or `--measured` another), so a changed value fails; `--check` exits
+1 on anything undeclared, declared with another value, declared but not differing (stale), a start that is not its
+paper's undeclared, or a start file that cannot say its top-1.
 
 The card (Markdown, on stdout) has one column per recipe and one line per property, a cell in bold where it differs
 from the reference's, then each recipe's declared differences and what is wrong. `--out FILE --title TITLE` writes
@@ -33,8 +34,8 @@ from typing import Any
 import torch
 from mmengine.config import Config
 
-from mmrecvit.inputs import InputError, bad_input, config_file, tool_parser
-from mmrecvit.mm.card import MEASURED, Row, recipe_row, test_size
+from mmrecvit.inputs import InputError, bad_input, config_file, existing_file, tool_parser
+from mmrecvit.mm.card import MEASURED, MEASURED_TABLE, Row, measured_table, recipe_row, table_line, test_size
 from mmrecvit.mm.card_check import Finding, check
 from mmrecvit.mm.card_start import StartError
 from mmrecvit.mm.complexity import markdown_table
@@ -179,8 +180,8 @@ def render(rows: Sequence[Row], findings: Sequence[Finding], title: str | None) 
 
 
 def suggest(rows: Sequence[Row], findings: Sequence[Finding]) -> str:
-    """The `differs` and `measured` entries that would make each recipe's declarations true (to edit, not paste
-    blindly: each why is the author's)."""
+    """The `differs` entries and the measured table's lines that would make each recipe's declarations true (to edit,
+    not paste blindly: each why is the author's)."""
     out = []
     for row in rows[1:]:
         todo = [f for f in findings if f.recipe == row.name and f.kind in ('NOT DECLARED', 'WRONG VALUE', 'NO VALUE')]
@@ -194,8 +195,9 @@ def suggest(rows: Sequence[Row], findings: Sequence[Finding]) -> str:
         differs.update({k: None for k in stale})
         if differs:
             out.append(f'differs={differs!r},')
-        if measured:
-            out.append(f'measured={measured!r},')
+        if measured or set(stale) & set(row.recipe['measured']):
+            line = {k: v for k, v in {**row.recipe['measured'], **measured}.items() if k not in stale}
+            out.append(f'# its line in {MEASURED_TABLE}:\n{table_line(row.name, line)}')
     return '\n'.join(out) + '\n' if out else '# every difference is declared with its value\n'
 
 
@@ -235,6 +237,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--title', default=None, help="the card's heading (needed with --out)")
     parser.add_argument('--images', default=None, help="a folder of images for a ranker's mean work")
     parser.add_argument('--num-images', type=int, default=16, help='how many of --images (default 16)')
+    parser.add_argument(
+        '--measured',
+        default=str(REPO / MEASURED_TABLE),
+        help=f'the measured values declared (default {MEASURED_TABLE})',
+    )
     args = parser.parse_args(argv)
     if args.cards == bool(args.configs):
         parser.error('give the recipes of one family (two or more) or --cards, one of them')
@@ -244,13 +251,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error('--out needs --title: the card it replaces in the file')
     families = {title: [str(REPO / p) for p in paths] for title, paths in CARDS.items()} if args.cards else None
     families = families or {args.title: args.configs}
+    with bad_input('tools/analysis_tools/compare.py'):
+        table = measured_table(existing_file(args.measured, '--measured'))
     status, measured = 0, {}  # a recipe in several cards is measured once
     for title, configs in families.items():
-        status = max(status, one_card(configs, title, args, measured))
+        status = max(status, one_card(configs, title, args, measured, table))
     return status
 
 
-def one_card(configs: Sequence[str], title: str | None, args: argparse.Namespace, measured: dict) -> int:
+def one_card(configs: Sequence[str], title: str | None, args: argparse.Namespace, measured: dict, table: dict) -> int:
     """Print (or write) the card of one family; 1 if --check finds anything not as declared."""
     with bad_input('tools/analysis_tools/compare.py'):
         paths = [config_file(p) for p in configs]
@@ -263,7 +272,7 @@ def one_card(configs: Sequence[str], title: str | None, args: argparse.Namespace
                 if args.images is not None:
                     images = load_images(args.images, args.num_images, test_size(Config.fromfile(path)), path)
                 try:
-                    measured[path] = recipe_row(path, REPO, images)
+                    measured[path] = recipe_row(path, REPO, images, measured=table)
                 except StartError as e:
                     raise InputError(f'{path}: {e}') from e
             rows.append(measured[path])

@@ -15,7 +15,7 @@ temperature_schedule = dict(type='TemperatureScheduleHook', start=1.0, end=0.1, 
 backbone_recipe = dict(
     paper_start='configs/cls/edgerecvit-small_deit-pre_8xb256-300e_in1k.py',  # DeiT-S fine-tuned 300 epochs
     # its differences from PlainViT's recipe, with their values (tools/analysis_tools/compare.py; MEASURED facts: the why
-    # here, the value in each task's recipe, `recipe.measured`)
+    # here, the value of each task's recipe in configs/measured.yml)
     differs={
         'model.backbone.type': ('EdgeRecViT', 'the method: a head, one shared block, a tail; a depth per token'),
         'model.backbone.shared_init_block': (6, 'the DeiT block of its shared block (unused from its own checkpoint)'),

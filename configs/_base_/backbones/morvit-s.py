@@ -9,7 +9,7 @@ backbone = dict(type='MoRViT', num_recursions=10, routing='expert_choice')
 backbone_recipe = dict(
     paper_start='configs/cls/morvit-small_4xb256_in1k.py',  # from scratch (its paper: 200 epochs)
     # its differences from PlainViT's recipe, with their values (tools/analysis_tools/compare.py; MEASURED facts: the why
-    # here, the value in each task's recipe, `recipe.measured`)
+    # here, the value of each task's recipe in configs/measured.yml)
     differs={
         'model.backbone.type': ('MoRViT', 'the method: one shared block, recursions routed per token'),
         'model.backbone.num_recursions': (10, 'N_r = 10 recursions of the shared block: 2 + 10 = 12 layers'),

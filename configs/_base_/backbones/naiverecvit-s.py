@@ -7,7 +7,7 @@ backbone = dict(type='NaiveRecursiveViT', num_blocks=3, shared_init='cycle')
 backbone_recipe = dict(
     paper_start=None,  # no paper: the naive baseline the recursive papers describe (docs/methods/baselines.md)
     # its differences from PlainViT's recipe, with their values (tools/analysis_tools/compare.py; MEASURED facts: the why
-    # here, the value in each task's recipe, `recipe.measured`)
+    # here, the value of each task's recipe in configs/measured.yml)
     differs={
         'model.backbone.type': ('NaiveRecursiveViT', 'the method: k unique blocks applied cyclically'),
         'model.backbone.num_blocks': (3, 'its 3 unique blocks serve the 12 layers (docs/methods/baselines.md)'),

@@ -8,7 +8,7 @@ backbone = dict(type='ReViT', num_experts=4, shared_init='average', router_init=
 backbone_recipe = dict(
     paper_start='configs/cls/revit-small_4xb256_in1k.py',  # its own supervised ImageNet-1k classifier, as its paper
     # its differences from PlainViT's recipe, with their values (tools/analysis_tools/compare.py; MEASURED facts: the why
-    # here, the value in each task's recipe, `recipe.measured`)
+    # here, the value of each task's recipe in configs/measured.yml)
     differs={
         'model.backbone.type': ('ReViT', 'the method: one block, depth-programmed expert FFNs'),
         'model.backbone.num_experts': (4, "E = 4 expert FFNs (its paper's S/16: 78.2 %)"),

@@ -9,7 +9,7 @@ backbone = dict(type='SRViT', unit_sizes=(4, 4, 2, 2), num_recursions=4, readout
 backbone_recipe = dict(
     paper_start='configs/cls/srvit-small_4xb256_in1k.py',  # its own ImageNet-1k classifier at T=4, as its paper
     # its differences from PlainViT's recipe, with their values (tools/analysis_tools/compare.py; MEASURED facts: the why
-    # here, the value in each task's recipe, `recipe.measured`)
+    # here, the value of each task's recipe in configs/measured.yml)
     differs={
         'model.backbone.type': ('SRViT', 'the method: recursion units whose recursions are mixed per token'),
         'model.backbone.unit_sizes': ((4, 4, 2, 2), "SR-ViT's recursion units, coarse to fine (docs/methods/srvit.md)"),
