@@ -106,4 +106,10 @@ def reference(bases, size, task):
     return dict(bases.backbone_recipe, differs=differs)
 
 
-widths = dict(cls=cls, det=det, seg=seg, reference=reference)
+def references(bases, size):
+    """PlainViT's recipe at `size` for each task, {'det': ..., 'seg': ...} (`reference`): what its backbone file
+    gives the recipes of it, which take theirs out, `_base_.pop('references')[task]`."""
+    return {task: reference(bases, size, task) for task in ('det', 'seg')}
+
+
+widths = dict(cls=cls, det=det, seg=seg, references=references)

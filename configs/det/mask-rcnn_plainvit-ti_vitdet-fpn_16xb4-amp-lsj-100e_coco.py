@@ -1,12 +1,9 @@
 # PlainViT-Ti from DeiT-Ti, ViTDet's COCO recipe (LSJ 1024, 100 epochs) at ViT-Ti width: the iso-parameter reference
 # of the shared-weight methods in the references family (docs/comparison.md). The first _base_: the recipe at Ti width;
 # the second: the backbone (configs/_base_/backbones/plainvit-ti_deit.py).
-# `recipe`: its differences from PlainViT-S's recipe for the references family (widths.reference; docs/comparison.md:
-# in its width's family it is the reference itself); what the card measures of it: configs/measured.yml.
-_base_ = [
-    './_base_/mask-rcnn_vit-ti_vitdet-fpn_16xb4-amp-lsj-100e_coco.py',
-    '../_base_/backbones/plainvit-ti_deit.py',
-    '../_base_/widths.py',
-]
+# `recipe`: its differences from PlainViT-S's recipe for the references family (its backbone file's `references`;
+# docs/comparison.md: in its width's family it is the reference itself); what the card measures of it:
+# configs/measured.yml.
+_base_ = ['./_base_/mask-rcnn_vit-ti_vitdet-fpn_16xb4-amp-lsj-100e_coco.py', '../_base_/backbones/plainvit-ti_deit.py']
 model = dict(backbone=_base_.backbone)
-recipe = _base_.pop('widths').reference(_base_, 'ti', 'det')
+recipe = _base_.pop('references')['det']
