@@ -129,9 +129,12 @@ def test_the_output_names_both_files_and_no_comment_it_cannot_show(capsys):
     assert '(above)' not in out
     base = osp.relpath(SEG_BASE)
     (hooks,) = [line for line in lines if line.startswith('custom_hooks.TF32Hook.type')]
-    assert hooks.endswith(f'# RecursionHook, RNGStateHook, TF32Hook (the comment above custom_hooks in {base}:36)')
     text = open(SEG_BASE).read().splitlines()
-    assert text[35].startswith('custom_hooks =') and text[34].startswith('# TF32Hook')  # what the line points at
+    line = next(i for i, s in enumerate(text) if s.startswith('custom_hooks ='))  # what the output points at
+    assert text[line - 1].startswith('# TF32Hook')
+    assert hooks.endswith(
+        f'# RecursionHook, RNGStateHook, TF32Hook (the comment above custom_hooks in {base}:{line + 1})'
+    )
 
 
 def test_a_plain_value_against_a_subtree_is_shown_once_as_the_subtree():

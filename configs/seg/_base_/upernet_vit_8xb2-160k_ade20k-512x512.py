@@ -2,14 +2,17 @@
 # configs: AdamW, no decay on positions/tokens/norms, linear warm-up then poly).
 # Per-method configs (../upernet_<method>-s_8xb2-160k_ade20k-512x512.py) set only `model.backbone`: their method's
 # backbone file (configs/_base_/backbones/<method>-s_<start>.py) merged into the PlainViT-S backbone below
-# (drop_path_rate applies to every method).
+# (drop_path_rate applies to every method). That one is its backbone file's (plainvit-s_deit.py), taken out of
+# `_base_` with its recipe data so that no key reaches the configs inheriting this one twice.
 #   backbone -> 4 stride-16 maps (recursion steps) -> SimplePyramid (strides 4/8/16/32) -> UPerHead
 _base_ = [
     'mmseg::_base_/models/upernet_r50.py',
     'mmseg::_base_/datasets/ade20k.py',
     'mmseg::_base_/default_runtime.py',
     'mmseg::_base_/schedules/schedule_160k.py',
+    '../../_base_/backbones/plainvit-s_deit.py',
 ]
+_base_.pop('backbone_recipe')  # PlainViT-S's recipe data: a recipe takes its own from its backbone file
 custom_imports = dict(imports=['mmrecvit.mm'], allow_failed_imports=False)
 
 crop_size = (512, 512)
@@ -17,13 +20,7 @@ embed_dim = 384  # ViT-S; a per-method config changing the width must also set t
 model = dict(
     data_preprocessor=dict(size=crop_size),
     pretrained=None,  # the backbone's init_cfg says what to load
-    backbone=dict(
-        _delete_=True,
-        type='PlainViT',
-        arch='small',
-        drop_path_rate=0.1,
-        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/deit_small_patch16_224-cd65a155.pth'),
-    ),
+    backbone=dict(_base_.pop('backbone'), _delete_=True, drop_path_rate=0.1),
     neck=dict(type='SimplePyramid', in_channels=embed_dim),
     decode_head=dict(in_channels=[embed_dim // 4, embed_dim // 2, embed_dim, embed_dim], channels=512, num_classes=150),
     auxiliary_head=dict(in_channels=embed_dim, in_index=2, num_classes=150),

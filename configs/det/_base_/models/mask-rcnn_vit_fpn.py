@@ -1,22 +1,18 @@
 # Mask R-CNN with an mmrecvit backbone: the model of every COCO recipe (../mask-rcnn_vit_*.py), and what every
 # run of it needs (the mmrecvit imports and hooks, seeding, the test-time augmentation model).
 #   backbone -> 4 stride-16 maps (recursion steps) -> SimplePyramid (strides 4/8/16/32) -> mmdet FPN -> RPN + RoI heads.
-# The backbone is PlainViT-S from DeiT-S; per-method configs merge their method's backbone file into it
-# (configs/_base_/backbones/).
+# The backbone is PlainViT-S from DeiT-S, from its backbone file (configs/_base_/backbones/plainvit-s_deit.py), taken
+# out of `_base_` with its recipe data so that no key reaches the configs inheriting this one twice; per-method configs
+# merge their method's backbone file into it (configs/_base_/backbones/).
 # Widths follow `embed_dim`: mmengine evaluates this file before the configs inheriting it, so a recipe of another
 # width sets `embed_dim` and restates the neck's widths from it (../mask-rcnn_vit-b_vitdet-fpn_16xb4-amp-lsj-100e_coco.py).
-_base_ = 'mmdet::_base_/models/mask-rcnn_r50_fpn.py'
+_base_ = ['mmdet::_base_/models/mask-rcnn_r50_fpn.py', '../../../_base_/backbones/plainvit-s_deit.py']
 custom_imports = dict(imports=['mmrecvit.mm', 'mmrecvit.mm.tta', 'mmrecvit.mm.coco'], allow_failed_imports=False)
 
+_base_.pop('backbone_recipe')  # PlainViT-S's recipe data: a recipe takes its own from its backbone file
 embed_dim = 384  # ViT-S
 model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='PlainViT',
-        arch='small',
-        drop_path_rate=0.1,
-        init_cfg=dict(type='Pretrained', checkpoint='checkpoints/deit_small_patch16_224-cd65a155.pth'),
-    ),
+    backbone=dict(_base_.pop('backbone'), _delete_=True, drop_path_rate=0.1),
     neck=[
         dict(type='SimplePyramid', in_channels=embed_dim),
         dict(
