@@ -157,6 +157,26 @@ def test_second_call_skips_and_changed_args_regenerate(tmp_path):
     assert not make_toy_coco(root, num_train=2, num_val=2, progress=False, force=True).skipped
 
 
+def test_make_toy_data_leaves_each_sets_defaults_to_the_set(tmp_path, monkeypatch):
+    """A count or side not given reaches no writer: each set's default is stated once, in its own signature (the
+    CLI shows it from there); what is given is passed on by name, with the shared seed and flags."""
+    from mmrecvit.datasets.toy import layout
+
+    calls = {}
+    for kind, name in (('coco', 'make_toy_coco'), ('ade', 'make_toy_ade20k'), ('cls', 'make_toy_cls')):
+        monkeypatch.setattr(layout, name, lambda root, _kind=kind, **kw: calls.setdefault(_kind, (root, kw)))
+    layout.make_toy_data(tmp_path, seed=3, coco_val=4, cls_size=32, progress=False)
+    shared = dict(seed=3, force=False, progress=False)
+    assert calls == {
+        'coco': (tmp_path / toy.TOY_COCO_DIR, dict(shared, num_val=4)),
+        'ade': (tmp_path / toy.TOY_ADE_DIR, shared),
+        'cls': (tmp_path / toy.TOY_CLS_DIR, dict(shared, size=32)),
+    }
+    script = REPO / 'tools' / 'misc' / 'make_toy_data.py'
+    help_text = subprocess.run([sys.executable, str(script), '--help'], capture_output=True, text=True).stdout
+    assert '(default: its own, 1000)' in ' '.join(help_text.split())  # make_toy_cls's num_train
+
+
 def test_refuses_to_overwrite_a_foreign_folder(tmp_path):
     (tmp_path / 'train2017').mkdir()
     (tmp_path / 'train2017' / 'real.jpg').write_bytes(b'not ours')

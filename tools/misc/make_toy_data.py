@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,24 +47,40 @@ def load_toy() -> ModuleType:
     return module
 
 
+def own_default(make: Callable, name: str) -> Any:
+    """A toy set's own default of `name`, from its writer's signature (where it is stated, once)."""
+    return inspect.signature(make).parameters[name].default
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description='Generate the toy COCO / ADE20K / classification datasets.',
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    toy = load_toy()
+    p = argparse.ArgumentParser(description='Generate the toy COCO / ADE20K / classification datasets.')
+    p.add_argument(
+        '--out',
+        default='data',
+        help='data folder: gets toy_coco/, toy_ade/ADEChallengeData2016/ and toy_cls/ (default: data)',
     )
     p.add_argument(
-        '--out', default='data', help='data folder: gets toy_coco/, toy_ade/ADEChallengeData2016/ and toy_cls/'
+        '--which', choices=['coco', 'ade', 'cls', 'all'], default='all', help='which set(s) to write (default: all)'
     )
-    p.add_argument('--which', choices=['coco', 'ade', 'cls', 'all'], default='all', help='which set(s) to write')
-    p.add_argument('--seed', type=int, default=0, help='seed of every image (same seed -> identical files)')
-    p.add_argument('--size', type=int, default=256, help='square image side in pixels (toy COCO and ADE20K)')
-    p.add_argument('--coco-train', type=int, default=200, help='toy COCO training images')
-    p.add_argument('--coco-val', type=int, default=50, help='toy COCO validation images')
-    p.add_argument('--ade-train', type=int, default=120, help='toy ADE20K training images')
-    p.add_argument('--ade-val', type=int, default=30, help='toy ADE20K validation images')
-    p.add_argument('--cls-train', type=int, default=1000, help='toy classification training images')
-    p.add_argument('--cls-val', type=int, default=250, help='toy classification validation images')
-    p.add_argument('--cls-size', type=int, default=64, help='square side of the classification crops in pixels')
+    p.add_argument('--seed', type=int, default=0, help='seed of every image; same seed -> identical files (default: 0)')
+    coco, ade, cls = toy.make_toy_coco, toy.make_toy_ade20k, toy.make_toy_cls
+    sides = f'COCO {own_default(coco, "size")}, ADE20K {own_default(ade, "size")}'
+    p.add_argument(
+        '--size', type=int, help=f'square image side in pixels, toy COCO and ADE20K (default: theirs, {sides})'
+    )
+    for kind, name, make in (
+        ('coco', 'toy COCO', coco),
+        ('ade', 'toy ADE20K', ade),
+        ('cls', 'toy classification', cls),
+    ):
+        for split, what in (('train', 'training'), ('val', 'validation')):
+            own = own_default(make, f'num_{split}')
+            p.add_argument(f'--{kind}-{split}', type=int, help=f'{name} {what} images (default: its own, {own})')
+    own = own_default(cls, 'size')
+    p.add_argument(
+        '--cls-size', type=int, help=f'square side of the classification crops in pixels (default: its own, {own})'
+    )
     p.add_argument('--force', action='store_true', help='regenerate even if a matching complete set exists')
     p.add_argument('--no-progress', action='store_true', help='no progress bar')
     return p.parse_args(argv)

@@ -17,14 +17,14 @@ def make_toy_data(
     root: PathLike = 'data',
     which: Sequence[str] = KINDS,
     seed: int = 0,
-    size: int = 256,
-    coco_train: int = 200,
-    coco_val: int = 50,
-    ade_train: int = 120,
-    ade_val: int = 30,
-    cls_train: int = 1000,
-    cls_val: int = 250,
-    cls_size: int = 64,
+    size: int | None = None,
+    coco_train: int | None = None,
+    coco_val: int | None = None,
+    ade_train: int | None = None,
+    ade_val: int | None = None,
+    cls_train: int | None = None,
+    cls_val: int | None = None,
+    cls_size: int | None = None,
     force: bool = False,
     progress: bool = True,
 ) -> dict[str, ToyDataResult]:
@@ -32,24 +32,23 @@ def make_toy_data(
     ``root/toy_cls/``.
 
     ``which`` selects among ``'coco'``, ``'ade'`` and ``'cls'``. ``size`` is the side of the COCO and
-    ADE20K images, ``cls_size`` that of the classification crops. Returns one `ToyDataResult` per
-    set, keyed by kind.
+    ADE20K images, ``cls_size`` that of the classification crops; a count or side left None is the set's own
+    default (`make_toy_coco`, `make_toy_ade20k`, `make_toy_cls`: stated there once). Returns one `ToyDataResult`
+    per set, keyed by kind.
     """
     unknown = set(which) - set(KINDS)
     if unknown:
         raise ValueError(f'which: unknown dataset(s) {sorted(unknown)}; allowed: {", ".join(map(repr, KINDS))}')
-    root = Path(root)
+    sets = {  # kind: (its writer, its folder, (num_train, num_val, size) as given)
+        'coco': (make_toy_coco, TOY_COCO_DIR, (coco_train, coco_val, size)),
+        'ade': (make_toy_ade20k, TOY_ADE_DIR, (ade_train, ade_val, size)),
+        'cls': (make_toy_cls, TOY_CLS_DIR, (cls_train, cls_val, cls_size)),
+    }
     out = {}
-    if 'coco' in which:
-        out['coco'] = make_toy_coco(
-            root / TOY_COCO_DIR, coco_train, coco_val, size, seed, force=force, progress=progress
-        )
-    if 'ade' in which:
-        out['ade'] = make_toy_ade20k(root / TOY_ADE_DIR, ade_train, ade_val, size, seed, force=force, progress=progress)
-    if 'cls' in which:
-        out['cls'] = make_toy_cls(
-            root / TOY_CLS_DIR, cls_train, cls_val, cls_size, seed, force=force, progress=progress
-        )
+    for kind in (k for k in KINDS if k in which):
+        make, folder, given = sets[kind]
+        sizes = {name: v for name, v in zip(('num_train', 'num_val', 'size'), given) if v is not None}
+        out[kind] = make(Path(root) / folder, seed=seed, force=force, progress=progress, **sizes)
     return out
 
 
