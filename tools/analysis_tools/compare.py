@@ -253,13 +253,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     families = families or {args.title: args.configs}
     with bad_input('tools/analysis_tools/compare.py'):
         table = measured_table(existing_file(args.measured, '--measured'))
-    status, measured = 0, {}  # a recipe in several cards is measured once
+    status, done = 0, {}  # a recipe in several cards is measured once: its row by path
     for title, configs in families.items():
-        status = max(status, one_card(configs, title, args, measured, table))
+        status = max(status, one_card(configs, title, args, done, table))
     return status
 
 
-def one_card(configs: Sequence[str], title: str | None, args: argparse.Namespace, measured: dict, table: dict) -> int:
+def one_card(configs: Sequence[str], title: str | None, args: argparse.Namespace, done: dict, table: dict) -> int:
     """Print (or write) the card of one family; 1 if --check finds anything not as declared."""
     with bad_input('tools/analysis_tools/compare.py'):
         paths = [config_file(p) for p in configs]
@@ -267,15 +267,15 @@ def one_card(configs: Sequence[str], title: str | None, args: argparse.Namespace
             raise InputError(f'--images {args.images!r}: no such folder')
         rows = []
         for path in paths:
-            if path not in measured:
+            if path not in done:
                 images = None
                 if args.images is not None:
                     images = load_images(args.images, args.num_images, test_size(Config.fromfile(path)), path)
                 try:
-                    measured[path] = recipe_row(path, REPO, images, measured=table)
+                    done[path] = recipe_row(path, REPO, images, measured=table)
                 except StartError as e:
                     raise InputError(f'{path}: {e}') from e
-            rows.append(measured[path])
+            rows.append(done[path])
     findings = check(rows)
     card = render(rows, findings, title)
     print(suggest(rows, findings) if args.suggest else card, end='')
