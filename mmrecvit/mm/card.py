@@ -75,9 +75,12 @@ class Row:
 
 
 def measured_table(path: str | Path) -> dict[str, dict[str, Any]]:
-    """{recipe file name: {MEASURED fact: value}}, the table at `path` read as data (`yaml.safe_load`); an entry that
-    is not a mapping of `MEASURED` facts is refused in one line naming it."""
-    table = yaml.safe_load(Path(path).read_text()) or {}
+    """{recipe file name: {MEASURED fact: value}}, the table at `path` read as data (`yaml.safe_load`); a file that
+    is not YAML, or an entry that is not a mapping of `MEASURED` facts, is refused in one line naming it."""
+    try:
+        table = yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.YAMLError as e:  # its line and column, in one line
+        raise InputError(f'{path}: not a YAML table of measured facts: {" ".join(str(e).split())}') from e
     if not isinstance(table, dict):
         raise InputError(f'{path}: a mapping of recipe file names to their measured facts, not {type(table).__name__}')
     for name, entry in table.items():

@@ -147,6 +147,11 @@ def test_a_measured_value_is_declared_in_the_table_under_the_recipes_name(family
     with pytest.raises(SystemExit):
         compare.main([*paths[:2], '--measured', str(bad)])
     assert "srvit: ['gflop'] is not a mapping of measured facts (params, gflops," in capsys.readouterr().err
+    bad.write_text('srvit: {gflops: 1.0\n')
+    with pytest.raises(SystemExit):
+        compare.main([*paths[:2], '--measured', str(bad)])
+    err = capsys.readouterr().err
+    assert 'bad.yml: not a YAML table of measured facts:' in err and len(err.strip().splitlines()) == 1
 
 
 def test_every_line_of_the_measured_table_names_a_recipe_of_the_repository():
