@@ -3,7 +3,10 @@
 #                MMCV=full: mmcv with compiled ops instead (MMCV=lite switches back; unset: keep what .venv has)
 #   make demo    set up, make the toy data, train + evaluate the toy Mask R-CNN (MODEL=..., TASK=det|seg|both|cls|transfer;
 #                cls: the toy classifier, transfer: the toy classifier, then the toy Mask R-CNN started from it)
-#   make test    set up, lint (ruff check, ruff format --check), run the whole test suite on every core (pytest-xdist, at most 4 workers)
+#   make test    set up, lint (ruff check, ruff format --check), run the test suite but its `slow` tier on every core
+#                (pytest-xdist, at most 4 workers): before each commit
+#   make test-slow  the `slow` tier (real-size recipe runs, exports, compiles, fresh venvs, sweeps over every config);
+#                CI (.ci/run) runs `make test`, then this: every test on every commit
 #   make test-fast  the unit tests only (no e2e/dist/subprocess/slow), for iterating
 #   make bench   every README benchmark table into benchmarks/ (run it on an idle machine)
 VENV   ?= .venv
@@ -14,7 +17,7 @@ MMCV   ?=
 # pytest-xdist workers: one per core (at most 4), a test file's tests in one worker (they share its toy runs)
 PYTEST := $(PY) -m pytest -n auto --maxprocesses 4 --dist loadfile
 
-.PHONY: setup demo test test-fast lint toy-data bench clean
+.PHONY: setup demo test test-slow test-fast lint toy-data bench clean
 
 setup:
 	@bash scripts/setup.sh $(if $(MMCV),--mmcv $(MMCV))
@@ -22,10 +25,11 @@ setup:
 demo: setup
 	$(PY) tools/demo.py --model $(MODEL) --task $(TASK)
 
-test: setup
-	$(VENV)/bin/ruff check mmrecvit _mmrecvit_import_hook.py setup.py tools tests configs scripts
-	$(VENV)/bin/ruff format --check mmrecvit _mmrecvit_import_hook.py setup.py tools tests configs scripts
-	$(PYTEST) --durations=25
+test: lint
+	$(PYTEST) -m "not slow" --durations=25
+
+test-slow: setup
+	$(PYTEST) -m slow --durations=25
 
 test-fast: setup
 	$(PYTEST) -m "not (slow or e2e or dist or subprocess)"

@@ -9,11 +9,11 @@ Markers (setup.cfg):
 * `subprocess`: starts a fresh Python or shell process;
 * `slow`: anything else that takes more than a few seconds (exports, compiles, sweeps over every config).
 
-`make test` runs them all; `make test-fast` only the rest (unit tests). The trained toy runs that
-several e2e tests read are session fixtures made once per run (tests/e2e/conftest.py). `make test`
-distributes files over the cores (`--dist loadfile`): the tests of one file run in one worker, so the
-runs a file's tests share are made there; a run two files share is made once, the other worker waits
-for it on a file lock (`helpers.once`).
+`make test` runs all but `slow`, `make test-slow` the `slow` tier (CI runs both); `make test-fast` only the rest
+(unit tests). The trained toy runs that several e2e tests read are session fixtures made once per run
+(tests/e2e/conftest.py). `make test` distributes files over the cores (`--dist loadfile`): the tests of one file
+run in one worker, so the runs a file's tests share are made there; a run two files share is made once, the other
+worker waits for it on a file lock (`helpers.once`).
 """
 
 import os
