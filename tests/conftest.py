@@ -7,7 +7,8 @@ Markers (setup.cfg):
 * `e2e`: everything under tests/e2e/ (set here from the path);
 * `dist`: more than one process in a process group (gloo);
 * `subprocess`: starts a fresh Python or shell process;
-* `slow`: anything else that takes more than a few seconds (exports, compiles, sweeps over every config).
+* `slow`: the slow tier: exports, compiles, sweeps over every config, real-size recipes, fresh venvs, and the
+  runs of their own of 30 s or more through a tool or launcher (what the session's shared runs cost is not counted).
 
 `make test` runs all but `slow`, `make test-slow` the `slow` tier (CI runs both); `make test-fast` only the rest
 (unit tests). The trained toy runs that several e2e tests read are session fixtures made once per run

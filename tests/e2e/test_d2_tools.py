@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import D2_TOY, REPO, d2_toy_overrides, run
 
-pytestmark = pytest.mark.subprocess
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]  # ~80 s: every toy LazyConfig through detectron2's tools
 TOYS = sorted(Path(REPO, 'configs/d2/toy').glob('*.py'))
 # Runs detectron2's tool files as `__main__` one after another in one interpreter (the imports once), as
 # `python FILE ARGS` would: argv lists from argv[1] (JSON); each run is framed by markers in stdout.

@@ -231,6 +231,7 @@ def run_two(fault, root, work, config, *args):
     return res, time.monotonic() - start
 
 
+@pytest.mark.slow  # ~90 s: two more torchrun runs of two ranks each (the full run is the session's)
 @pytest.mark.dist
 @pytest.mark.subprocess
 def test_two_processes_one_rank_killed_fails_fast_naming_it_and_resumes_exactly(two_rank_run, toy_root, tmp_path):

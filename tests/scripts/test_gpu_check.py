@@ -32,6 +32,7 @@ def quick_run(tmp_path_factory):
     return res, records, (out / 'cpu-quick.md').read_text()
 
 
+@pytest.mark.slow  # ~40 s: the whole tool, every check
 @pytest.mark.subprocess
 def test_quick_dry_mode_reports_every_check_and_the_expected_passes(quick_run):
     res, records, report = quick_run
