@@ -10,8 +10,8 @@ Markers (setup.cfg):
 * `slow`: the slow tier: exports, compiles, sweeps over every config, real-size recipes, fresh venvs, and the
   runs of their own of 30 s or more through a tool or launcher (what the session's shared runs cost is not counted).
 
-`make test` runs all but `slow`, `make test-slow` the `slow` tier (CI runs both); `make test-fast` only the rest
-(unit tests). The trained toy runs that several e2e tests read are session fixtures made once per run
+`make test` runs all but `slow`, `make test TIER=slow` the `slow` tier, `TIER=all` both (CI); `make test-fast` only
+the rest (unit tests). The trained toy runs that several e2e tests read are session fixtures made once per run
 (tests/e2e/conftest.py). `make test` distributes files over the cores (`--dist loadfile`): the tests of one file
 run in one worker, so the runs a file's tests share are made there; a run two files share is made once, the other
 worker waits for it on a file lock (`helpers.once`).

@@ -1,10 +1,11 @@
-"""The suite's two tiers and CI: `make test` (the README's test command, before each commit) runs the suite but its
-`slow` tier, `make test-slow` that tier, and .ci/run runs both and fails when either fails: whatever the markers of a
-test, exactly one tier runs it, so every test runs in CI."""
+"""The suite's tiers and CI: `make test` (the README's test command, before each commit) runs the suite but its
+`slow` tier, `make test TIER=slow` that tier, and CI (.ci/run) runs `make test TIER=all`, every test, and fails when
+it fails: whatever the markers of a test, exactly one of the two tiers runs it, and CI runs it."""
 
 import configparser
 import itertools
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,15 +13,17 @@ from _pytest.mark.expression import Expression  # pytest's own `-m` grammar (wha
 from helpers import REPO
 
 ROOT = Path(REPO)
+MAKEFILE = (ROOT / 'Makefile').read_text()
 
 
-def make_selection(target: str) -> str:
-    """The `-m` expression of the pytest command in the Makefile's `target` (empty: every test)."""
-    recipe = re.search(rf'^{re.escape(target)}:.*\n((?:\t.*\n)+)', (ROOT / 'Makefile').read_text(), re.M)
-    assert recipe, f'Makefile has no target {target!r}'
-    (command,) = [line for line in recipe.group(1).splitlines() if '$(PYTEST)' in line]
-    found = re.search(r' -m (?:"([^"]+)"|(\S+))', command)
-    return (found.group(1) or found.group(2)) if found else ''
+def selection(tier: str) -> str:
+    """The `-m` expression `make test TIER=<tier>` passes to pytest (empty: every test)."""
+    assert re.search(r'^test:.*\n\t\$\(PYTEST\) \$\(SELECT_\$\(TIER\)\) ', MAKEFILE, re.M), 'make test: no $(SELECT_..)'
+    found = re.search(rf'^SELECT_{tier}\s*:=(.*)$', MAKEFILE, re.M)
+    assert found, f'Makefile has no tier {tier!r}'
+    expr = re.fullmatch(r'\s*(?:-m (?:"([^"]+)"|(\S+)))?\s*', found.group(1))
+    assert expr, f'SELECT_{tier} is not a -m selection: {found.group(1)!r}'
+    return expr.group(1) or expr.group(2) or ''
 
 
 def markers() -> list[str]:
@@ -29,22 +32,31 @@ def markers() -> list[str]:
     return [line.split(':')[0].strip() for line in cfg['tool:pytest']['markers'].strip().splitlines()]
 
 
-def test_every_test_runs_in_exactly_one_of_the_two_tiers():
-    tiers = {t: make_selection(t) for t in ('test', 'test-slow')}
-    assert tiers == {'test': 'not slow', 'test-slow': 'slow'}, tiers  # what README and docs/development.md say
+def runs(tier: str, marks: tuple[str, ...]) -> bool:
+    expr = selection(tier)
+    return not expr or Expression.compile(expr).evaluate(set(marks).__contains__)
+
+
+def test_every_test_is_in_exactly_one_tier_and_in_ci():
+    assert re.search(r'^TIER\s*\?=\s*commit$', MAKEFILE, re.M), 'make test without TIER is not the commit tier'
+    assert (selection('commit'), selection('slow'), selection('all')) == ('not slow', 'slow', '')  # as the docs say
     names = markers()
     assert {'slow', 'e2e', 'dist', 'subprocess'} <= set(names), names
-    compiled = {t: Expression.compile(e) for t, e in tiers.items()}
     for n in range(len(names) + 1):
         for marks in itertools.combinations(names, n):
-            running = [t for t, e in compiled.items() if e.evaluate(set(marks).__contains__)]
-            assert len(running) == 1, f'a test marked {marks} runs in {running or "no tier"}'
+            tiers = [t for t in ('commit', 'slow') if runs(t, marks)]
+            assert len(tiers) == 1 and runs('all', marks), f'a test marked {marks} runs in {tiers or "no tier"}'
 
 
-@pytest.mark.parametrize('target', ['test', 'test-slow'])
-def test_ci_runs_each_tier_and_fails_when_it_fails(target):
+@pytest.mark.subprocess
+def test_an_unknown_tier_is_refused_naming_the_allowed_ones():
+    res = subprocess.run(['make', '-n', 'test', 'TIER=slw'], cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode != 0 and 'TIER=slw: allowed commit, slow, all' in res.stderr, res.stderr
+
+
+def test_ci_runs_every_test_and_fails_when_one_fails():
     script = (ROOT / '.ci' / 'run').read_text()
-    run = re.search(rf'^make {re.escape(target)} \|\| (\w+)=\$\?$', script, re.M)
-    assert run, f'.ci/run does not run `make {target}`'
+    run = re.search(r'^make test TIER=all \|\| (\w+)=\$\?$', script, re.M)
+    assert run, '.ci/run does not run `make test TIER=all`'
     last = script.strip().splitlines()[-1]
-    assert f'${run.group(1)} == 0' in last, f'.ci/run ends with {last!r}: `make {target}` failing would not fail it'
+    assert f'${run.group(1)} == 0' in last, f'.ci/run ends with {last!r}: a failed test would not fail it'
