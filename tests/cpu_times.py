@@ -1,7 +1,7 @@
 """Where the suite's time goes: each test's wall time and CPU time, its own process's and its finished child
 processes' together (`resource.getrusage`: a subprocess counts once it is waited for, a fork server when it exits).
 
-    MMRECVIT_CPU_TIMES=/tmp/times make test            # or any pytest command: one JSON line per test and worker
+    MMRECVIT_CPU_TIMES=/tmp/times make test TIER=all   # or any pytest command: one JSON line per test and worker
     python tests/cpu_times.py /tmp/times               # each worker's span, wall and CPU; the files by wall time
 
 A worker whose CPU is near its wall time is busy; one whose wall time is well above waits (on a lock, a sleep, a
