@@ -2,7 +2,6 @@
 `slow` tier, `make test TIER=slow` that tier, and CI (.ci/run) runs `make test TIER=all`, every test, and fails when
 it fails: whatever the markers of a test, exactly one of the two tiers runs it, and CI runs it."""
 
-import configparser
 import itertools
 import re
 import subprocess
@@ -26,26 +25,20 @@ def selection(tier: str) -> str:
     return expr.group(1) or expr.group(2) or ''
 
 
-def markers() -> list[str]:
-    cfg = configparser.ConfigParser()
-    cfg.read(ROOT / 'setup.cfg')
-    return [line.split(':')[0].strip() for line in cfg['tool:pytest']['markers'].strip().splitlines()]
-
-
-def runs(tier: str, marks: tuple[str, ...]) -> bool:
-    expr = selection(tier)
+def runs(expr: str, marks: tuple[str, ...]) -> bool:
     return not expr or Expression.compile(expr).evaluate(set(marks).__contains__)
 
 
-def test_every_test_is_in_exactly_one_tier_and_in_ci():
+def test_every_test_is_in_exactly_one_tier_and_in_ci(pytestconfig):
     assert re.search(r'^TIER\s*\?=\s*commit$', MAKEFILE, re.M), 'make test without TIER is not the commit tier'
-    assert (selection('commit'), selection('slow'), selection('all')) == ('not slow', 'slow', '')  # as the docs say
-    names = markers()
+    tiers = {t: selection(t) for t in ('commit', 'slow', 'all')}
+    assert tiers == {'commit': 'not slow', 'slow': 'slow', 'all': ''}  # as the docs say
+    names = [line.split(':')[0] for line in pytestconfig.getini('markers')]  # setup.cfg's, as pytest registers them
     assert {'slow', 'e2e', 'dist', 'subprocess'} <= set(names), names
     for n in range(len(names) + 1):
         for marks in itertools.combinations(names, n):
-            tiers = [t for t in ('commit', 'slow') if runs(t, marks)]
-            assert len(tiers) == 1 and runs('all', marks), f'a test marked {marks} runs in {tiers or "no tier"}'
+            running = [t for t in ('commit', 'slow') if runs(tiers[t], marks)]
+            assert len(running) == 1 and runs(tiers['all'], marks), f'a test marked {marks} runs in {running or "none"}'
 
 
 @pytest.mark.subprocess
