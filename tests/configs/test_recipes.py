@@ -432,8 +432,11 @@ def test_det_tta_pipelines_flip_before_padding_and_keep_the_flip(path):
     assert steps[flat.index('RandomFlip')] == ['RandomFlip', 'RandomFlip']
     assert 'Pad' not in flat or flat.index('Pad') > flat.index('RandomFlip')
     from mmdet.registry import TRANSFORMS
+    from mmengine.registry import DefaultScope
 
-    pack = TRANSFORMS.build(cfg.tta_pipeline[1].transforms[-1][0])  # its meta keys, as given or mmdet's default
+    # in mmdet's scope whatever scope an earlier test in this worker left current (else mmseg's, say, is searched)
+    with DefaultScope.overwrite_default_scope('mmdet'):
+        pack = TRANSFORMS.build(cfg.tta_pipeline[1].transforms[-1][0])  # its meta keys, as given or mmdet's default
     assert {'flip', 'flip_direction'} <= set(pack.meta_keys)
     test_pipeline = cfg.test_dataloader.dataset.pipeline
     assert cfg.tta_pipeline[1].transforms[0][0] == test_pipeline[1]  # the test scale
