@@ -21,6 +21,7 @@ import pytest
 import torch
 from helpers import REPO, cached_config
 from mmengine.config import Config, ConfigDict
+from mmengine.registry import DefaultScope
 
 from mmrecvit.mm.norm import LN2d
 from mmrecvit.models import SimplePyramid
@@ -338,7 +339,6 @@ def test_the_whole_model_of_each_recipe_builds(path):
     cfg.model.backbone.init_cfg = None
     scope = cfg.default_scope
     registry = __import__(f'{scope}.registry', fromlist=['MODELS']).MODELS
-    from mmengine.registry import DefaultScope
 
     with DefaultScope.overwrite_default_scope(scope):
         model = registry.build(cfg.model)
@@ -358,7 +358,6 @@ def test_the_vitdet_detectors_train_a_step_with_layernorm_heads_windows_and_chec
     called with training=False here): LN2d in FPN/heads, window attention, with_cp, the cascade."""
     from mmdet.registry import MODELS
     from mmdet.testing import demo_mm_inputs
-    from mmengine.registry import DefaultScope
 
     cfg = load(f'{REPO}/configs/det/_base_/{name}')
     cfg.model.backbone.update(init_cfg=None, arch='tiny')
@@ -407,7 +406,6 @@ def test_tf32_hook_sets_both_flags_before_the_run():
 @pytest.mark.parametrize('scope', ['mmengine', 'mmdet', 'mmseg'])
 def test_ln2d_is_a_norm_cfg_type_in_every_scope_and_normalises_channels(scope):
     from mmcv.cnn import ConvModule, build_norm_layer
-    from mmengine.registry import DefaultScope
 
     with DefaultScope.overwrite_default_scope(scope):
         name, norm = build_norm_layer(dict(type='LN2d', requires_grad=True), 8)
@@ -432,7 +430,6 @@ def test_det_tta_pipelines_flip_before_padding_and_keep_the_flip(path):
     assert steps[flat.index('RandomFlip')] == ['RandomFlip', 'RandomFlip']
     assert 'Pad' not in flat or flat.index('Pad') > flat.index('RandomFlip')
     from mmdet.registry import TRANSFORMS
-    from mmengine.registry import DefaultScope
 
     # in mmdet's scope whatever scope an earlier test in this worker left current (else mmseg's, say, is searched)
     with DefaultScope.overwrite_default_scope('mmdet'):
