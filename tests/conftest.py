@@ -57,7 +57,7 @@ def pytest_collection_modifyitems(config, items):
     # Files with long tests first (e2e, then slow/dist/subprocess ones), the rest keeping their order. xdist
     # (3.8, requirements.txt) hands out the files with the most tests first (its default `--loadscope-reorder`), this
     # order among files of as many tests. Turned off, so that this order alone decides, the whole suite took 20 min
-    # 13 s against 19 min 0 s with it on (one run each, 2026-12-07, docs/development.md): it stays on.
+    # 13 s against 19 min 0 s with it on (one run each, 2026-12-07, docs/development.md): xdist's stays on.
     weight = {}
     for item in items:
         marks = {m.name for m in item.iter_markers()}
