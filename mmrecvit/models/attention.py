@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .rel_pos import merge_heads, position_bias, query_terms, token_coords, with_key_mask
+from .rel_pos import grid_bias, merge_heads, pad_keys, position_bias, with_key_mask
 from .token_adaptive import TokenRows, write_rows
 from .windows import Global, Windows, partition, unpartition
 
@@ -78,8 +78,7 @@ def global_attention(
     the logits (a float mask, `attn_mask`'s False as -inf) -> (B, N, D)."""
     qh = heads(q, num_heads)
     if rel_pos is not None:
-        positions = torch.arange(q.shape[1], device=q.device)[None]
-        attn_mask = with_key_mask(position_bias(qh, positions, layout.grid, layout.num_prefix, rel_pos), attn_mask)
+        attn_mask = with_key_mask(grid_bias(qh, layout.grid, layout.num_prefix, rel_pos), attn_mask)
     out = F.scaled_dot_product_attention(qh, heads(k, num_heads), heads(v, num_heads), attn_mask=attn_mask)
     return merge_heads(out, rel_pos is not None)  # (B, heads, N, D/heads) -> (B, N, D)
 
@@ -119,10 +118,9 @@ def window_attention(
     padded = grid[0] % size or grid[1] % size
     mask = valid_w[:, None, None, :] if key_valid is not None or padded else None
     qw = heads(qw, num_heads)
-    if rel_pos is not None:  # window positions 0..s-1 on both axes; the prefix keys (last) get none
-        coords = token_coords(torch.arange(size * size, device=q.device), (size, size), 0)[None]
-        bias = F.pad(query_terms(qw, coords, rel_pos, (size, size)), (0, P))  # (B*nW, heads, s*s, s*s + P)
-        mask = with_key_mask(bias.to(q.dtype), mask)
+    if rel_pos is not None:  # the window's grid; the prefix keys (last) get no bias
+        bias = pad_keys(grid_bias(qw, (size, size), 0, rel_pos), after=P)  # (B*nW, heads, s*s, s*s + P)
+        mask = with_key_mask(bias, mask)
     out = F.scaled_dot_product_attention(qw, heads(kw, num_heads), heads(vw, num_heads), attn_mask=mask)
     out = unpartition(merge_heads(out, rel_pos is not None), grid, size)  # (B, h*w, D)
     if not P:

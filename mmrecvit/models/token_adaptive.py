@@ -250,7 +250,8 @@ def subset_work(
         )
     keys = [N if cached_keys and n else n for n in active.counts]
     pairs = sum(n * k for n, k in zip(active.counts, keys)) / active.batch_size
-    rel_pos = (0.0, 0.0) if layout is None else layout.rel_pos_work(active.mean_count)  # the active queries
+    # the active queries; a full subset runs the dense block (`run_subset`): its grid's patch queries
+    rel_pos = (0.0, 0.0) if layout is None else layout.rel_pos_work(None if active.is_full else active.mean_count)
     return block.work(active.mean_count, sum(keys) / active.batch_size, attn_pairs=pairs, rel_pos=rel_pos)
 
 

@@ -60,9 +60,10 @@ class Global:
         return self.num_tokens * self.num_tokens  # floats in BlockWork (kept symbolic while tracing)
 
     def rel_pos_work(self, queries: float | None = None) -> tuple[float, float]:
-        """(queries, axis keys per query) of the relative position terms per image: every query (default all
-        tokens; prefix ones are computed and zeroed) over h + w keys (`rel_pos.py`)."""
-        return self.num_tokens if queries is None else queries, self.grid[0] + self.grid[1]
+        """(queries, axis keys per query) of the relative position terms per image over h + w keys
+        (`rel_pos.py`): the patch queries of a dense global step (`grid_bias`), or the given `queries` of a
+        token subset (prefix ones computed and zeroed, `position_bias`)."""
+        return self.grid[0] * self.grid[1] if queries is None else queries, self.grid[0] + self.grid[1]
 
 
 def partition(x: Tensor, grid: tuple[int, int], size: int) -> Tensor:

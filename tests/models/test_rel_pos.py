@@ -8,9 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 from backbone_cases import BACKBONE_CASES, distance_to_deit, tiny_backbone, traced_with_stats
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from mmrecvit.benchmark import force_mean_depth
-from mmrecvit.models import BACKBONES, attention
+from mmrecvit.models import BACKBONES, attention, rel_pos
 from mmrecvit.models import token_adaptive as engine
 from mmrecvit.models.checkpoint import CheckpointError, is_timm_state_dict, load_state_dict_into
 from mmrecvit.models.layers import Attention, Block
@@ -194,6 +195,60 @@ def test_layouts_equal_the_formula_with_prefix_padding_and_masks(layout, mask):
         )
 
 
+class BiasSized(TorchDispatchMode):
+    """Counts the ops that allocate a tensor (not a view, not in place) of at least `size` elements."""
+
+    def __init__(self, size):
+        super().__init__()
+        self.size, self.count = size, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        fresh = not any(r.alias_info is not None for r in func._schema.returns)
+        self.count += fresh and isinstance(out, torch.Tensor) and out.numel() >= self.size
+        return out
+
+
+def dense_bias(form, q, grid, num_prefix, tables):
+    """A whole sequence's bias in one of the two forms of `rel_pos.py`."""
+    if form == 'grid':
+        return rel_pos.grid_bias(q, grid, num_prefix, tables)
+    return rel_pos.position_bias(q, torch.arange(q.shape[2])[None], grid, num_prefix, tables)
+
+
+@pytest.mark.parametrize('num_prefix', [0, 1])
+def test_the_grid_form_equals_the_per_query_form_with_its_gradients(num_prefix):
+    """`grid_bias` (global steps, windows) against `position_bias` (token subsets) on a whole sequence: the same
+    bias and the same gradients for the queries and both tables (up to float rounding: other matmul shapes)."""
+    grid, H, d = (6, 5), 2, 8
+    q = torch.randn(2, H, num_prefix + 30, d, requires_grad=True)
+    tables = tuple(torch.randn(2 * n + 1, d, requires_grad=True) for n in grid)  # resized to 2n - 1
+    weight = torch.randn(2, H, num_prefix + 30, num_prefix + 30)
+    grid_form, per_query = (dense_bias(form, q, grid, num_prefix, tables) for form in ('grid', 'query'))
+    torch.testing.assert_close(grid_form, per_query)
+    assert grid_form[..., :num_prefix].abs().sum() == grid_form[:, :, :num_prefix].abs().sum() == 0
+    for a, b in zip(*(torch.autograd.grad((bias * weight).sum(), (q, *tables)) for bias in (grid_form, per_query))):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize('form', ['grid', 'query'])
+@pytest.mark.parametrize('num_prefix, copies', [(0, (1, 0)), (1, (2, 1))])
+def test_the_bias_of_a_grid_is_written_once_and_once_more_for_prefix_keys(form, num_prefix, copies):
+    """The (M, heads, nq, nk) bias, the largest tensor of a biased attention besides SDPA's own, is the sum of the
+    two axes' terms, written once, and its padding with the prefix tokens' zeros where there are any (the
+    per-query form zeroes the prefix queries' terms before the sum); the backward copies the gradient only to
+    take that padding off (counted past its incoming gradient, `ones_like`)."""
+    grid, H, d = (6, 5), 2, 8
+    q = torch.randn(2, H, num_prefix + 30, d, requires_grad=True)
+    tables = tuple(torch.randn(2 * n - 1, d, requires_grad=True) for n in grid)
+    with BiasSized(2 * H * 30 * 30) as mode:
+        bias = dense_bias(form, q, grid, num_prefix, tables)
+        forward = mode.count
+        bias.backward(torch.ones_like(bias))
+    assert bias.shape == (2, H, num_prefix + 30, num_prefix + 30)
+    assert (forward, mode.count - forward - 1) == copies
+
+
 def test_attention_with_tables_needs_a_layout():
     attn = Attention(32, 2, rel_pos_size=(4, 4))
     with pytest.raises(ValueError, match='relative position biases'):
@@ -343,18 +398,19 @@ def test_analytic_count_equals_mmengine_with_rel_pos(name, extra):
 
 
 def test_hand_count_of_the_terms():
-    """PlainViT, 4 layers, 5 x 4 patches + CLS, windows of 3 at layers 0-2 (2 x 2 windows, padded), global 3."""
+    """PlainViT, 4 layers, 5 x 4 patches + CLS, windows of 3 at layers 0-2 (2 x 2 windows, padded), global 3 (its
+    20 patch queries: CLS has no position, its terms are not computed)."""
     model = BACKBONES['PlainViT'](
         **BACKBONE_CASES['PlainViT'], use_rel_pos=True, window_size=3, global_steps=(3,)
     ).eval()
     with torch.no_grad():
         stats = model(torch.randn(1, 3, 80, 64)).stats
     blocks = [w for w in stats.work if hasattr(w, 'rel_pos_keys')]
-    assert [(w.rel_pos_queries, w.rel_pos_keys) for w in blocks] == [(4 * 9, 6)] * 3 + [(21, 5 + 4)]
+    assert [(w.rel_pos_queries, w.rel_pos_keys) for w in blocks] == [(4 * 9, 6)] * 3 + [(20, 5 + 4)]
     plain = BACKBONES['PlainViT'](**BACKBONE_CASES['PlainViT'], window_size=3, global_steps=(3,)).eval()
     with torch.no_grad():
         plain_stats = plain(torch.randn(1, 3, 80, 64)).stats
-    assert stats.flops - plain_stats.flops == 2 * 32 * (3 * 4 * 9 * 6 + 21 * 9)
+    assert stats.flops - plain_stats.flops == 2 * 32 * (3 * 4 * 9 * 6 + 20 * 9)
 
 
 @pytest.mark.parametrize(
