@@ -2,9 +2,12 @@
 compiled mmcv of the ops variant of the toolchain it finds (faked here); a GPU machine whose compiled mmcv has
 CPU-only ops is refused, naming the fix."""
 
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -151,3 +154,24 @@ def test_too_little_disk_for_torch_is_one_error_before_pip(fake_root):
     assert res.returncode != 0
     (line,) = res.stderr.strip().splitlines()
     assert 'only 2 GB free' in line and 'needs about 7 GB' in line and 'installing' not in res.stdout
+
+
+def test_the_venv_it_made_holds_the_bytecode_of_every_module():
+    """Step 8: every module of the venv's site-packages has its .pyc (but files that are not this Python's), whatever
+    PYTHONDONTWRITEBYTECODE says: where it is set, Python writes none at import, and pip installs with --no-compile,
+    so each new interpreter compiled the stack's sources again."""
+    venv = Path(REPO) / '.venv'
+    if Path(sys.prefix).resolve() != venv.resolve() or not (venv / '.mmrecvit-setup').exists():
+        pytest.skip("checks the venv scripts/setup.sh made, from inside it (make test's)")
+    site = Path(sysconfig.get_paths()['purelib'])
+    missing = [p for p in site.rglob('*.py') if not Path(importlib.util.cache_from_source(p)).exists()]
+    not_python = []
+    for path in missing:
+        try:
+            compile(path.read_bytes(), str(path), 'exec')
+        except (SyntaxError, ValueError):
+            not_python.append(path)
+    without = sorted(set(missing) - set(not_python))
+    assert not without, (
+        f'{len(without)} modules without bytecode, e.g. {[str(p.relative_to(site)) for p in without[:3]]}'
+    )
